@@ -1,0 +1,54 @@
+// attn/autograd/tape.h — eager reverse-mode autograd over coarse ops.
+// Every differentiable op that runs in grad mode with an input that requires grad records
+// one Node: it keeps what its backward needs and the input tensors (the graph's edges).
+// Tensor::backward() orders the reachable nodes topologically and runs each once,
+// accumulating gradients of leaves into their .grad. No deferred graph: errors surface at
+// the call that caused them. Higher-order gradients are deliberately not supported.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "attn/core/tensor.h"
+
+namespace attn {
+
+class Node {
+ public:
+  virtual ~Node() = default;
+  // The op's name, e.g. "LayerNormBackward".
+  virtual const char* name() const = 0;
+  // Given dL/d(output), returns dL/d(input_i) for each entry of inputs (an undefined
+  // Tensor where an input needs no gradient). Shapes must equal the inputs' shapes.
+  virtual std::vector<Tensor> backward(const Tensor& grad_output) = 0;
+  // Frees saved tensors once the node has run.
+  virtual void release() {}
+
+  std::vector<Tensor> inputs;  // edges of the graph, in the order backward() returns
+};
+
+// Whether ops record nodes (thread-local; on by default).
+bool grad_mode_enabled();
+
+// Turns recording off in a scope (decoding, evaluation, optimizer updates).
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// True when grad mode is on and any defined input requires grad.
+bool needs_grad(std::initializer_list<const Tensor*> inputs);
+
+// Attaches `node` (with its inputs) as out's grad_fn and marks out as requiring grad.
+void attach_node(Tensor& out, std::shared_ptr<Node> node, std::vector<Tensor> inputs);
+
+// Runs the reverse sweep from `root` seeded with `grad_root`.
+void run_backward(const Tensor& root, const Tensor& grad_root);
+
+}  // namespace attn
