@@ -237,7 +237,7 @@ double Tensor::at(const std::vector<int64_t>& index) const {
   return load_as_double(impl().storage->data(), dtype(), off);
 }
 
-void Tensor::copy_from(const Tensor& src) {
+void Tensor::copy_from(const Tensor& src) const {
   ATTN_CHECK(src.shape() == shape(), "copy_from", "shape ", shape_str(src.shape()), " into ",
              shape_str(shape()));
   if (src.dtype() == dtype() && src.is_contiguous() && is_contiguous()) {
@@ -270,7 +270,7 @@ void Tensor::copy_from(const Tensor& src) {
   });
 }
 
-void Tensor::fill(double value) {
+void Tensor::fill(double value) const {
   void* base = impl().storage->data();
   const DType dt = dtype();
   if (is_contiguous()) {

@@ -83,8 +83,8 @@ class Tensor {
   // ---- copies and conversions (not recorded by autograd) -------------------------------
   Tensor clone() const;       // contiguous deep copy, detached
   Tensor to(DType d) const;   // converted contiguous copy, detached (same tensor if same dtype and contiguous)
-  void copy_from(const Tensor& src);  // element-wise copy into this tensor (same shape; any strides)
-  void fill(double value);
+  void copy_from(const Tensor& src) const;  // element-wise copy into this tensor (same shape; any strides)
+  void fill(double value) const;
 
   // ---- autograd -----------------------------------------------------------------------
   bool requires_grad() const { return impl().requires_grad; }

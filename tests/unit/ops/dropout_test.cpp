@@ -1,0 +1,107 @@
+// dropout: the mask comes from the Rng in row-major order (reproducible, seed-dependent),
+// survivors are scaled by 1/(1-p), the dropped fraction is close to p, evaluation is the
+// identity, the gradient reuses the mask, and p outside [0, 1) is an error.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "attn/ops/ops.h"
+#include "support/expect_close.h"
+#include "support/gradcheck.h"
+
+namespace attn {
+namespace {
+
+class DropoutByDtype : public ::testing::TestWithParam<DType> {};
+
+TEST_P(DropoutByDtype, MaskFollowsTheRngInRowMajorOrderAndSurvivorsAreScaled) {
+  const DType dt = GetParam();
+  Rng data_rng(1);
+  Tensor x = Tensor::randn({4, 5, 6}, data_rng, dt);
+  const double p = 0.3;
+  Rng rng(42), replay(42);
+  Tensor y = dropout(x, p, true, rng);
+  const auto vx = x.to_vector<double>(), vy = y.to_vector<double>();
+  const double tol = dt == DType::F32 ? 1e-6 : 1e-14;
+  for (size_t i = 0; i < vx.size(); ++i) {
+    const bool dropped = replay.uniform() < p;
+    const double expected = dropped ? 0.0 : vx[i] / (1 - p);
+    EXPECT_NEAR(vy[i], expected, tol) << "element " << i;
+  }
+  EXPECT_EQ(rng.next_u64(), replay.next_u64()) << "dropout must draw exactly one uniform per element";
+}
+
+INSTANTIATE_TEST_SUITE_P(Dropout, DropoutByDtype, ::testing::Values(DType::F32, DType::F64),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(Dropout, SameSeedGivesTheSameMaskAndDifferentSeedsDiffer) {
+  Tensor x = Tensor::ones({1000});
+  Rng r1(7), r2(7), r3(8);
+  const auto a = dropout(x, 0.5, true, r1).to_vector<float>();
+  const auto b = dropout(x, 0.5, true, r2).to_vector<float>();
+  const auto c = dropout(x, 0.5, true, r3).to_vector<float>();
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  // Consecutive calls on one generator draw fresh masks.
+  EXPECT_NE(dropout(x, 0.5, true, r1).to_vector<float>(), a);
+}
+
+TEST(Dropout, DroppedFractionIsCloseToPOnALargeTensor) {
+  const int64_t n = 200000;  // also exercises the threaded path
+  Tensor x = Tensor::ones({n});
+  for (double p : {0.1, 0.5, 0.9}) {
+    Rng rng(123);
+    const auto y = dropout(x, p, true, rng).to_vector<float>();
+    int64_t zeros = 0;
+    for (float v : y) {
+      if (v == 0.0f)
+        ++zeros;
+      else
+        EXPECT_FLOAT_EQ(v, static_cast<float>(1 / (1 - p)));
+    }
+    // 5 standard deviations of a binomial proportion.
+    EXPECT_NEAR(static_cast<double>(zeros) / n, p, 5 * std::sqrt(p * (1 - p) / n)) << "p " << p;
+  }
+}
+
+TEST(Dropout, EvaluationAndZeroPReturnTheInputItself) {
+  Tensor x = Tensor::ones({3, 3}, DType::F64).set_requires_grad(true);
+  Rng rng(5);
+  const Rng::State before = rng.state();
+  EXPECT_TRUE(dropout(x, 0.5, false, rng).same(x));
+  EXPECT_TRUE(dropout(x, 0.0, true, rng).same(x));
+  const Rng::State after = rng.state();
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(before.s[i], after.s[i]) << "identity must not draw";
+}
+
+TEST(Dropout, GradientUsesTheSavedMask) {
+  Rng data(2);
+  Tensor x = Tensor::randn({6, 7}, data, DType::F64).set_requires_grad(true);
+  // Re-seeding inside f makes every evaluation draw the same mask, so dropout is a fixed
+  // linear map that central differences can check.
+  EXPECT_TRUE(test::gradcheck(
+      [](const std::vector<Tensor>& in) {
+        Rng rng(99);
+        return dropout(in[0], 0.4, true, rng);
+      },
+      {x}));
+  x.zero_grad();
+  Rng rng(99);
+  Tensor y = dropout(x, 0.4, true, rng);
+  sum(y).backward();
+  const auto vy = y.to_vector<double>(), vg = x.grad().to_vector<double>();
+  for (size_t i = 0; i < vy.size(); ++i) EXPECT_DOUBLE_EQ(vg[i], vy[i] == 0.0 ? 0.0 : 1 / 0.6);
+}
+
+TEST(Dropout, BadInputIsAnError) {
+  Tensor x = Tensor::ones({4});
+  Rng rng(1);
+  EXPECT_THROW((void)dropout(x, 1.0, true, rng), Error);
+  EXPECT_THROW((void)dropout(x, -0.1, true, rng), Error);
+  EXPECT_THROW((void)dropout(x, 1.5, false, rng), Error);
+  EXPECT_THROW((void)dropout(x, std::nan(""), true, rng), Error);
+  EXPECT_THROW((void)dropout(Tensor::zeros({4}, DType::I64), 0.1, true, rng), Error);
+}
+
+}  // namespace
+}  // namespace attn
