@@ -1,0 +1,151 @@
+// kernels/attention_naive.cpp — the reference attention kernel pair (paper §3.2.1, Eq. 1).
+// Each (b, h) slice is independent: scores by one GEMM, a max-subtracted softmax per row,
+// the output by a second GEMM; the backward is four GEMMs around the softmax Jacobian.
+// Parallel over B*H with OpenMP (BLAS runs single-threaded inside the region). No tiling,
+// no SIMD: this is the slow, obvious version the tiled kernel is tested against.
+// Derivation: docs/derivations/attention.md.
+#include "kernels/attention_naive.h"
+
+#include <cmath>
+#include <limits>
+
+#include "kernels/gemm.h"
+
+namespace attn::kernels {
+
+namespace {
+
+// Row-wise masked softmax in place over one [Tq, Tk] block of scores:
+//   p_ij = exp(s_ij - m_i) / sum_j' exp(s_ij' - m_i),  m_i = max_j s_ij.
+// Masked scores are -inf, so exp(-inf - m_i) is exactly 0. A row with every score -inf has
+// no finite maximum; instead of 0/0 = NaN it gets all-zero probabilities (PyTorch's
+// _safe_softmax, FlashAttention's "fully masked rows output zero").
+template <class T>
+void masked_softmax_rows(T* s, int64_t Tq, int64_t Tk) {
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  for (int64_t i = 0; i < Tq; ++i) {
+    T* row = s + i * Tk;
+    T m = kNegInf;
+    for (int64_t j = 0; j < Tk; ++j) m = row[j] > m ? row[j] : m;
+    if (m == kNegInf) {  // fully masked (or Tk == 0)
+      for (int64_t j = 0; j < Tk; ++j) row[j] = T(0);
+      continue;
+    }
+    T sum = 0;
+    for (int64_t j = 0; j < Tk; ++j) {
+      row[j] = std::exp(row[j] - m);
+      sum += row[j];
+    }
+    const T inv = T(1) / sum;  // sum >= 1: the maximum contributes exp(0)
+    for (int64_t j = 0; j < Tk; ++j) row[j] *= inv;
+  }
+}
+
+}  // namespace
+
+template <class T>
+void attention_naive_forward(T* out, T* probs, T* work, const T* q, const T* k, const T* v,
+                             const AttentionMask<T>& mask, const T* dropout_scale, int64_t B,
+                             int64_t H, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv, T scale) {
+  const int64_t BH = B * H;
+#pragma omp parallel for schedule(static) if (BH > 1)
+  for (int64_t bh = 0; bh < BH; ++bh) {
+    const int64_t b = bh / H, h = bh % H;
+    const T* qs = q + bh * Tq * Dh;  // [Tq, Dh]
+    const T* ks = k + bh * Tk * Dh;  // [Tk, Dh]
+    const T* vs = v + bh * Tk * Dv;  // [Tk, Dv]
+    T* os = out + bh * Tq * Dv;      // [Tq, Dv]
+    T* ps = probs + bh * Tq * Tk;    // [Tq, Tk]
+    if (Tk == 0) {  // no keys: every row is fully masked
+      for (int64_t i = 0; i < Tq * Dv; ++i) os[i] = T(0);
+      continue;
+    }
+    // S = scale * q k^T, then the mask: S_ij += bias_ij, masked S_ij = -inf.
+    gemm<T>(false, true, Tq, Tk, Dh, scale, qs, Dh, ks, Dh, T(0), ps, Tk);
+    for (int64_t i = 0; i < Tq; ++i) apply_attention_mask_row(ps + i * Tk, mask, b, h, i, 0, Tk, Tq, Tk);
+    // P = softmax(S) row by row; fully masked rows become 0.
+    masked_softmax_rows(ps, Tq, Tk);
+    // out = (P ∘ D) v, with D the dropout scale (absent: D = 1).
+    const T* pv = ps;
+    if (dropout_scale) {
+      const T* ds = dropout_scale + bh * Tq * Tk;  // [Tq, Tk]
+      T* ws = work + bh * Tq * Tk;                 // [Tq, Tk]
+      for (int64_t e = 0; e < Tq * Tk; ++e) ws[e] = ps[e] * ds[e];
+      pv = ws;
+    }
+    gemm<T>(false, false, Tq, Dv, Tk, T(1), pv, Tk, vs, Dv, T(0), os, Dv);
+  }
+}
+
+// Backward of, per slice,
+//   S = scale * Q K^T (+ mask),  P = softmax_rows(S),  O = (P ∘ D) V.
+// Local derivatives (D = 1 without dropout):
+//   dV  = (P ∘ D)^T dO                         [Tk, Dv]
+//   dP  = (dO V^T) ∘ D                         [Tq, Tk]
+//   dS  = P ∘ (dP - rowsum(dP ∘ P))            softmax Jacobian: dP_ij/dS_ik = P_ij (δ_jk - P_ik)
+//   dQ  = scale * dS K                          [Tq, Dh]
+//   dK  = scale * dS^T Q                        [Tk, Dh]
+// Masked and fully-masked entries have P = 0, hence dS = 0: no gradient reaches them and a
+// fully masked row contributes nothing (and no NaN) anywhere.
+template <class T>
+void attention_naive_backward(T* dq, T* dk, T* dv, T* work, const T* dout, const T* probs,
+                              const T* dropout_scale, const T* q, const T* k, const T* v,
+                              int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv,
+                              T scale) {
+  const int64_t BH = B * H;
+  if (Tk == 0) return;  // the output was constant 0: no gradient anywhere
+#pragma omp parallel for schedule(static) if (BH > 1)
+  for (int64_t bh = 0; bh < BH; ++bh) {
+    const T* qs = q + bh * Tq * Dh;      // [Tq, Dh]
+    const T* ks = k + bh * Tk * Dh;      // [Tk, Dh]
+    const T* vs = v + bh * Tk * Dv;      // [Tk, Dv]
+    const T* dos = dout + bh * Tq * Dv;  // [Tq, Dv]
+    const T* ps = probs + bh * Tq * Tk;  // [Tq, Tk]
+    const T* ds = dropout_scale ? dropout_scale + bh * Tq * Tk : nullptr;  // [Tq, Tk]
+    T* ws = work + bh * Tq * Tk;         // [Tq, Tk]
+    T* dqs = dq + bh * Tq * Dh;          // [Tq, Dh]
+    T* dks = dk + bh * Tk * Dh;          // [Tk, Dh]
+    T* dvs = dv + bh * Tk * Dv;          // [Tk, Dv]
+    // dV += (P ∘ D)^T dO
+    if (ds) {
+      for (int64_t e = 0; e < Tq * Tk; ++e) ws[e] = ps[e] * ds[e];
+      gemm<T>(true, false, Tk, Dv, Tq, T(1), ws, Tk, dos, Dv, T(1), dvs, Dv);
+    } else {
+      gemm<T>(true, false, Tk, Dv, Tq, T(1), ps, Tk, dos, Dv, T(1), dvs, Dv);
+    }
+    // dP = (dO V^T) ∘ D, into work
+    gemm<T>(false, true, Tq, Tk, Dv, T(1), dos, Dv, vs, Dv, T(0), ws, Tk);
+    if (ds)
+      for (int64_t e = 0; e < Tq * Tk; ++e) ws[e] *= ds[e];
+    // dS = P ∘ (dP - rowsum(dP ∘ P)), in place
+    for (int64_t i = 0; i < Tq; ++i) {
+      T* wrow = ws + i * Tk;
+      const T* prow = ps + i * Tk;
+      T dot = 0;
+      for (int64_t j = 0; j < Tk; ++j) dot += wrow[j] * prow[j];
+      for (int64_t j = 0; j < Tk; ++j) wrow[j] = prow[j] * (wrow[j] - dot);
+    }
+    // dQ += scale * dS K,  dK += scale * dS^T Q
+    gemm<T>(false, false, Tq, Dh, Tk, scale, ws, Tk, ks, Dh, T(1), dqs, Dh);
+    gemm<T>(true, false, Tk, Dh, Tq, scale, ws, Tk, qs, Dh, T(1), dks, Dh);
+  }
+}
+
+template void attention_naive_forward<float>(float*, float*, float*, const float*, const float*,
+                                             const float*, const AttentionMask<float>&,
+                                             const float*, int64_t, int64_t, int64_t, int64_t,
+                                             int64_t, int64_t, float);
+template void attention_naive_forward<double>(double*, double*, double*, const double*,
+                                              const double*, const double*,
+                                              const AttentionMask<double>&, const double*, int64_t,
+                                              int64_t, int64_t, int64_t, int64_t, int64_t, double);
+template void attention_naive_backward<float>(float*, float*, float*, float*, const float*,
+                                              const float*, const float*, const float*,
+                                              const float*, const float*, int64_t, int64_t,
+                                              int64_t, int64_t, int64_t, int64_t, float);
+template void attention_naive_backward<double>(double*, double*, double*, double*, const double*,
+                                               const double*, const double*, const double*,
+                                               const double*, const double*, int64_t, int64_t,
+                                               int64_t, int64_t, int64_t, int64_t, double);
+
+}  // namespace attn::kernels

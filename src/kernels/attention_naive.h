@@ -1,0 +1,70 @@
+// kernels/attention_naive.h — scaled dot-product attention (paper §3.2.1, Eq. 1), the naive
+// reference: one (batch, head) slice at a time, the full [Tq, Tk] probability matrix
+// materialised and saved for the backward pass, products through kernels::gemm.
+// It does not check shapes, allocate, or draw random numbers: src/ops/attention.cpp resolves
+// the masks into AttentionMask, draws the dropout mask, and owns every buffer.
+// The tiled online-softmax twin (attention_flash) must match it for every mask kind.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+namespace attn::kernels {
+
+// The masks of one call in resolved form. An entry (b, h, i, j) is masked out when any of:
+//   bias[b*bias_stride_b + h*bias_stride_h + i*Tk + j] == -inf     (additive, may be null)
+//   key_padding[b*Tk + j] != 0                                     (may be null)
+//   causal && j > i + (Tk - Tq)                                    (bottom-right alignment)
+// Finite bias values are added to the scores. Bias rows are contiguous [Tq, Tk] blocks; a
+// stride of 0 broadcasts the block over that dimension.
+template <class T>
+struct AttentionMask {
+  const T* bias = nullptr;  // [B or 1, H or 1, Tq, Tk]
+  int64_t bias_stride_b = 0;
+  int64_t bias_stride_h = 0;
+  const uint8_t* key_padding = nullptr;  // [B, Tk], nonzero = padding
+  bool causal = false;
+};
+
+// Adds the bias to columns [j0, j1) of score row i of slice (b, h) and writes -inf into the
+// masked ones. `row` points at column j0. Shared with the tiled kernel.
+template <class T>
+inline void apply_attention_mask_row(T* row, const AttentionMask<T>& m, int64_t b, int64_t h,
+                                     int64_t i, int64_t j0, int64_t j1, int64_t Tq, int64_t Tk) {
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  if (m.bias) {
+    const T* brow = m.bias + b * m.bias_stride_b + h * m.bias_stride_h + i * Tk;
+    for (int64_t j = j0; j < j1; ++j) row[j - j0] += brow[j];
+  }
+  if (m.key_padding) {
+    const uint8_t* pad = m.key_padding + b * Tk;
+    for (int64_t j = j0; j < j1; ++j)
+      if (pad[j]) row[j - j0] = kNegInf;
+  }
+  if (m.causal) {
+    // Query i sees keys j <= i + (Tk - Tq); with Tq > Tk the first Tq - Tk rows see none.
+    const int64_t last = i + (Tk - Tq);
+    for (int64_t j = (last + 1 > j0 ? last + 1 : j0); j < j1; ++j) row[j - j0] = kNegInf;
+  }
+}
+
+// out [B, H, Tq, Dv] = (softmax(q k^T * scale + mask) ∘ D) v, and probs [B, H, Tq, Tk] = the
+// softmax itself (before dropout; also what need_weights returns). Masked entries get
+// probability exactly 0; a row whose keys are all masked gets probabilities 0 and output 0.
+// dropout_scale [B, H, Tq, Tk] (null = no dropout) holds D = keep / (1 - p), 0 or 1/(1-p);
+// work [B, H, Tq, Tk] is scratch, needed only with dropout (may be null otherwise).
+// q [B, H, Tq, Dh], k [B, H, Tk, Dh], v [B, H, Tk, Dv], all contiguous.
+template <class T>
+void attention_naive_forward(T* out, T* probs, T* work, const T* q, const T* k, const T* v,
+                             const AttentionMask<T>& mask, const T* dropout_scale, int64_t B,
+                             int64_t H, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv, T scale);
+
+// Given dout = dL/dout, accumulates (+=) dq, dk, dv, which the caller zeroed. probs and
+// dropout_scale are what the forward saved; work [B, H, Tq, Tk] is scratch (always needed).
+template <class T>
+void attention_naive_backward(T* dq, T* dk, T* dv, T* work, const T* dout, const T* probs,
+                              const T* dropout_scale, const T* q, const T* k, const T* v,
+                              int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv,
+                              T scale);
+
+}  // namespace attn::kernels

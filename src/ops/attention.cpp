@@ -1,0 +1,210 @@
+// scaled_dot_product_attention (paper §3.2.1, Eq. 1): checks, mask resolution, dropout
+// draw, dispatch to the naive kernel pair, and the SdpaBackward tape node.
+// Masks follow nn.MultiheadAttention (Bool true = masked out; float is added; a -inf float
+// entry counts as masked); causal is bottom-right aligned; fully masked rows give zeros.
+// Multi-head projections live in nn/attention; this op sees heads already split.
+#include <cmath>
+#include <limits>
+
+#include "attn/ops/ops.h"
+#include "kernels/attention_naive.h"
+
+namespace attn {
+
+namespace {
+
+constexpr const char* kOp = "scaled_dot_product_attention";
+
+// Sizes of one call, read off q [B, H, Tq, Dh], k [B, H, Tk, Dh], v [B, H, Tk, Dv].
+struct SdpaDims {
+  int64_t B = 0, H = 0, Tq = 0, Tk = 0, Dh = 0, Dv = 0;
+};
+
+SdpaDims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v) {
+  ATTN_CHECK(q.defined() && k.defined() && v.defined(), kOp, "q, k and v must all be defined");
+  ATTN_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, kOp,
+             "q, k, v must be rank 4 [B, H, T, D]; got q ", q.str(), ", k ", k.str(), ", v ",
+             v.str());
+  ATTN_CHECK(is_floating(q.dtype()), kOp, "q must be f32 or f64; got ", q.str());
+  ATTN_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype(), kOp,
+             "q, k, v must share one dtype; got q ", q.str(), ", k ", k.str(), ", v ", v.str());
+  SdpaDims d;
+  d.B = q.size(0);
+  d.H = q.size(1);
+  d.Tq = q.size(2);
+  d.Dh = q.size(3);
+  d.Tk = k.size(2);
+  d.Dv = v.size(3);
+  ATTN_CHECK(k.size(0) == d.B && v.size(0) == d.B && k.size(1) == d.H && v.size(1) == d.H, kOp,
+             "batch and head dimensions must agree; got q ", q.str(), ", k ", k.str(), ", v ",
+             v.str());
+  ATTN_CHECK(k.size(3) == d.Dh, kOp, "q and k head dimensions differ; got q ", q.str(), ", k ",
+             k.str());
+  ATTN_CHECK(v.size(2) == d.Tk, kOp, "k and v lengths differ; got k ", k.str(), ", v ", v.str());
+  ATTN_CHECK(d.Dh > 0 && d.Dv > 0, kOp, "head dimensions must be positive; got q ", q.str(),
+             ", v ", v.str());
+  return d;
+}
+
+void check_options(const SdpaOptions& o, const SdpaDims& d, DType dtype) {
+  const Shape full{d.B, d.H, d.Tq, d.Tk};
+  if (o.attn_mask.defined()) {
+    const Tensor& m = o.attn_mask;
+    ATTN_CHECK(m.dtype() == DType::Bool || m.dtype() == dtype, kOp,
+               "attn_mask must be bool or ", dtype_name(dtype), " like q; got ", m.str());
+    bool ok = m.dim() >= 2 && m.dim() <= 4;
+    for (int64_t i = 1; ok && i <= m.dim(); ++i) {
+      const int64_t have = m.size(-i), want = full[static_cast<size_t>(4 - i)];
+      ok = have == want || have == 1;
+    }
+    ATTN_CHECK(ok, kOp, "attn_mask ", m.str(), " must be [Tq, Tk] or broadcastable to ",
+               shape_str(full));
+  }
+  if (o.key_padding_mask.defined()) {
+    const Tensor& m = o.key_padding_mask;
+    ATTN_CHECK(m.dtype() == DType::Bool, kOp, "key_padding_mask must be bool; got ", m.str());
+    ATTN_CHECK(m.shape() == (Shape{d.B, d.Tk}), kOp, "key_padding_mask ", m.str(), " must be [B, Tk] = ",
+               shape_str(Shape{d.B, d.Tk}));
+  }
+  ATTN_CHECK(o.dropout_p >= 0.0 && o.dropout_p <= 1.0, kOp, "dropout_p must be in [0, 1]; got ",
+             o.dropout_p);
+  ATTN_CHECK(o.dropout_p == 0.0 || o.rng != nullptr, kOp, "dropout_p ", o.dropout_p,
+             " > 0 needs options.rng");
+  ATTN_CHECK(std::isfinite(o.scale), kOp, "scale must be finite; got ", o.scale);
+}
+
+// The attn_mask as an additive bias of the compute dtype, [Bm, Hm, Tq, Tk] with Bm in {1, B}
+// and Hm in {1, H} (the kernel broadcasts those by stride 0; Tq and Tk are expanded here).
+// Bool true becomes -inf, false 0; float values are copied. NaN and +inf are rejected.
+template <class T>
+Tensor resolve_bias(const Tensor& m, const SdpaDims& d, kernels::AttentionMask<T>& view) {
+  Shape ms(4, 1);  // the mask's shape padded on the left to rank 4
+  for (int64_t i = 1; i <= m.dim(); ++i) ms[static_cast<size_t>(4 - i)] = m.size(-i);
+  const Shape src_strides = contiguous_strides(ms);
+  const int64_t Bm = ms[0], Hm = ms[1];
+  const int64_t sq = ms[2] == 1 ? 0 : src_strides[2];
+  const int64_t sk = ms[3] == 1 ? 0 : src_strides[3];
+  const std::vector<double> src = m.to_vector<double>();  // row-major, any strides
+  const bool is_bool = m.dtype() == DType::Bool;
+  Tensor bias = Tensor::empty({Bm, Hm, d.Tq, d.Tk}, dtype_of<T>);
+  T* out = bias.data<T>();
+  for (int64_t bh = 0; bh < Bm * Hm; ++bh)
+    for (int64_t i = 0; i < d.Tq; ++i)
+      for (int64_t j = 0; j < d.Tk; ++j) {
+        const double x = src[static_cast<size_t>(bh * src_strides[1] + i * sq + j * sk)];
+        if (is_bool) {
+          *out++ = x != 0.0 ? -std::numeric_limits<T>::infinity() : T(0);
+        } else {
+          ATTN_CHECK(!std::isnan(x) && x != std::numeric_limits<double>::infinity(), kOp,
+                     "float attn_mask ", m.str(), " holds ", x, "; only finite values and -inf are allowed");
+          *out++ = static_cast<T>(x);
+        }
+      }
+  view.bias = bias.data<T>();
+  view.bias_stride_b = Bm == 1 ? 0 : Hm * d.Tq * d.Tk;
+  view.bias_stride_h = Hm == 1 ? 0 : d.Tq * d.Tk;
+  return bias;
+}
+
+struct SdpaBackward : Node {
+  Tensor q, k, v;          // contiguous, detached
+  Tensor probs;            // [B, H, Tq, Tk], before dropout
+  Tensor dropout_scale;    // [B, H, Tq, Tk] of 0 or 1/(1-p); undefined without dropout
+  SdpaDims d;
+  double scale = 1.0;
+
+  const char* name() const override { return "SdpaBackward"; }
+
+  std::vector<Tensor> backward(const Tensor& grad_output) override {
+    NoGradGuard guard;
+    const Shape out_shape{d.B, d.H, d.Tq, d.Dv};
+    ATTN_CHECK(grad_output.shape() == out_shape, name(), "gradient ", grad_output.str(),
+               " for output ", shape_str(out_shape));
+    const Tensor g = grad_output.to(q.dtype());  // contiguous
+    Tensor dq = Tensor::zeros(q.shape(), q.dtype());
+    Tensor dk = Tensor::zeros(k.shape(), k.dtype());
+    Tensor dv = Tensor::zeros(v.shape(), v.dtype());
+    Tensor work = Tensor::empty(probs.shape(), probs.dtype());
+    auto run = [&](auto tag) {
+      using T = decltype(tag);
+      kernels::attention_naive_backward<T>(
+          dq.data<T>(), dk.data<T>(), dv.data<T>(), work.data<T>(), g.data<T>(), probs.data<T>(),
+          dropout_scale.defined() ? dropout_scale.data<T>() : nullptr, q.data<T>(), k.data<T>(),
+          v.data<T>(), d.B, d.H, d.Tq, d.Tk, d.Dh, d.Dv, static_cast<T>(scale));
+    };
+    if (q.dtype() == DType::F32) run(float{}); else run(double{});
+    return {dq, dk, dv};
+  }
+
+  void release() override { q = k = v = probs = dropout_scale = Tensor(); }
+};
+
+template <class T>
+SdpaResult sdpa_impl(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                     const SdpaOptions& o, const SdpaDims& d) {
+  Tensor q, k, v;
+  {
+    NoGradGuard guard;  // the node below differentiates w.r.t. the caller's tensors directly
+    q = q_in.contiguous().detach();
+    k = k_in.contiguous().detach();
+    v = v_in.contiguous().detach();
+  }
+  const double scale = o.scale != 0.0 ? o.scale : 1.0 / std::sqrt(static_cast<double>(d.Dh));
+
+  kernels::AttentionMask<T> mask;
+  Tensor bias, padding;
+  if (o.attn_mask.defined()) bias = resolve_bias<T>(o.attn_mask, d, mask);
+  if (o.key_padding_mask.defined()) {
+    padding = o.key_padding_mask.contiguous().detach();
+    mask.key_padding = static_cast<const uint8_t*>(padding.raw_data());
+  }
+  mask.causal = o.causal;
+
+  // Dropout keep-scale D drawn in row-major order over [B, H, Tq, Tk]: an entry is dropped
+  // when rng.uniform() < p (the dropout op's convention), kept ones are scaled by 1/(1-p).
+  Tensor dropout_scale, work;
+  if (o.dropout_p > 0.0) {
+    dropout_scale = Tensor::empty({d.B, d.H, d.Tq, d.Tk}, dtype_of<T>);  // [B, H, Tq, Tk]
+    work = Tensor::empty({d.B, d.H, d.Tq, d.Tk}, dtype_of<T>);           // [B, H, Tq, Tk]
+    const T keep = o.dropout_p < 1.0 ? static_cast<T>(1.0 / (1.0 - o.dropout_p)) : T(0);
+    T* ds = dropout_scale.data<T>();
+    for (int64_t e = 0; e < dropout_scale.numel(); ++e) ds[e] = o.rng->uniform() < o.dropout_p ? T(0) : keep;
+  }
+
+  Tensor out = Tensor::empty({d.B, d.H, d.Tq, d.Dv}, dtype_of<T>);    // [B, H, Tq, Dv]
+  Tensor probs = Tensor::empty({d.B, d.H, d.Tq, d.Tk}, dtype_of<T>);  // [B, H, Tq, Tk]
+  kernels::attention_naive_forward<T>(out.data<T>(), probs.data<T>(),
+                                      work.defined() ? work.data<T>() : nullptr, q.data<T>(),
+                                      k.data<T>(), v.data<T>(), mask,
+                                      dropout_scale.defined() ? dropout_scale.data<T>() : nullptr,
+                                      d.B, d.H, d.Tq, d.Tk, d.Dh, d.Dv, static_cast<T>(scale));
+
+  SdpaResult result;
+  const bool record = needs_grad({&q_in, &k_in, &v_in});
+  if (o.need_weights) result.weights = record ? probs.clone() : probs;  // never aliases saved state
+  if (record) {
+    auto node = std::make_shared<SdpaBackward>();
+    node->q = q;
+    node->k = k;
+    node->v = v;
+    node->probs = probs;
+    node->dropout_scale = dropout_scale;
+    node->d = d;
+    node->scale = scale;
+    attach_node(out, node, {q_in, k_in, v_in});
+  }
+  result.out = out;
+  return result;
+}
+
+}  // namespace
+
+SdpaResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                        const SdpaOptions& options) {
+  const SdpaDims d = check_inputs(q, k, v);
+  check_options(options, d, q.dtype());
+  if (q.dtype() == DType::F32) return sdpa_impl<float>(q, k, v, options, d);
+  return sdpa_impl<double>(q, k, v, options, d);
+}
+
+}  // namespace attn
