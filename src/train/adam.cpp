@@ -1,0 +1,227 @@
+// Adam / AdamW and global-norm gradient clipping (paper §5.3).
+// The per-element update follows torch.optim.Adam's single-tensor path (_single_tensor_adam)
+// operation for operation, so float32 results agree with PyTorch to rounding and float64
+// results to a few ulps. Not here: fused or multi-threaded updates (one loop per tensor).
+#include "attn/train/adam.h"
+
+#include <cmath>
+#include <map>
+#include <unordered_set>
+
+#include "attn/autograd/tape.h"
+
+namespace attn::train {
+
+namespace {
+
+// One Adam update of n elements; scalars are formed in double and rounded to T once, as
+// PyTorch passes Python floats to its kernels.
+template <class T>
+void adam_update(T* p, T* m, T* v, const T* g, int64_t n, double lr, int64_t k,
+                 const AdamOptions& o) {
+  const bool l2 = o.weight_decay != 0.0 && !o.decoupled_weight_decay;
+  const bool decoupled = o.weight_decay != 0.0 && o.decoupled_weight_decay;
+  const T wd = static_cast<T>(o.weight_decay);
+  const T decay = static_cast<T>(1.0 - lr * o.weight_decay);
+  const T w1 = static_cast<T>(1.0 - o.beta1);
+  const T b2 = static_cast<T>(o.beta2);
+  const T c2 = static_cast<T>(1.0 - o.beta2);
+  const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(k));
+  const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(k));
+  const T step_size = static_cast<T>(lr / bc1);
+  const T bc2_sqrt = static_cast<T>(std::sqrt(bc2));
+  const T eps = static_cast<T>(o.eps);
+  for (int64_t i = 0; i < n; ++i) {
+    T gi = g[i];
+    if (l2) gi = gi + wd * p[i];
+    if (decoupled) p[i] = p[i] * decay;
+    m[i] = m[i] + w1 * (gi - m[i]);
+    v[i] = v[i] * b2 + c2 * (gi * gi);
+    const T denom = std::sqrt(v[i]) / bc2_sqrt + eps;
+    p[i] = p[i] + (-step_size) * (m[i] / denom);
+  }
+}
+
+// The gradient of p as a contiguous tensor of p's dtype (undefined when p has none).
+Tensor contiguous_grad(const Tensor& p, const char* op) {
+  Tensor g = p.grad();
+  if (!g.defined()) return g;
+  ATTN_CHECK(g.dtype() == p.dtype(), op, "gradient ", g.str(), " of parameter ", p.str(),
+             " has another dtype");
+  return g.is_contiguous() ? g : g.clone();
+}
+
+Tensor i64_scalar(int64_t value) { return Tensor::from_vector<int64_t>({value}, Shape{}); }
+
+}  // namespace
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions options, std::vector<std::string> names)
+    : params_(std::move(params)), names_(std::move(names)), options_(options) {
+  const auto& o = options_;
+  ATTN_CHECK(o.beta1 >= 0.0 && o.beta1 < 1.0, "Adam", "beta1 must be in [0, 1), got ", o.beta1);
+  ATTN_CHECK(o.beta2 >= 0.0 && o.beta2 < 1.0, "Adam", "beta2 must be in [0, 1), got ", o.beta2);
+  ATTN_CHECK(o.eps > 0.0 && std::isfinite(o.eps), "Adam", "eps must be positive, got ", o.eps);
+  ATTN_CHECK(o.weight_decay >= 0.0 && std::isfinite(o.weight_decay), "Adam",
+             "weight_decay must be >= 0, got ", o.weight_decay);
+  if (names_.empty())
+    for (size_t i = 0; i < params_.size(); ++i) names_.push_back(std::to_string(i));
+  ATTN_CHECK(names_.size() == params_.size(), "Adam", names_.size(), " names for ", params_.size(),
+             " parameters");
+  std::unordered_set<const TensorImpl*> seen_params;
+  std::unordered_set<std::string> seen_names;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    const std::string& name = names_[i];
+    ATTN_CHECK(p.defined(), "Adam", "parameter ", i, " ('", name, "') is undefined");
+    ATTN_CHECK(is_floating(p.dtype()), "Adam", "parameter '", name, "' is ", p.str(),
+               "; only f32 and f64 parameters can be optimized");
+    ATTN_CHECK(p.is_leaf(), "Adam", "parameter '", name, "' ", p.str(), " is not a leaf tensor");
+    ATTN_CHECK(p.is_contiguous(), "Adam", "parameter '", name, "' ", p.str(), " is not contiguous");
+    ATTN_CHECK(!name.empty(), "Adam", "parameter ", i, " has an empty name");
+    ATTN_CHECK(seen_params.insert(&p.impl()).second, "Adam", "parameter '", name,
+               "' appears more than once");
+    ATTN_CHECK(seen_names.insert(name).second, "Adam", "parameter name '", name,
+               "' appears more than once");
+    m_.push_back(Tensor::zeros(p.shape(), p.dtype()));
+    v_.push_back(Tensor::zeros(p.shape(), p.dtype()));
+  }
+  param_steps_.assign(params_.size(), 0);
+}
+
+void Adam::step(double lr) {
+  ATTN_CHECK(std::isfinite(lr) && lr >= 0.0, "Adam::step", "learning rate must be finite and >= 0, got ",
+             lr);
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    const Tensor g = contiguous_grad(p, "Adam::step");
+    if (!g.defined()) continue;
+    const int64_t k = ++param_steps_[i];
+    if (p.dtype() == DType::F32)
+      adam_update<float>(p.data<float>(), m_[i].data<float>(), v_[i].data<float>(),
+                         g.data<float>(), p.numel(), lr, k, options_);
+    else
+      adam_update<double>(p.data<double>(), m_[i].data<double>(), v_[i].data<double>(),
+                          g.data<double>(), p.numel(), lr, k, options_);
+  }
+  ++steps_;
+}
+
+void Adam::zero_grad() {
+  for (const Tensor& p : params_) p.zero_grad();
+}
+
+io::NamedTensors Adam::state() const {
+  io::NamedTensors out;
+  out.emplace_back("adam.steps", i64_scalar(steps_));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    out.emplace_back("adam.step." + names_[i], i64_scalar(param_steps_[i]));
+    out.emplace_back("adam.exp_avg." + names_[i], m_[i]);
+    out.emplace_back("adam.exp_avg_sq." + names_[i], v_[i]);
+  }
+  return out;
+}
+
+void Adam::load_state(const io::NamedTensors& state) {
+  const char* op = "Adam::load_state";
+  std::map<std::string, Tensor> entries;
+  for (const auto& [name, t] : state) {
+    if (name.rfind("adam.", 0) != 0) continue;
+    ATTN_CHECK(t.defined(), op, "entry '", name, "' is undefined");
+    ATTN_CHECK(entries.emplace(name, t).second, op, "entry '", name, "' appears twice");
+  }
+  auto take = [&](const std::string& name) {
+    auto it = entries.find(name);
+    ATTN_CHECK(it != entries.end(), op, "missing entry '", name, "'");
+    Tensor t = it->second;
+    entries.erase(it);
+    return t;
+  };
+  auto count = [&](const std::string& name) {
+    const Tensor t = take(name);
+    ATTN_CHECK(t.dtype() == DType::I64 && t.numel() == 1, op, "entry '", name, "' is ", t.str(),
+               ", expected a one-element i64 tensor");
+    const int64_t value = t.to_vector<int64_t>()[0];
+    ATTN_CHECK(value >= 0, op, "entry '", name, "' is negative (", value, ")");
+    return value;
+  };
+  // Validate everything first, then commit, so a bad state leaves the optimizer as it was.
+  const int64_t steps = count("adam.steps");
+  std::vector<int64_t> param_steps(params_.size());
+  std::vector<Tensor> m(params_.size()), v(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    param_steps[i] = count("adam.step." + names_[i]);
+    for (auto [prefix, slot] : {std::pair{"adam.exp_avg.", &m[i]}, std::pair{"adam.exp_avg_sq.", &v[i]}}) {
+      const std::string name = prefix + names_[i];
+      *slot = take(name);
+      ATTN_CHECK(slot->dtype() == p.dtype() && slot->shape() == p.shape(), op, "entry '", name,
+                 "' is ", slot->str(), " but parameter '", names_[i], "' is ", p.str());
+    }
+  }
+  if (!entries.empty())
+    fail(op, "unknown entry '", entries.begin()->first, "' (", entries.size(),
+         " entries match no parameter of this optimizer)");
+  steps_ = steps;
+  param_steps_ = param_steps;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    m_[i].copy_from(m[i]);
+    v_[i].copy_from(v[i]);
+  }
+}
+
+double grad_norm(const std::vector<Tensor>& params) {
+  double sum_sq = 0.0;
+  for (const Tensor& p : params) {
+    if (!p.defined()) continue;
+    const Tensor g = contiguous_grad(p, "grad_norm");
+    if (!g.defined()) continue;
+    const int64_t n = g.numel();
+    if (g.dtype() == DType::F32) {
+      const float* pg = g.data<float>();
+      for (int64_t i = 0; i < n; ++i) sum_sq += static_cast<double>(pg[i]) * pg[i];
+    } else {
+      const double* pg = g.data<double>();
+      for (int64_t i = 0; i < n; ++i) sum_sq += pg[i] * pg[i];
+    }
+  }
+  return std::sqrt(sum_sq);
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, int64_t step) {
+  ATTN_CHECK(max_norm > 0.0 && !std::isnan(max_norm), "clip_grad_norm", "max_norm must be > 0, got ",
+             max_norm);
+  const double norm = grad_norm(params);
+  if (!std::isfinite(norm)) {
+    const std::string where = step >= 0 ? str_cat(" at step ", step) : std::string();
+    throw NonFiniteGradient(str_cat("[clip_grad_norm] non-finite gradient norm", where, ": ", norm),
+                            step, norm);
+  }
+  // PyTorch multiplies by min(1, max_norm / (norm + 1e-6)); a norm within 1e-6 below
+  // max_norm is therefore scaled by a hair as well.
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef >= 1.0) return norm;
+  NoGradGuard no_grad;
+  for (const Tensor& p : params) {
+    if (!p.defined()) continue;
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    // A leaf's .grad is its own buffer (autograd/tape.cpp), so it is scaled in place.
+    if (!g.is_contiguous()) {
+      g = g.clone();
+      p.set_grad(g);
+    }
+    const int64_t n = g.numel();
+    if (g.dtype() == DType::F32) {
+      float* pg = g.data<float>();
+      const float c = static_cast<float>(coef);
+      for (int64_t i = 0; i < n; ++i) pg[i] *= c;
+    } else {
+      double* pg = g.data<double>();
+      for (int64_t i = 0; i < n; ++i) pg[i] *= coef;
+    }
+  }
+  return norm;
+}
+
+}  // namespace attn::train
