@@ -1,0 +1,65 @@
+// Shared checks and plumbing of the three searches (see search_common.h).
+#include "search_common.h"
+
+#include <cmath>
+
+#include "attn/core/error.h"
+
+namespace attn::decode::detail {
+
+void check_limit_options(const char* op, const SearchLimits& limits) {
+  ATTN_CHECK(!(limits.max_len && limits.max_extra), op,
+             "max_len and max_extra are exclusive (max_len is absolute, max_extra is added to the source "
+             "length); set one, got max_len ", *limits.max_len, " and max_extra ", *limits.max_extra);
+  if (limits.max_len)
+    ATTN_CHECK(*limits.max_len >= 1, op, "max_len must be >= 1, got ", *limits.max_len);
+  if (limits.max_extra)
+    ATTN_CHECK(*limits.max_extra >= 0, op, "max_extra must be >= 0, got ", *limits.max_extra);
+}
+
+std::vector<int64_t> prepare(const char* op, const IncrementalDecoder& decoder, const Tensor& src_ids,
+                             const SearchLimits& limits) {
+  check_limit_options(op, limits);
+  ATTN_CHECK(src_ids.defined(), op, "src_ids is undefined");
+  ATTN_CHECK(src_ids.dtype() == DType::I64 && src_ids.dim() == 2, op, "src_ids must be i64 [B, S], got ",
+             src_ids.str());
+  const int64_t v = decoder.vocab_size();
+  ATTN_CHECK(v >= 1, op, "the decoder's vocab_size must be >= 1, got ", v);
+  ATTN_CHECK(limits.bos >= 0 && limits.bos < v, op, "bos must be a token id in [0, ", v, "), got ", limits.bos);
+  ATTN_CHECK(limits.eos == -1 || (limits.eos >= 0 && limits.eos < v), op,
+             "eos must be a token id in [0, ", v, ") or -1 (none), got ", limits.eos);
+
+  const int64_t b = src_ids.size(0), s = src_ids.size(1);
+  const std::vector<int64_t> ids = src_ids.to_vector<int64_t>();
+  std::vector<int64_t> limit(static_cast<size_t>(b));
+  for (int64_t i = 0; i < b; ++i) {
+    if (limits.max_len) {
+      limit[i] = *limits.max_len;
+      continue;
+    }
+    int64_t len = 0;  // the source's length without its PAD tokens
+    for (int64_t j = 0; j < s; ++j)
+      if (limits.pad < 0 || ids[i * s + j] != limits.pad) ++len;
+    limit[i] = len + limits.max_extra.value_or(50);
+    ATTN_CHECK(limit[i] >= 1, op, "source ", i, " is empty and max_extra is 0: its length limit would be 0");
+  }
+  return limit;
+}
+
+std::vector<double> read_log_probs(const char* op, const Tensor& log_probs, int64_t n, int64_t v) {
+  ATTN_CHECK(log_probs.defined() && is_floating(log_probs.dtype()) && log_probs.dim() == 2 &&
+                 log_probs.size(0) == n && log_probs.size(1) == v,
+             op, "the decoder's step must return f32/f64 log-probabilities [", n, ", ", v, "], got ",
+             log_probs.defined() ? log_probs.str() : std::string("undefined"));
+  std::vector<double> values = log_probs.to_vector<double>();
+  for (size_t i = 0; i < values.size(); ++i)
+    ATTN_CHECK(!std::isnan(values[i]), op, "the decoder's step returned NaN at row ", static_cast<int64_t>(i) / v,
+               ", token ", static_cast<int64_t>(i) % v);
+  return values;
+}
+
+Tensor token_tensor(const std::vector<int64_t>& tokens) {
+  return Tensor::from_vector<int64_t>(tokens, {static_cast<int64_t>(tokens.size())});  // [N]
+}
+
+}  // namespace attn::decode::detail
