@@ -1,0 +1,77 @@
+// attn/models/config.h — every hyper-parameter of the three model families in one struct,
+// validated once (paper §3 and Table 3). JSON in and out with strict keys: an unknown key
+// or a wrong type is an error naming the key; absent keys keep their defaults. The defaults
+// are the paper's base model (N=6, D=512, d_ff=2048, h=8, dropout 0.1, shared 37k vocabulary).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "attn/core/dtype.h"
+#include "attn/nn/feed_forward.h"
+#include "attn/nn/layer_options.h"
+#include "attn/nn/norm.h"
+#include "attn/nn/positional.h"
+
+namespace attn::models {
+
+// encoder_decoder: the paper's Transformer (and T5); decoder_only: GPT-style causal LM;
+// encoder_only: BERT-style bidirectional encoder with a masked-LM head.
+enum class Arch { EncoderDecoder, DecoderOnly, EncoderOnly };
+const char* arch_name(Arch arch);
+Arch parse_arch(const std::string& name);
+
+struct ModelConfig {
+  Arch arch = Arch::EncoderDecoder;
+  int64_t d_model = 512;
+  int64_t n_heads = 8;
+  int64_t n_encoder_layers = 6;  // used by encoder_decoder and encoder_only
+  int64_t n_decoder_layers = 6;  // used by encoder_decoder and decoder_only
+  int64_t d_ff = 2048;
+  double dropout = 0.1;            // sublayer outputs, embeddings + positions, inside the FFN
+  double attention_dropout = 0.1;  // attention weights
+  nn::Activation activation = nn::Activation::ReLU;
+  bool norm_first = false;  // false: post-norm (the paper); true: pre-norm
+  nn::NormKind norm = nn::NormKind::Layer;
+  double norm_eps = 1e-5;
+  bool final_norm = true;  // a norm after each stack (nn.Transformer always has one)
+  nn::PositionalKind positional = nn::PositionalKind::Sinusoidal;
+  int64_t max_len = 1024;  // bound of learned positions
+  // Single-stack models (decoder_only, encoder_only) use src_vocab_size as their vocabulary;
+  // their tgt_vocab_size must be 0 or equal to it.
+  int64_t src_vocab_size = 37000;
+  int64_t tgt_vocab_size = 37000;
+  bool share_embeddings = true;  // one table for source and target tokens (encoder_decoder)
+  bool tie_output = true;        // the output projection reuses the (target) embedding matrix
+  bool scale_embeddings = true;  // multiply embeddings by sqrt(d_model) (paper §3.4)
+  int64_t pad_id = 0;  // -1: no padding token (then nothing is masked)
+  int64_t bos_id = 1;  // -1: none
+  int64_t eos_id = 2;  // -1: none
+  DType dtype = DType::F32;  // f32 or f64
+  uint64_t seed = 0;         // initialisation and dropout generators
+
+  // Throws attn::Error naming the first problem found.
+  void validate() const;
+  // The vocabulary of a single-stack model (src_vocab_size).
+  int64_t vocab_size() const { return src_vocab_size; }
+  // The per-layer options of the stacks.
+  nn::LayerOptions layer_options() const;
+
+  // Every field, enums as their names ("encoder_decoder", "relu", "layer", "sinusoidal", "f32").
+  nlohmann::json to_json() const;
+  // Reads the keys present over the defaults; unknown keys and wrong types are errors naming
+  // the key. Does not validate (call validate()).
+  static ModelConfig from_json(const nlohmann::json& j);
+
+  // Presets: "base" and "big" (paper Table 3; vocabulary 37000 shared), and "small", the
+  // seed's digit-reversal model (D=64, 4 heads, 2+2 layers, d_ff 256, vocabulary 13:
+  // PAD 0, BOS 1, EOS 2, digits 3..12).
+  static ModelConfig paper_base();
+  static ModelConfig paper_big();
+  static ModelConfig seed_small();
+  static ModelConfig preset(const std::string& name);
+};
+
+}  // namespace attn::models

@@ -1,0 +1,62 @@
+// attn/nn/decoder.h — the decoder layer and stack (paper §3.1), as nn.TransformerDecoderLayer
+// and nn.TransformerDecoder (batch-first). Three sublayers: masked self-attention, attention
+// over the encoder output ("memory"), FFN; each wrapped as in encoder.h (post- or pre-norm):
+//   post-norm: x = norm1(x + d1(SA(x))); x = norm2(x + d2(CA(x, mem))); x = norm3(x + d3(FFN(x)))
+// Names: self_attn.*, multihead_attn.*, linear1.*, linear2.*, norm1..3.*; stack "layers.N.", "norm.".
+// Incremental decoding with a KV cache is not here.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "attn/core/rng.h"
+#include "attn/nn/attention.h"
+#include "attn/nn/dropout.h"
+#include "attn/nn/feed_forward.h"
+#include "attn/nn/layer_options.h"
+#include "attn/nn/module.h"
+#include "attn/nn/norm.h"
+
+namespace attn::nn {
+
+class DecoderLayer : public Module {
+ public:
+  DecoderLayer(const LayerOptions& options, Rng& rng);
+
+  // x [B, T, D], memory [B, S, D] -> [B, T, D]. self_masks apply to self-attention (set
+  // causal there for the paper's decoder), cross_masks to attention over memory (key padding
+  // of the source).
+  Tensor forward(const Tensor& x, const Tensor& memory, const AttentionMasks& self_masks = {},
+                 const AttentionMasks& cross_masks = {});
+
+  MultiHeadAttention& self_attn() { return *self_attn_; }
+  MultiHeadAttention& multihead_attn() { return *cross_attn_; }
+  FeedForward& feed_forward() { return *ff_; }
+  const LayerOptions& options() const { return options_; }
+
+ private:
+  LayerOptions options_;
+  std::shared_ptr<MultiHeadAttention> self_attn_, cross_attn_;
+  std::shared_ptr<FeedForward> ff_;  // its linear1/dropout/linear2 are registered on this layer
+  std::shared_ptr<Norm> norm1_, norm2_, norm3_;
+  std::shared_ptr<Dropout> dropout1_, dropout2_, dropout3_;
+};
+
+class Decoder : public Module {
+ public:
+  Decoder(const LayerOptions& options, int64_t n_layers, bool final_norm, Rng& rng);
+
+  // x [B, T, D], memory [B, S, D] -> [B, T, D].
+  Tensor forward(const Tensor& x, const Tensor& memory, const AttentionMasks& self_masks = {},
+                 const AttentionMasks& cross_masks = {});
+
+  int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
+  DecoderLayer& layer(int64_t i) { return *layers_.at(static_cast<size_t>(i)); }
+  Norm* norm() { return norm_.get(); }  // null without a final norm
+
+ private:
+  std::vector<std::shared_ptr<DecoderLayer>> layers_;
+  std::shared_ptr<Norm> norm_;
+};
+
+}  // namespace attn::nn

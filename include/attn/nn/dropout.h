@@ -1,0 +1,28 @@
+// attn/nn/dropout.h — dropout (paper §5.4, P_drop = 0.1 on sublayer outputs, on the
+// embedding sums and, here as in PyTorch, inside the FFN). Each Dropout owns its own
+// attn::Rng, seeded at construction, so runs are reproducible; identity in eval mode.
+#pragma once
+
+#include <cstdint>
+
+#include "attn/core/rng.h"
+#include "attn/nn/module.h"
+
+namespace attn::nn {
+
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p, uint64_t seed = 0);
+
+  // x [...] -> [...]: survivors scaled by 1/(1-p) in training; x itself in eval or at p = 0.
+  Tensor forward(const Tensor& x);
+
+  double p() const { return p_; }
+  Rng& rng() { return rng_; }
+
+ private:
+  double p_;
+  Rng rng_;
+};
+
+}  // namespace attn::nn

@@ -1,0 +1,45 @@
+// attn/nn/feed_forward.h — the position-wise feed-forward network (paper §3.3, Eq. 2):
+//   FFN(x) = linear2(dropout(phi(linear1(x)))),  phi = ReLU (paper), GELU or GELU-tanh.
+// Children "linear1" [F, D], "dropout", "linear2" [D, F]: nn.TransformerEncoderLayer's names,
+// which the encoder and decoder layers re-register at their own level. No SwiGLU here.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "attn/core/rng.h"
+#include "attn/nn/dropout.h"
+#include "attn/nn/linear.h"
+#include "attn/nn/module.h"
+
+namespace attn::nn {
+
+enum class Activation { ReLU, GELU, GELUTanh };
+
+// "relu" / "gelu" / "gelu_tanh", and back (an unknown name is an error).
+const char* activation_name(Activation a);
+Activation parse_activation(const std::string& name);
+// phi(x), element-wise.
+Tensor apply_activation(Activation a, const Tensor& x);
+
+class FeedForward : public Module {
+ public:
+  // nn.Linear initialisation for both layers; the dropout generator is seeded from rng.
+  FeedForward(int64_t d_model, int64_t d_ff, Activation activation, double dropout, DType dtype, Rng& rng);
+
+  // x [B, T, D] (any [..., D]) -> [..., D].
+  Tensor forward(const Tensor& x);
+
+  const std::shared_ptr<Linear>& linear1() const { return linear1_; }
+  const std::shared_ptr<Dropout>& dropout() const { return dropout_; }
+  const std::shared_ptr<Linear>& linear2() const { return linear2_; }
+  Activation activation() const { return activation_; }
+
+ private:
+  Activation activation_;
+  std::shared_ptr<Linear> linear1_;
+  std::shared_ptr<Dropout> dropout_;
+  std::shared_ptr<Linear> linear2_;
+};
+
+}  // namespace attn::nn

@@ -1,0 +1,28 @@
+// attn/nn/norm.h — the normalisation interface shared by LayerNorm (the paper's §3.1
+// "LayerNorm(x + Sublayer(x))") and RMSNorm (the common modern variant), so that encoder
+// and decoder layers can hold either. make_norm() builds the one a config names.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "attn/nn/module.h"
+
+namespace attn::nn {
+
+enum class NormKind { Layer, RMS };
+
+// "layer" / "rms", and back (an unknown name is an error listing the valid ones).
+const char* norm_kind_name(NormKind kind);
+NormKind parse_norm_kind(const std::string& name);
+
+class Norm : public Module {
+ public:
+  // x [..., D] -> [..., D], normalised over the last dimension.
+  virtual Tensor forward(const Tensor& x) const = 0;
+};
+
+// LayerNorm (weight, bias) or RMSNorm (weight) over D features.
+std::shared_ptr<Norm> make_norm(NormKind kind, int64_t dim, double eps, DType dtype);
+
+}  // namespace attn::nn

@@ -1,0 +1,236 @@
+// ModelConfig: validation, strict JSON reading and writing, and the presets.
+#include "attn/models/config.h"
+
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "attn/core/error.h"
+
+namespace attn::models {
+
+namespace {
+
+constexpr const char* kOp = "ModelConfig";
+using json = nlohmann::json;
+
+DType parse_dtype(const std::string& name) {
+  if (name == "f32") return DType::F32;
+  if (name == "f64") return DType::F64;
+  fail(kOp, "unknown dtype '", name, "' (expected f32 or f64)");
+}
+
+int64_t read_int(const std::string& key, const json& v) {
+  ATTN_CHECK(v.is_number_integer(), kOp, "key '", key, "' must be an integer, got ", v.type_name(),
+             " ", v.dump());
+  return v.get<int64_t>();
+}
+
+double read_double(const std::string& key, const json& v) {
+  ATTN_CHECK(v.is_number(), kOp, "key '", key, "' must be a number, got ", v.type_name(), " ", v.dump());
+  return v.get<double>();
+}
+
+bool read_bool(const std::string& key, const json& v) {
+  ATTN_CHECK(v.is_boolean(), kOp, "key '", key, "' must be true or false, got ", v.type_name(), " ",
+             v.dump());
+  return v.get<bool>();
+}
+
+// A string key parsed by `parse`; a parse error is reported under the key's name.
+template <class F>
+auto read_enum(const std::string& key, const json& v, F parse) {
+  ATTN_CHECK(v.is_string(), kOp, "key '", key, "' must be a string, got ", v.type_name(), " ", v.dump());
+  try {
+    return parse(v.get<std::string>());
+  } catch (const Error& e) {
+    fail(kOp, "key '", key, "': ", e.what());
+  }
+}
+
+void check_token(const char* key, int64_t id, int64_t vocab, const char* vocab_name) {
+  ATTN_CHECK(id >= -1 && id < vocab, kOp, key, " ", id, " is outside [0, ", vocab, ") of ", vocab_name,
+             " (use -1 for none)");
+}
+
+}  // namespace
+
+const char* arch_name(Arch arch) {
+  switch (arch) {
+    case Arch::EncoderDecoder: return "encoder_decoder";
+    case Arch::DecoderOnly: return "decoder_only";
+    case Arch::EncoderOnly: return "encoder_only";
+  }
+  return "?";
+}
+
+Arch parse_arch(const std::string& name) {
+  if (name == "encoder_decoder") return Arch::EncoderDecoder;
+  if (name == "decoder_only") return Arch::DecoderOnly;
+  if (name == "encoder_only") return Arch::EncoderOnly;
+  fail(kOp, "unknown arch '", name, "' (expected encoder_decoder, decoder_only or encoder_only)");
+}
+
+void ModelConfig::validate() const {
+  ATTN_CHECK(d_model > 0, kOp, "d_model must be positive, got ", d_model);
+  ATTN_CHECK(n_heads > 0, kOp, "n_heads must be positive, got ", n_heads);
+  ATTN_CHECK(d_model % n_heads == 0, kOp, "d_model ", d_model, " is not divisible by n_heads ", n_heads);
+  ATTN_CHECK(d_ff > 0, kOp, "d_ff must be positive, got ", d_ff);
+  ATTN_CHECK(n_encoder_layers >= 0, kOp, "n_encoder_layers must not be negative, got ", n_encoder_layers);
+  ATTN_CHECK(n_decoder_layers >= 0, kOp, "n_decoder_layers must not be negative, got ", n_decoder_layers);
+  const bool uses_encoder = arch != Arch::DecoderOnly, uses_decoder = arch != Arch::EncoderOnly;
+  ATTN_CHECK(!uses_encoder || n_encoder_layers > 0, kOp, "n_encoder_layers must be at least 1 for ",
+             arch_name(arch), ", got ", n_encoder_layers);
+  ATTN_CHECK(!uses_decoder || n_decoder_layers > 0, kOp, "n_decoder_layers must be at least 1 for ",
+             arch_name(arch), ", got ", n_decoder_layers);
+  ATTN_CHECK(dropout >= 0.0 && dropout < 1.0, kOp, "dropout must be in [0, 1), got ", dropout);
+  ATTN_CHECK(attention_dropout >= 0.0 && attention_dropout < 1.0, kOp,
+             "attention_dropout must be in [0, 1), got ", attention_dropout);
+  ATTN_CHECK(norm_eps > 0.0, kOp, "norm_eps must be positive, got ", norm_eps);
+  ATTN_CHECK(max_len > 0, kOp, "max_len must be positive, got ", max_len);
+  ATTN_CHECK(dtype == DType::F32 || dtype == DType::F64, kOp, "dtype must be f32 or f64, got ",
+             dtype_name(dtype));
+  ATTN_CHECK(src_vocab_size > 0, kOp, "src_vocab_size must be positive, got ", src_vocab_size);
+  if (arch == Arch::EncoderDecoder) {
+    ATTN_CHECK(tgt_vocab_size > 0, kOp, "tgt_vocab_size must be positive, got ", tgt_vocab_size);
+    ATTN_CHECK(!share_embeddings || src_vocab_size == tgt_vocab_size, kOp,
+               "share_embeddings needs equal vocabularies, got src_vocab_size ", src_vocab_size,
+               " and tgt_vocab_size ", tgt_vocab_size);
+  } else {
+    ATTN_CHECK(tgt_vocab_size == 0 || tgt_vocab_size == src_vocab_size, kOp, arch_name(arch),
+               " uses src_vocab_size as its vocabulary; tgt_vocab_size must be 0 or equal to it, got ",
+               tgt_vocab_size, " and ", src_vocab_size);
+  }
+  const int64_t tgt = arch == Arch::EncoderDecoder ? tgt_vocab_size : src_vocab_size;
+  for (auto [name, id] : {std::pair<const char*, int64_t>{"pad_id", pad_id}, {"bos_id", bos_id}, {"eos_id", eos_id}}) {
+    check_token(name, id, src_vocab_size, "src_vocab_size");
+    check_token(name, id, tgt, "tgt_vocab_size");
+  }
+}
+
+nn::LayerOptions ModelConfig::layer_options() const {
+  nn::LayerOptions o;
+  o.d_model = d_model;
+  o.n_heads = n_heads;
+  o.d_ff = d_ff;
+  o.dropout = dropout;
+  o.attention_dropout = attention_dropout;
+  o.activation = activation;
+  o.norm_first = norm_first;
+  o.norm = norm;
+  o.norm_eps = norm_eps;
+  o.dtype = dtype;
+  return o;
+}
+
+json ModelConfig::to_json() const {
+  json j;
+  j["arch"] = arch_name(arch);
+  j["d_model"] = d_model;
+  j["n_heads"] = n_heads;
+  j["n_encoder_layers"] = n_encoder_layers;
+  j["n_decoder_layers"] = n_decoder_layers;
+  j["d_ff"] = d_ff;
+  j["dropout"] = dropout;
+  j["attention_dropout"] = attention_dropout;
+  j["activation"] = nn::activation_name(activation);
+  j["norm_first"] = norm_first;
+  j["norm"] = nn::norm_kind_name(norm);
+  j["norm_eps"] = norm_eps;
+  j["final_norm"] = final_norm;
+  j["positional"] = nn::positional_kind_name(positional);
+  j["max_len"] = max_len;
+  j["src_vocab_size"] = src_vocab_size;
+  j["tgt_vocab_size"] = tgt_vocab_size;
+  j["share_embeddings"] = share_embeddings;
+  j["tie_output"] = tie_output;
+  j["scale_embeddings"] = scale_embeddings;
+  j["pad_id"] = pad_id;
+  j["bos_id"] = bos_id;
+  j["eos_id"] = eos_id;
+  j["dtype"] = dtype_name(dtype);
+  j["seed"] = seed;
+  return j;
+}
+
+ModelConfig ModelConfig::from_json(const json& j) {
+  ATTN_CHECK(j.is_object(), kOp, "a model config must be a JSON object, got ", j.type_name());
+  ModelConfig c;
+  using Setter = std::function<void(const std::string&, const json&)>;
+  auto int_field = [](int64_t& f) -> Setter { return [&f](const std::string& k, const json& v) { f = read_int(k, v); }; };
+  auto num_field = [](double& f) -> Setter { return [&f](const std::string& k, const json& v) { f = read_double(k, v); }; };
+  auto bool_field = [](bool& f) -> Setter { return [&f](const std::string& k, const json& v) { f = read_bool(k, v); }; };
+  const std::map<std::string, Setter> setters = {
+      {"arch", [&](const std::string& k, const json& v) { c.arch = read_enum(k, v, parse_arch); }},
+      {"d_model", int_field(c.d_model)},
+      {"n_heads", int_field(c.n_heads)},
+      {"n_encoder_layers", int_field(c.n_encoder_layers)},
+      {"n_decoder_layers", int_field(c.n_decoder_layers)},
+      {"d_ff", int_field(c.d_ff)},
+      {"dropout", num_field(c.dropout)},
+      {"attention_dropout", num_field(c.attention_dropout)},
+      {"activation", [&](const std::string& k, const json& v) { c.activation = read_enum(k, v, nn::parse_activation); }},
+      {"norm_first", bool_field(c.norm_first)},
+      {"norm", [&](const std::string& k, const json& v) { c.norm = read_enum(k, v, nn::parse_norm_kind); }},
+      {"norm_eps", num_field(c.norm_eps)},
+      {"final_norm", bool_field(c.final_norm)},
+      {"positional",
+       [&](const std::string& k, const json& v) { c.positional = read_enum(k, v, nn::parse_positional_kind); }},
+      {"max_len", int_field(c.max_len)},
+      {"src_vocab_size", int_field(c.src_vocab_size)},
+      {"tgt_vocab_size", int_field(c.tgt_vocab_size)},
+      {"share_embeddings", bool_field(c.share_embeddings)},
+      {"tie_output", bool_field(c.tie_output)},
+      {"scale_embeddings", bool_field(c.scale_embeddings)},
+      {"pad_id", int_field(c.pad_id)},
+      {"bos_id", int_field(c.bos_id)},
+      {"eos_id", int_field(c.eos_id)},
+      {"dtype", [&](const std::string& k, const json& v) { c.dtype = read_enum(k, v, parse_dtype); }},
+      {"seed",
+       [&](const std::string& k, const json& v) {
+         ATTN_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0), kOp, "key '", k,
+                    "' must be a non-negative integer, got ", v.type_name(), " ", v.dump());
+         c.seed = v.get<uint64_t>();
+       }},
+  };
+  for (const auto& [key, value] : j.items()) {
+    auto it = setters.find(key);
+    ATTN_CHECK(it != setters.end(), kOp, "unknown key '", key, "'");
+    it->second(key, value);
+  }
+  return c;
+}
+
+ModelConfig ModelConfig::paper_base() { return ModelConfig{}; }
+
+ModelConfig ModelConfig::paper_big() {
+  ModelConfig c;
+  c.d_model = 1024;
+  c.n_heads = 16;
+  c.d_ff = 4096;
+  c.dropout = 0.3;
+  c.attention_dropout = 0.3;
+  return c;
+}
+
+ModelConfig ModelConfig::seed_small() {
+  ModelConfig c;
+  c.d_model = 64;
+  c.n_heads = 4;
+  c.n_encoder_layers = 2;
+  c.n_decoder_layers = 2;
+  c.d_ff = 256;
+  c.max_len = 64;
+  c.src_vocab_size = 13;
+  c.tgt_vocab_size = 13;
+  return c;
+}
+
+ModelConfig ModelConfig::preset(const std::string& name) {
+  if (name == "base") return paper_base();
+  if (name == "big") return paper_big();
+  if (name == "small") return seed_small();
+  fail(kOp, "unknown preset '", name, "' (expected base, big or small)");
+}
+
+}  // namespace attn::models

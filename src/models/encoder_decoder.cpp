@@ -1,0 +1,72 @@
+// EncoderDecoderModel: the paper's Transformer (§3, Figure 1) from token ids to logits.
+#include "attn/models/encoder_decoder.h"
+
+#include "attn/ops/ops.h"
+
+namespace attn::models {
+
+EncoderDecoderModel::EncoderDecoderModel(const ModelConfig& config) : Model(config) {
+  const ModelConfig& c = config_;
+  Rng rng(c.seed);
+  const nn::LayerOptions layer = c.layer_options();
+  encoder_ = std::make_shared<nn::Encoder>(layer, c.n_encoder_layers, c.final_norm, rng);
+  decoder_ = std::make_shared<nn::Decoder>(layer, c.n_decoder_layers, c.final_norm, rng);
+  xavier_init_matrices(*encoder_, rng);
+  xavier_init_matrices(*decoder_, rng);
+  const double std = embedding_init_std();
+  src_embedding_ = std::make_shared<nn::Embedding>(c.src_vocab_size, c.d_model, c.dtype, rng, std);  // [V_src, D]
+  tgt_embedding_ = std::make_shared<nn::Embedding>(c.tgt_vocab_size, c.d_model, c.dtype, rng, std);  // [V_tgt, D]
+  src_positions_ = nn::make_positional(c.positional, c.max_len, c.d_model, c.dtype, rng, std);
+  tgt_positions_ = nn::make_positional(c.positional, c.max_len, c.d_model, c.dtype, rng, std);
+  generator_ = std::make_shared<nn::Linear>(c.d_model, c.tgt_vocab_size, true, c.dtype, rng);  // [V_tgt, D]
+  dropout_ = std::make_shared<nn::Dropout>(c.dropout, rng.next_u64());
+
+  // Registration order = the state_dict order of an nn.Transformer subclass.
+  register_module("encoder", encoder_);
+  register_module("decoder", decoder_);
+  register_module("src_embedding", src_embedding_);
+  register_module("tgt_embedding", tgt_embedding_);
+  if (c.positional == nn::PositionalKind::Learned) {
+    register_module("src_pos_embedding", src_positions_);
+    register_module("tgt_pos_embedding", tgt_positions_);
+  }
+  register_module("generator", generator_);
+  register_module("dropout", dropout_);
+  if (c.share_embeddings) tgt_embedding_->tie_weight(src_embedding_->weight());
+  if (c.tie_output) generator_->tie_weight(tgt_embedding_->weight());
+}
+
+Tensor EncoderDecoderModel::forward(const Tensor& src_ids, const Tensor& tgt_in_ids) {
+  Tensor memory = encode(src_ids);                             // [B, S, D]
+  return decode(tgt_in_ids, memory, padding_mask(src_ids));    // [B, T, V]
+}
+
+Tensor EncoderDecoderModel::encode(const Tensor& src_ids) {
+  Tensor x = embed(*src_embedding_, src_positions_.get(), *dropout_, src_ids);  // [B, S, D]
+  nn::AttentionMasks masks;
+  masks.key_padding_mask = padding_mask(src_ids);  // [B, S], true at PAD
+  return encoder_->forward(x, masks);              // [B, S, D]
+}
+
+Tensor EncoderDecoderModel::decode_hidden(const Tensor& tgt_ids, const Tensor& memory,
+                                          const Tensor& memory_padding) {
+  ATTN_CHECK(memory.dim() == 3 && memory.size(0) == tgt_ids.size(0), "EncoderDecoderModel",
+             "memory must be [B, S, D] with the batch of tgt_ids ", tgt_ids.str(), ", got ", memory.str());
+  Tensor y = embed(*tgt_embedding_, tgt_positions_.get(), *dropout_, tgt_ids);  // [B, T, D]
+  nn::AttentionMasks self_masks;
+  self_masks.causal = true;                             // position t sees targets <= t (§3.2.3)
+  self_masks.key_padding_mask = padding_mask(tgt_ids);  // [B, T]
+  nn::AttentionMasks cross_masks;
+  cross_masks.key_padding_mask = memory_padding;        // [B, S] or undefined
+  return decoder_->forward(y, memory, self_masks, cross_masks);  // [B, T, D]
+}
+
+Tensor EncoderDecoderModel::decode(const Tensor& tgt_ids, const Tensor& memory, const Tensor& memory_padding) {
+  return generate(decode_hidden(tgt_ids, memory, memory_padding));  // [B, T, V]
+}
+
+Tensor EncoderDecoderModel::generate(const Tensor& hidden) const {
+  return generator_->forward(hidden);  // [B, T, V]
+}
+
+}  // namespace attn::models

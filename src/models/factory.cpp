@@ -1,0 +1,15 @@
+// make_model: the family a config names.
+#include "attn/models/factory.h"
+
+namespace attn::models {
+
+std::shared_ptr<Model> make_model(const ModelConfig& config) {
+  switch (config.arch) {
+    case Arch::EncoderDecoder: return std::make_shared<EncoderDecoderModel>(config);
+    case Arch::DecoderOnly: return std::make_shared<DecoderOnlyModel>(config);
+    case Arch::EncoderOnly: return std::make_shared<EncoderOnlyModel>(config);
+  }
+  fail("make_model", "unknown arch");
+}
+
+}  // namespace attn::models

@@ -1,0 +1,36 @@
+// Linear: y = x W^T + b over the last dimension, nn.Linear's names and initialisation.
+#include "attn/nn/linear.h"
+
+#include <cmath>
+
+#include "attn/nn/init.h"
+#include "attn/ops/ops.h"
+
+namespace attn::nn {
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool bias, DType dtype, Rng& rng)
+    : in_(in_features), out_(out_features) {
+  ATTN_CHECK(in_features > 0 && out_features > 0, "Linear", "sizes must be positive, got in ",
+             in_features, ", out ", out_features);
+  ATTN_CHECK(is_floating(dtype), "Linear", "dtype must be f32 or f64, got ", dtype_name(dtype));
+  weight_ = register_parameter("weight", Tensor::zeros({out_, in_}, dtype));  // [Out, In]
+  linear_weight_uniform_(weight_, rng);
+  if (bias) {
+    bias_ = register_parameter("bias", Tensor::zeros({out_}, dtype));  // [Out]
+    const double bound = 1.0 / std::sqrt(static_cast<double>(in_));
+    uniform_(bias_, -bound, bound, rng);
+  }
+}
+
+Tensor Linear::forward(const Tensor& x) const {
+  ATTN_CHECK(x.dim() >= 1 && x.size(-1) == in_, "Linear", "expected input [..., ", in_, "], got ",
+             x.str());
+  return linear(x, weight_, bias_);  // [..., Out]
+}
+
+void Linear::tie_weight(const Tensor& w) {
+  replace_parameter("weight", w);
+  weight_ = w;
+}
+
+}  // namespace attn::nn

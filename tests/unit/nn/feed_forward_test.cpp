@@ -1,0 +1,79 @@
+// FeedForward (paper §3.3): linear2(phi(linear1(x))) against brute force for each activation,
+// nn.TransformerEncoderLayer's names, a float64 gradient check, and activation names.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "attn/nn/feed_forward.h"
+#include "nn_reference.h"
+#include "support/expect_close.h"
+#include "support/gradcheck.h"
+
+namespace attn::nn {
+namespace {
+
+double phi(Activation a, double x) {
+  switch (a) {
+    case Activation::ReLU: return x > 0 ? x : 0;
+    case Activation::GELU: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case Activation::GELUTanh:
+      return 0.5 * x * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+  }
+  return x;
+}
+
+TEST(FeedForward, MatchesBruteForceForEachActivation) {
+  for (Activation a : {Activation::ReLU, Activation::GELU, Activation::GELUTanh}) {
+    Rng rng(1);
+    FeedForward ff(4, 10, a, 0.0, DType::F64, rng);
+    Tensor x = test::random_tensor({2, 3, 4}, 2);
+    test::Vec h = test::ref_linear(x.to_vector<double>(), 6, 4, ff.linear1()->weight().to_vector<double>(),
+                                   ff.linear1()->bias().to_vector<double>(), 10);
+    for (double& v : h) v = phi(a, v);
+    const test::Vec ref = test::ref_linear(h, 6, 10, ff.linear2()->weight().to_vector<double>(),
+                                           ff.linear2()->bias().to_vector<double>(), 4);
+    EXPECT_TRUE(test::all_close(ff.forward(x), Tensor::from_vector<double>(ref, {2, 3, 4}), 1e-12, 0,
+                                activation_name(a)));
+  }
+}
+
+TEST(FeedForward, UsesTransformerEncoderLayerNames) {
+  Rng rng(3);
+  FeedForward ff(8, 32, Activation::ReLU, 0.1, DType::F32, rng);
+  std::vector<std::string> names;
+  for (auto& [n, t] : ff.named_parameters()) names.push_back(n + " " + shape_str(t.shape()));
+  EXPECT_EQ(names, (std::vector<std::string>{"linear1.weight [32, 8]", "linear1.bias [32]", "linear2.weight [8, 32]",
+                                             "linear2.bias [8]"}));
+}
+
+TEST(FeedForward, GradientsMatchFiniteDifferences) {
+  for (Activation a : {Activation::GELU, Activation::GELUTanh, Activation::ReLU}) {
+    Rng rng(4);
+    FeedForward ff(3, 5, a, 0.0, DType::F64, rng);
+    Tensor x = test::random_tensor({2, 2, 3}, 5).set_requires_grad(true);
+    EXPECT_TRUE(test::gradcheck([&](const std::vector<Tensor>& in) { return ff.forward(in[0]); },
+                                {x, ff.linear1()->weight(), ff.linear1()->bias(), ff.linear2()->weight(),
+                                 ff.linear2()->bias()}))
+        << activation_name(a);
+  }
+}
+
+TEST(FeedForward, DropoutBetweenTheLayersOnlyInTraining) {
+  Rng rng(6);
+  FeedForward ff(4, 64, Activation::ReLU, 0.5, DType::F64, rng);
+  Tensor x = test::random_tensor({1, 4, 4}, 7);
+  ff.eval();
+  Tensor a = ff.forward(x);
+  EXPECT_TRUE(test::all_close(ff.forward(x), a, 0.0));
+  ff.train();
+  EXPECT_FALSE(test::all_close(ff.forward(x), a, 1e-6));
+}
+
+TEST(Activation, NamesRoundTrip) {
+  for (Activation a : {Activation::ReLU, Activation::GELU, Activation::GELUTanh})
+    EXPECT_EQ(parse_activation(activation_name(a)), a);
+  EXPECT_THROW(parse_activation("swish"), Error);
+}
+
+}  // namespace
+}  // namespace attn::nn
