@@ -48,7 +48,7 @@ void attention_naive_forward(T* out, T* probs, T* work, const T* q, const T* k, 
                              const AttentionMask<T>& mask, const T* dropout_scale, int64_t B,
                              int64_t H, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv, T scale) {
   const int64_t BH = B * H;
-#pragma omp parallel for schedule(static) if (BH > 1)
+#pragma omp parallel for schedule(static) if (BH > 1 && BH * Tq * Tk * (Dh + Dv) >= 32768)
   for (int64_t bh = 0; bh < BH; ++bh) {
     const int64_t b = bh / H, h = bh % H;
     const T* qs = q + bh * Tq * Dh;  // [Tq, Dh]
@@ -94,7 +94,7 @@ void attention_naive_backward(T* dq, T* dk, T* dv, T* work, const T* dout, const
                               T scale) {
   const int64_t BH = B * H;
   if (Tk == 0) return;  // the output was constant 0: no gradient anywhere
-#pragma omp parallel for schedule(static) if (BH > 1)
+#pragma omp parallel for schedule(static) if (BH > 1 && BH * Tq * Tk * (Dh + Dv) >= 32768)
   for (int64_t bh = 0; bh < BH; ++bh) {
     const T* qs = q + bh * Tq * Dh;      // [Tq, Dh]
     const T* ks = k + bh * Tk * Dh;      // [Tk, Dh]
