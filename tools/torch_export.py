@@ -105,26 +105,40 @@ def export(model, out_dir, extra_config=None):
     return config
 
 
+# ModelConfig's defaults (include/attn/models/config.h, docs/checkpoint.md): attn reads an
+# absent key as its default, so this reader must too (share_embeddings and tie_output default
+# to true, scale_embeddings to true).
+ATTN_DEFAULTS = {
+    "arch": "encoder_decoder", "d_model": 512, "n_heads": 8, "n_encoder_layers": 6,
+    "n_decoder_layers": 6, "d_ff": 2048, "dropout": 0.1, "attention_dropout": 0.1,
+    "activation": "relu", "norm_first": False, "norm": "layer", "norm_eps": 1e-5,
+    "final_norm": True, "positional": "sinusoidal", "max_len": 1024, "src_vocab_size": 37000,
+    "tgt_vocab_size": 37000, "share_embeddings": True, "tie_output": True,
+    "scale_embeddings": True, "pad_id": 0, "bos_id": 1, "eos_id": 2, "dtype": "f32", "seed": 0,
+}
+
+
 def load(model_dir):
     """Reads an attn encoder-decoder checkpoint into a Seq2Seq module."""
     with open(os.path.join(model_dir, "config.json")) as f:
-        c = json.load(f)
-    if c.get("arch", "encoder_decoder") != "encoder_decoder":
+        c = dict(ATTN_DEFAULTS, **json.load(f))
+    if c["arch"] != "encoder_decoder":
         raise SystemExit(f"{model_dir}: only encoder_decoder checkpoints map to nn.Transformer")
-    if c.get("share_embeddings") or c.get("tie_output") or c.get("positional", "sinusoidal") != "sinusoidal" \
-            or c.get("norm", "layer") != "layer" or not c.get("final_norm", True):
+    if c["share_embeddings"] or c["tie_output"] or c["positional"] != "sinusoidal" \
+            or c["norm"] != "layer" or not c["final_norm"] or not c["scale_embeddings"]:
         raise SystemExit(f"{model_dir}: options outside nn.Transformer's (shared/tied embeddings, "
-                         "non-sinusoidal positions, RMSNorm or no final norm) are not exported")
-    act = c.get("activation", "relu")
+                         "non-sinusoidal positions, RMSNorm, no final norm or unscaled embeddings) "
+                         "are not exported")
+    act = c["activation"]
     if act not in ("relu", "gelu"):
         raise SystemExit(f"{model_dir}: activation {act} has no nn.Transformer equivalent")
-    model = Seq2Seq(c["src_vocab_size"], c["tgt_vocab_size"], c.get("pad_id", 0),
+    model = Seq2Seq(c["src_vocab_size"], c["tgt_vocab_size"], c["pad_id"],
                     d_model=c["d_model"], nhead=c["n_heads"],
                     num_encoder_layers=c["n_encoder_layers"], num_decoder_layers=c["n_decoder_layers"],
-                    dim_feedforward=c["d_ff"], dropout=c.get("dropout", 0.1), activation=act,
-                    layer_norm_eps=c.get("norm_eps", 1e-5), norm_first=c.get("norm_first", False))
+                    dim_feedforward=c["d_ff"], dropout=c["dropout"], activation=act,
+                    layer_norm_eps=c["norm_eps"], norm_first=c["norm_first"])
     tensors, _ = attn_safetensors.load(os.path.join(model_dir, "model.safetensors"))
-    if c.get("dtype") == "f64":
+    if c["dtype"] == "f64":
         model = model.double()
     model.load_state_dict(tensors, strict=True)
     return model

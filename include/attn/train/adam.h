@@ -58,7 +58,7 @@ class Adam {
   const Tensor& exp_avg_sq(size_t i) const { return v_.at(i); }
   int64_t param_steps(size_t i) const { return param_steps_.at(i); }
 
-  // The optimizer state as named tensors, ready for io::write_safetensors:
+  // The optimizer state as named tensors, ready for io::save_safetensors:
   //   "adam.steps"                I64 []  step() calls
   //   "adam.step.<name>"          I64 []  updates this parameter received (bias correction)
   //   "adam.exp_avg.<name>"       m, the parameter's dtype and shape

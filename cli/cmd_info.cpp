@@ -1,0 +1,118 @@
+// attn info --model DIR [--json]: what a checkpoint folder holds. Loads it strictly (so a
+// broken checkpoint is reported, never half-printed), then prints every config key, the
+// parameter count (total and per top-level module), tied names, and every tensor of
+// model.safetensors in file order with its dtype and shape. Prints no weight values.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "attn/models/checkpoint.h"
+#include "commands.h"
+
+namespace attn::cli {
+
+namespace {
+
+struct InfoOptions {
+  std::string model_dir;
+  bool json = false;
+};
+
+// Parameter count per top-level module ("encoder", "src_embedding", ...), in registration
+// order; tied tensors count once, under the module that owns the embedding.
+std::vector<std::pair<std::string, int64_t>> count_by_module(const models::Model& model) {
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const auto& [name, t] : model.named_parameters()) {
+    const std::string top = name.substr(0, name.find('.'));
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& p) { return p.first == top; });
+    if (it == out.end()) out.emplace_back(top, t.numel());
+    else it->second += t.numel();
+  }
+  return out;
+}
+
+std::string value_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+int print_json(const InfoOptions& o, const models::LoadedCheckpoint& ckpt) {
+  using ojson = nlohmann::ordered_json;
+  const models::Model& model = *ckpt.model;
+  ojson j;
+  j["model"] = o.model_dir;
+  j["config_file"] = ckpt.config_path;
+  j["weights_file"] = ckpt.weights_path;
+  j["config"] = ojson::parse(model.config().to_json().dump());
+  ojson params;
+  params["total"] = model.num_parameters();
+  ojson modules = ojson::array();
+  for (const auto& [name, count] : count_by_module(model)) modules.push_back({{"name", name}, {"count", count}});
+  params["modules"] = modules;
+  j["parameters"] = params;
+  ojson tied = ojson::array();
+  for (const auto& [alias, canonical] : model.tied_parameters())
+    tied.push_back({{"name", alias}, {"stored_as", canonical}});
+  j["tied"] = tied;
+  ojson tensors = ojson::array();
+  for (const auto& t : ckpt.tensors) tensors.push_back({{"name", t.name}, {"dtype", t.dtype}, {"shape", t.shape}});
+  j["tensors"] = tensors;
+  j["metadata"] = ckpt.metadata;
+  std::printf("%s\n", j.dump(2).c_str());
+  return 0;
+}
+
+int print_text(const InfoOptions& o, const models::LoadedCheckpoint& ckpt) {
+  const models::Model& model = *ckpt.model;
+  std::printf("model %s (%s)\n\n", o.model_dir.c_str(), models::arch_name(model.arch()));
+
+  const nlohmann::json config = model.config().to_json();
+  size_t width = 0;
+  for (const auto& [key, value] : config.items()) width = std::max(width, key.size());
+  std::printf("config (%s, every key):\n", ckpt.config_path.c_str());
+  for (const auto& [key, value] : config.items())
+    std::printf("  %-*s  %s\n", static_cast<int>(width), key.c_str(), value_text(value).c_str());
+
+  const int64_t total = model.num_parameters();
+  const auto modules = count_by_module(model);
+  width = 5;
+  for (const auto& [name, count] : modules) width = std::max(width, name.size());
+  std::printf("\nparameters: %lld total\n", static_cast<long long>(total));
+  for (const auto& [name, count] : modules) {
+    const double pct = total > 0 ? 100.0 * static_cast<double>(count) / static_cast<double>(total) : 0.0;
+    std::printf("  %-*s  %12lld  %5.1f%%\n", static_cast<int>(width), name.c_str(), static_cast<long long>(count), pct);
+  }
+  for (const auto& [alias, canonical] : model.tied_parameters())
+    std::printf("  tied: %s is %s (stored once)\n", alias.c_str(), canonical.c_str());
+
+  width = 4;
+  for (const auto& t : ckpt.tensors) width = std::max(width, t.name.size());
+  std::printf("\ntensors (%s, %zu in file order):\n", ckpt.weights_path.c_str(), ckpt.tensors.size());
+  for (const auto& t : ckpt.tensors)
+    std::printf("  %-*s  %-4s  %s\n", static_cast<int>(width), t.name.c_str(), t.dtype.c_str(), shape_str(t.shape).c_str());
+
+  if (!ckpt.metadata.empty()) {
+    std::printf("\nmetadata:\n");
+    for (const auto& [key, value] : ckpt.metadata) std::printf("  %s: %s\n", key.c_str(), value.c_str());
+  }
+  return 0;
+}
+
+int run_info(const InfoOptions& o) {
+  const models::LoadedCheckpoint ckpt = models::load_checkpoint(o.model_dir);
+  return o.json ? print_json(o, ckpt) : print_text(o, ckpt);
+}
+
+}  // namespace
+
+void register_info(CLI::App& app, Action* action) {
+  auto opts = std::make_shared<InfoOptions>();
+  CLI::App* cmd = app.add_subcommand("info", "print a checkpoint's configuration, parameter count and tensor shapes");
+  cmd->add_option("--model", opts->model_dir, "model folder (config.json + model.safetensors)")->required();
+  cmd->add_flag("--json", opts->json, "print machine-readable JSON instead of text");
+  cmd->callback([opts, action] { *action = [opts] { return run_info(*opts); }; });
+}
+
+}  // namespace attn::cli

@@ -1,0 +1,65 @@
+// attn/models/checkpoint.h — a model on disk is a folder: config.json (every hyper-parameter,
+// ModelConfig::to_json) and model.safetensors (the parameters under PyTorch's state_dict names,
+// tied tensors stored once under the embedding's name). Layout, keys and names: docs/checkpoint.md.
+// Loading is strict: every missing, unexpected, mis-shaped or mis-typed tensor is an error
+// naming the file, the tensor and the problem. Weights are never converted between dtypes
+// (an F64 file does not load into an f32 config); no optimizer state here (train/ owns that).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "attn/core/shape.h"
+#include "attn/io/safetensors.h"
+#include "attn/models/config.h"
+#include "attn/models/model.h"
+
+namespace attn::models {
+
+// The two files every model folder holds.
+inline constexpr const char* kConfigFileName = "config.json";
+inline constexpr const char* kWeightsFileName = "model.safetensors";
+// "__metadata__" of the weights file we write: {"format": "attn", "attn_version": "<version>"}.
+inline constexpr const char* kCheckpointFormat = "attn";
+
+// Further files to write into the folder (e.g. {"vocab.json", text}): a plain file name (no
+// '/', not "." or "..", not config.json or model.safetensors) and its contents.
+using ExtraFiles = std::vector<std::pair<std::string, std::string>>;
+
+// Writes `model` into `dir` (created with its parents when absent): model.safetensors, then
+// the extra files, then config.json, each atomically (io/atomic_file.h). An existing
+// config.json is removed first, so a crash while saving leaves a folder without a config
+// (which does not load) rather than a config next to weights it does not describe. Other
+// files already in the folder are left alone. Throws attn::Error naming the path on failure.
+void save_model(const std::string& dir, const Model& model, const ExtraFiles& extra_files = {});
+
+// One entry of the weights file's header.
+struct CheckpointTensor {
+  std::string name;
+  std::string dtype;  // the file's dtype string: "F32", "F64", ...
+  Shape shape;
+};
+
+// A loaded folder: the model, plus what `attn info` shows about the files.
+struct LoadedCheckpoint {
+  std::shared_ptr<Model> model;             // built by make_model(config), weights loaded
+  std::string config_path;                  // dir/config.json
+  std::string weights_path;                 // dir/model.safetensors
+  std::vector<CheckpointTensor> tensors;    // the weights file's tensors, in file (offset) order
+  io::SafetensorsMetadata metadata;         // its "__metadata__"
+};
+
+// Reads and validates dir/config.json. Errors name the file and the key or the problem.
+ModelConfig load_model_config(const std::string& dir);
+
+// Loads a folder strictly: config.json (validated), then model.safetensors (validated by the
+// safetensors reader, memory-mapped), checked tensor by tensor against the model config.json
+// describes before anything is copied. The model is returned in training mode, like a freshly
+// built one. Throws attn::Error naming the file, each offending tensor and the problem.
+LoadedCheckpoint load_checkpoint(const std::string& dir);
+// load_checkpoint(dir).model.
+std::shared_ptr<Model> load_model(const std::string& dir);
+
+}  // namespace attn::models

@@ -1,0 +1,300 @@
+// Model folders: save_model writes model.safetensors, extra files, then config.json, all
+// atomically; load_model reads config.json, builds the model it describes and checks every
+// tensor of the memory-mapped weights file against it before copying anything in.
+// Deliberately strict: no dtype conversion, no partial loads, no guessing of missing keys
+// beyond ModelConfig's documented defaults (docs/checkpoint.md).
+#include "attn/models/checkpoint.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <system_error>
+
+#include "attn/core/error.h"
+#include "attn/io/atomic_file.h"
+#include "attn/models/factory.h"
+
+#ifndef ATTN_VERSION
+#define ATTN_VERSION "unknown"  // the build defines it from CMake's PROJECT_VERSION
+#endif
+
+namespace attn::models {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+constexpr const char* kSave = "save_model";
+constexpr const char* kLoad = "load_model";
+constexpr size_t kMaxConfigBytes = 1 << 20;  // config.json is a few hundred bytes
+constexpr int kMaxJsonDepth = 32;             // deeper JSON is refused before it is built
+constexpr size_t kMaxListedProblems = 20;
+
+std::string join_path(const std::string& dir, const char* name) { return (fs::path(dir) / name).string(); }
+
+// "[ModelConfig] key ..." -> "key ...": the file name replaces the component tag.
+std::string without_tag(const std::string& message) {
+  if (!message.empty() && message[0] == '[') {
+    const size_t close = message.find("] ");
+    if (close != std::string::npos) return message.substr(close + 2);
+  }
+  return message;
+}
+
+struct TooDeep {};
+
+// Parses JSON text, refusing nesting deeper than kMaxJsonDepth (so that neither parsing nor
+// destruction can recurse without bound). Throws json::exception or TooDeep.
+json parse_json_bounded(const std::string& text) {
+  json::parser_callback_t limit = [](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxJsonDepth) throw TooDeep{};
+    return true;
+  };
+  return json::parse(text, limit);
+}
+
+// Fails unless `dir` is an existing folder.
+void check_model_folder(const std::string& dir) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  if (!fs::exists(st)) {
+    fail(kLoad, "'", dir, "': no such model folder (a model is a folder holding ", kConfigFileName, " and ",
+         kWeightsFileName, ")");
+  }
+  if (!fs::is_directory(st)) {
+    fail(kLoad, "'", dir, "': not a folder (a model is a folder holding ", kConfigFileName, " and ",
+         kWeightsFileName, ")");
+  }
+}
+
+// On a weights file that failed to open: when its header is intact but its data is cut short,
+// the names of the tensors that lie (partly) past the end, as " (tensors cut off: ...)".
+// Diagnostics only: reads at most the header, never throws, "" when it cannot tell.
+std::string cut_off_tensors(const std::string& path) {
+  try {
+    std::error_code ec;
+    const uintmax_t size = fs::file_size(path, ec);
+    if (ec || size < 8) return "";
+    std::ifstream in(path, std::ios::binary);
+    unsigned char len[8];
+    if (!in.read(reinterpret_cast<char*>(len), 8)) return "";
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
+    if (n > 100'000'000 || n > size - 8) return "";
+    std::string header(static_cast<size_t>(n), '\0');
+    if (!in.read(header.data(), static_cast<std::streamsize>(n))) return "";
+    const json h = parse_json_bounded(header);
+    if (!h.is_object()) return "";
+    const uint64_t data_bytes = size - 8 - n;
+    std::vector<std::pair<uint64_t, std::string>> cut;  // (begin, name)
+    for (const auto& [name, entry] : h.items()) {
+      if (name == "__metadata__" || !entry.is_object()) continue;
+      auto off = entry.find("data_offsets");
+      if (off == entry.end() || !off->is_array() || off->size() != 2) continue;
+      const json& b = (*off)[0];
+      const json& e = (*off)[1];
+      if (!b.is_number_unsigned() || !e.is_number_unsigned()) continue;
+      if (e.get<uint64_t>() > data_bytes) cut.emplace_back(b.get<uint64_t>(), name);
+    }
+    if (cut.empty()) return "";
+    std::sort(cut.begin(), cut.end());
+    std::string s = " (tensors cut off by the truncation: ";
+    for (size_t i = 0; i < cut.size() && i < 5; ++i) s += (i ? ", '" : "'") + cut[i].second + "'";
+    if (cut.size() > 5) s += str_cat(" and ", cut.size() - 5, " more");
+    return s + ")";
+  } catch (...) {
+    return "";
+  }
+}
+
+io::SafetensorsFile open_weights(const std::string& path) {
+  try {
+    return io::SafetensorsFile::open(path);
+  } catch (const Error& e) {
+    const std::string cut = cut_off_tensors(path);
+    if (cut.empty()) throw;
+    throw Error(e.what() + cut);
+  }
+}
+
+// The file's dtype string as a weight dtype, or false for anything but F32/F64.
+bool weight_dtype(const std::string& name, DType& out) {
+  if (name == "F32") out = DType::F32;
+  else if (name == "F64") out = DType::F64;
+  else return false;
+  return true;
+}
+
+std::string file_dtype_str(DType d) { return d == DType::F64 ? "F64" : "F32"; }
+
+// The problems of one file tensor against the parameter `expected` (dtype, then shape).
+void check_entry(const std::string& name, const io::SafetensorsTensorInfo& info, const Tensor& expected,
+                 std::vector<std::string>& problems) {
+  DType d{};
+  if (!weight_dtype(info.dtype, d)) {
+    problems.push_back(str_cat("tensor '", name, "': dtype ", info.dtype, " is not supported (weights are F32 or ",
+                               "F64; config.json says \"dtype\": \"", dtype_name(expected.dtype()), "\")"));
+  } else if (d != expected.dtype()) {
+    problems.push_back(str_cat("tensor '", name, "': dtype ", info.dtype, " in the file, but config.json says ",
+                               "\"dtype\": \"", dtype_name(expected.dtype()), "\" (", file_dtype_str(expected.dtype()),
+                               "); weights are not converted"));
+  }
+  if (info.shape != expected.shape()) {
+    problems.push_back(str_cat("tensor '", name, "': shape ", shape_str(info.shape), " in the file, but config.json ",
+                               "implies ", shape_str(expected.shape())));
+  }
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  const size_t n = static_cast<size_t>(a.numel()) * dtype_size(a.dtype());
+  return n == static_cast<size_t>(b.numel()) * dtype_size(b.dtype()) &&
+         (n == 0 || std::memcmp(a.raw_data(), b.raw_data(), n) == 0);
+}
+
+}  // namespace
+
+void save_model(const std::string& dir, const Model& model, const ExtraFiles& extra_files) {
+  for (const auto& [name, contents] : extra_files) {
+    ATTN_CHECK(!name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
+                   name.find('\0') == std::string::npos,
+               kSave, "extra file name '", name, "' must be a plain file name");
+    ATTN_CHECK(name != kConfigFileName && name != kWeightsFileName, kSave, "extra file name '", name,
+               "' is reserved for the model itself");
+  }
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (!fs::is_directory(dir)) {
+    fail(kSave, "'", dir, "': cannot create the model folder", ec ? ": " + ec.message() : std::string());
+  }
+  const std::string config_path = join_path(dir, kConfigFileName);
+  const std::string weights_path = join_path(dir, kWeightsFileName);
+  // Until the new config.json lands, the folder must not describe the new weights with the old
+  // config: drop the old one first (the weights' directory fsync makes the removal durable).
+  if (fs::exists(fs::symlink_status(config_path, ec))) {
+    fs::remove(config_path, ec);
+    if (ec) fail(kSave, "'", config_path, "': cannot remove the previous config: ", ec.message());
+  }
+  io::save_safetensors(weights_path, model.named_parameters(),
+                       {{"format", kCheckpointFormat}, {"attn_version", ATTN_VERSION}});
+  for (const auto& [name, contents] : extra_files) io::write_file_atomic(join_path(dir, name.c_str()), contents);
+  io::write_file_atomic(config_path, model.config().to_json().dump(2) + "\n");
+}
+
+ModelConfig load_model_config(const std::string& dir) {
+  check_model_folder(dir);
+  const std::string path = join_path(dir, kConfigFileName);
+  std::error_code ec;
+  if (!fs::exists(fs::status(path, ec))) {
+    fail(kLoad, "'", path, "': missing (a model folder holds ", kConfigFileName, " and ", kWeightsFileName,
+         "; weights without a config are an interrupted save)");
+  }
+  const uintmax_t size = fs::file_size(path, ec);
+  if (!ec && size > kMaxConfigBytes) {
+    fail(kLoad, "'", path, "': ", size, " bytes is too large for a model config (limit ", kMaxConfigBytes, ")");
+  }
+  const std::string text = io::read_file(path);
+  json j;
+  try {
+    j = parse_json_bounded(text);
+  } catch (const TooDeep&) {
+    fail(kLoad, "'", path, "': not a model config: JSON nested deeper than ", kMaxJsonDepth, " levels");
+  } catch (const json::exception& e) {
+    fail(kLoad, "'", path, "': not valid JSON: ", e.what());
+  }
+  try {
+    ModelConfig config = ModelConfig::from_json(j);
+    config.validate();
+    return config;
+  } catch (const Error& e) {
+    fail(kLoad, "'", path, "': ", without_tag(e.what()));
+  } catch (const json::exception& e) {
+    fail(kLoad, "'", path, "': ", e.what());
+  }
+}
+
+LoadedCheckpoint load_checkpoint(const std::string& dir) {
+  LoadedCheckpoint out;
+  const ModelConfig config = load_model_config(dir);
+  out.config_path = join_path(dir, kConfigFileName);
+  out.weights_path = join_path(dir, kWeightsFileName);
+  std::error_code ec;
+  if (!fs::exists(fs::status(out.weights_path, ec))) {
+    fail(kLoad, "'", out.weights_path, "': missing (", out.config_path, " is there, the weights are not)");
+  }
+  const io::SafetensorsFile file = open_weights(out.weights_path);
+  for (const std::string& name : file.names()) {
+    const io::SafetensorsTensorInfo& info = file.info(name);
+    out.tensors.push_back({name, info.dtype, info.shape});
+  }
+  out.metadata = file.metadata();
+
+  try {
+    out.model = make_model(config);
+  } catch (const Error& e) {
+    fail(kLoad, "'", out.config_path, "': ", without_tag(e.what()));
+  }
+  const nn::NamedTensors own = out.model->named_parameters();
+  std::map<std::string, Tensor> param;  // canonical name -> parameter
+  for (const auto& [name, t] : own) param.emplace(name, t);
+  std::map<std::string, std::string> canonical_of;  // alias -> canonical (tied parameters)
+  for (const auto& [alias, canonical] : out.model->tied_parameters()) canonical_of.emplace(alias, canonical);
+
+  // Every file tensor against the model, in file order, then every parameter the file lacks.
+  std::vector<std::string> problems;
+  std::map<std::string, std::string> source_of;  // canonical -> the file tensor that fills it
+  std::vector<std::pair<std::string, std::string>> alias_copies;  // (alias, canonical), both in file
+  for (const CheckpointTensor& t : out.tensors) {
+    const io::SafetensorsTensorInfo& info = file.info(t.name);
+    if (auto p = param.find(t.name); p != param.end()) {
+      check_entry(t.name, info, p->second, problems);
+      source_of[t.name] = t.name;
+    } else if (auto a = canonical_of.find(t.name); a != canonical_of.end()) {
+      const std::string& canonical = a->second;
+      check_entry(t.name, info, param.at(canonical), problems);
+      // The canonical name fills the parameter when present, else the first alias met; any
+      // further copy must equal it.
+      if (file.has(canonical)) alias_copies.emplace_back(t.name, canonical);
+      else if (auto s = source_of.find(canonical); s != source_of.end()) alias_copies.emplace_back(t.name, s->second);
+      else source_of.emplace(canonical, t.name);
+    } else {
+      problems.push_back(str_cat("tensor '", t.name, "': unexpected (", info.dtype, " ", shape_str(info.shape),
+                                 "; no such parameter in the ", arch_name(config.arch),
+                                 " model config.json describes)"));
+    }
+  }
+  for (const auto& [name, t] : own) {
+    if (!source_of.count(name)) {
+      problems.push_back(str_cat("tensor '", name, "': missing from the file (config.json implies ",
+                                 dtype_name(t.dtype()), " ", shape_str(t.shape()), ")"));
+    }
+  }
+  // A writer that keeps tied names apart (PyTorch's state_dict does) must store equal values.
+  if (problems.empty()) {
+    for (const auto& [alias, canonical] : alias_copies) {
+      if (!same_bytes(file.get(alias), file.get(canonical))) {
+        problems.push_back(str_cat("tensor '", alias, "': differs from '", canonical,
+                                   "', but config.json ties them (share_embeddings / tie_output)"));
+      }
+    }
+  }
+  if (!problems.empty()) {
+    std::string list;
+    for (size_t i = 0; i < problems.size() && i < kMaxListedProblems; ++i) list += "\n  " + problems[i];
+    if (problems.size() > kMaxListedProblems) list += str_cat("\n  ... and ", problems.size() - kMaxListedProblems, " more");
+    fail(kLoad, "'", out.weights_path, "' does not match '", out.config_path, "' (", problems.size(),
+         problems.size() == 1 ? " problem):" : " problems):", list);
+  }
+
+  nn::NamedTensors state;
+  for (const auto& [canonical, source] : source_of) state.emplace_back(canonical, file.get(source));
+  out.model->load_state_dict(state, /*strict=*/true);  // cannot fail after the checks above
+  return out;
+}
+
+std::shared_ptr<Model> load_model(const std::string& dir) { return load_checkpoint(dir).model; }
+
+}  // namespace attn::models
