@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 import attn_safetensors  # noqa: E402
-from torch_export import Seq2Seq, causal  # noqa: E402
+from torch_export import Seq2Seq, causal, export  # noqa: E402
 
 torch.set_num_threads(1)
 OUT = sys.argv[1] if len(sys.argv) > 1 else "fixtures"
@@ -219,6 +219,34 @@ def adam_cases():
                                              "beta2": 0.98, "eps": 1e-9, "steps": len(lrs)})
 
 
+def export_cases():
+    """nn.Transformer models written by tools/torch_export.py as attn checkpoint folders
+    (OUT/export_<name>/), with inputs and eval-mode logits in OUT/export_<name>.safetensors.
+    The reference runs with grad enabled, which keeps PyTorch off its fused inference path."""
+    variants = {
+        "post_relu_f32": dict(d_model=32, nhead=4, num_encoder_layers=2, num_decoder_layers=2,
+                          dim_feedforward=64, activation="relu", norm_first=False, vocab=(19, 23)),
+        "pre_gelu_odd_f32": dict(d_model=24, nhead=6, num_encoder_layers=1, num_decoder_layers=3,
+                             dim_feedforward=40, activation="gelu", norm_first=True, vocab=(7, 29)),
+    }
+    for name, v in variants.items():
+        v = dict(v)
+        src_vocab, tgt_vocab = v.pop("vocab")
+        torch.manual_seed(70)
+        model = Seq2Seq(src_vocab, tgt_vocab, 0, dropout=0.1, **v)
+        model.encoder.enable_nested_tensor = False
+        export(model, os.path.join(OUT, f"export_{name}"))
+        model.eval()
+        g = torch.Generator().manual_seed(71)
+        src = torch.randint(3, src_vocab, (3, 9), generator=g)
+        tgt = torch.randint(3, tgt_vocab, (3, 6), generator=g)
+        src[1, 6:] = 0
+        tgt[2, 4:] = 0
+        tgt[:, 0] = 1
+        logits = model(src, tgt)
+        save(f"export_{name}", {"in.src": src, "in.tgt_in": tgt, "out.logits": logits.detach()}, {})
+
+
 def param_count_case():
     block = nn.TransformerEncoderLayer(32, 4, 64, norm_first=True, batch_first=True)
     n = sum(p.numel() for p in block.parameters())
@@ -232,5 +260,6 @@ if __name__ == "__main__":
     transformer_cases()
     op_cases()
     adam_cases()
+    export_cases()
     param_count_case()
     print(f"wrote {len(os.listdir(OUT))} fixtures to {OUT} with torch {torch.__version__}")
