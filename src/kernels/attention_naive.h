@@ -15,8 +15,10 @@ namespace attn::kernels {
 //   bias[b*bias_stride_b + h*bias_stride_h + i*Tk + j] == -inf     (additive, may be null)
 //   key_padding[b*Tk + j] != 0                                     (may be null)
 //   causal && j > i + (Tk - Tq)                                    (bottom-right alignment)
+//   window > 0 && j <= i + (Tk - Tq) - window                      (sliding window, left edge)
 // Finite bias values are added to the scores. Bias rows are contiguous [Tq, Tk] blocks; a
-// stride of 0 broadcasts the block over that dimension.
+// stride of 0 broadcasts the block over that dimension. With causal and a window W, query i
+// sees exactly the keys i' - W < j <= i', i' = i + (Tk - Tq) (the op always sets both).
 template <class T>
 struct AttentionMask {
   const T* bias = nullptr;  // [B or 1, H or 1, Tq, Tk]
@@ -24,6 +26,7 @@ struct AttentionMask {
   int64_t bias_stride_h = 0;
   const uint8_t* key_padding = nullptr;  // [B, Tk], nonzero = padding
   bool causal = false;
+  int64_t window = 0;  // 0 = no sliding window
 };
 
 // Adds the bias to columns [j0, j1) of score row i of slice (b, h) and writes -inf into the
@@ -45,6 +48,11 @@ inline void apply_attention_mask_row(T* row, const AttentionMask<T>& m, int64_t 
     // Query i sees keys j <= i + (Tk - Tq); with Tq > Tk the first Tq - Tk rows see none.
     const int64_t last = i + (Tk - Tq);
     for (int64_t j = (last + 1 > j0 ? last + 1 : j0); j < j1; ++j) row[j - j0] = kNegInf;
+  }
+  if (m.window > 0) {
+    // Keys j <= i + (Tk - Tq) - window have slid out of the window.
+    const int64_t first = i + (Tk - Tq) - m.window + 1;
+    for (int64_t j = j0; j < j1 && j < first; ++j) row[j - j0] = kNegInf;
   }
 }
 

@@ -1,5 +1,6 @@
 // scaled_dot_product_attention (paper §3.2.1, Eq. 1): checks, mask resolution, dropout
-// draw, dispatch to the naive kernel pair, and the SdpaBackward tape node.
+// draw, the choice between the tiled (flash) and the naive kernel pair, and their tape
+// nodes (SdpaBackward saves P; FlashSdpaBackward saves only out and the log-sum-exp).
 // Masks follow nn.MultiheadAttention (Bool true = masked out; float is added; a -inf float
 // entry counts as masked); causal is bottom-right aligned; fully masked rows give zeros.
 // Multi-head projections live in nn/attention; this op sees heads already split.
@@ -7,7 +8,9 @@
 #include <limits>
 
 #include "attn/ops/ops.h"
+#include "kernels/attention_flash.h"
 #include "kernels/attention_naive.h"
+#include "ops/attention_impl.h"
 
 namespace attn {
 
@@ -71,6 +74,7 @@ void check_options(const SdpaOptions& o, const SdpaDims& d, DType dtype) {
   ATTN_CHECK(o.dropout_p == 0.0 || o.rng != nullptr, kOp, "dropout_p ", o.dropout_p,
              " > 0 needs options.rng");
   ATTN_CHECK(std::isfinite(o.scale), kOp, "scale must be finite; got ", o.scale);
+  ATTN_CHECK(o.window >= 0, kOp, "window must be >= 0 (0 = none); got ", o.window);
 }
 
 // The attn_mask as an additive bias of the compute dtype, [Bm, Hm, Tq, Tk] with Bm in {1, B}
@@ -139,9 +143,55 @@ struct SdpaBackward : Node {
   void release() override { q = k = v = probs = dropout_scale = Tensor(); }
 };
 
+// The flash path's node: saves q, k, v, out and lse [B, H, Tq] (plus the caller's masks,
+// which the backward re-applies tile by tile), never anything of size Tq x Tk.
+struct FlashSdpaBackward : Node {
+  Tensor q, k, v;       // contiguous, detached
+  Tensor out, lse;      // [B, H, Tq, Dv], [B, H, Tq]
+  Tensor bias, padding;  // resolved attn_mask [Bm, Hm, Tq, Tk] and key_padding_mask [B, Tk]; optional
+  int64_t bias_stride_b = 0, bias_stride_h = 0;
+  bool causal = false;
+  int64_t window = 0;
+  SdpaDims d;
+  double scale = 1.0;
+
+  const char* name() const override { return "FlashSdpaBackward"; }
+
+  std::vector<Tensor> backward(const Tensor& grad_output) override {
+    NoGradGuard guard;
+    const Shape out_shape{d.B, d.H, d.Tq, d.Dv};
+    ATTN_CHECK(grad_output.shape() == out_shape, name(), "gradient ", grad_output.str(),
+               " for output ", shape_str(out_shape));
+    const Tensor g = grad_output.to(q.dtype());  // contiguous
+    Tensor dq = Tensor::zeros(q.shape(), q.dtype());
+    Tensor dk = Tensor::zeros(k.shape(), k.dtype());
+    Tensor dv = Tensor::zeros(v.shape(), v.dtype());
+    auto run = [&](auto tag) {
+      using T = decltype(tag);
+      kernels::AttentionMask<T> mask;
+      if (bias.defined()) {
+        mask.bias = bias.data<T>();
+        mask.bias_stride_b = bias_stride_b;
+        mask.bias_stride_h = bias_stride_h;
+      }
+      if (padding.defined()) mask.key_padding = static_cast<const uint8_t*>(padding.raw_data());
+      mask.causal = causal;
+      mask.window = window;
+      kernels::attention_flash_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), g.data<T>(),
+                                           out.data<T>(), lse.data<T>(), q.data<T>(), k.data<T>(),
+                                           v.data<T>(), mask, d.B, d.H, d.Tq, d.Tk, d.Dh, d.Dv,
+                                           static_cast<T>(scale));
+    };
+    if (q.dtype() == DType::F32) run(float{}); else run(double{});
+    return {dq, dk, dv};
+  }
+
+  void release() override { q = k = v = out = lse = bias = padding = Tensor(); }
+};
+
 template <class T>
 SdpaResult sdpa_impl(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
-                     const SdpaOptions& o, const SdpaDims& d) {
+                     const SdpaOptions& o, const SdpaDims& d, detail::SdpaImpl impl) {
   Tensor q, k, v;
   {
     NoGradGuard guard;  // the node below differentiates w.r.t. the caller's tensors directly
@@ -158,7 +208,36 @@ SdpaResult sdpa_impl(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
     padding = o.key_padding_mask.contiguous().detach();
     mask.key_padding = static_cast<const uint8_t*>(padding.raw_data());
   }
-  mask.causal = o.causal;
+  mask.causal = o.causal || o.window > 0;
+  mask.window = o.window;
+
+  if (impl == detail::SdpaImpl::Flash) {
+    Tensor out = Tensor::empty({d.B, d.H, d.Tq, d.Dv}, dtype_of<T>);  // [B, H, Tq, Dv]
+    Tensor lse = Tensor::empty({d.B, d.H, d.Tq}, dtype_of<T>);        // [B, H, Tq]
+    kernels::attention_flash_forward<T>(out.data<T>(), lse.data<T>(), q.data<T>(), k.data<T>(),
+                                        v.data<T>(), mask, d.B, d.H, d.Tq, d.Tk, d.Dh, d.Dv,
+                                        static_cast<T>(scale));
+    if (needs_grad({&q_in, &k_in, &v_in})) {
+      auto node = std::make_shared<FlashSdpaBackward>();
+      node->q = q;
+      node->k = k;
+      node->v = v;
+      node->out = out.detach();
+      node->lse = lse;
+      node->bias = bias;
+      node->padding = padding.defined() ? padding.clone() : padding;  // [B, Tk], cheap; immune to later edits
+      node->bias_stride_b = mask.bias_stride_b;
+      node->bias_stride_h = mask.bias_stride_h;
+      node->causal = mask.causal;
+      node->window = mask.window;
+      node->d = d;
+      node->scale = scale;
+      attach_node(out, node, {q_in, k_in, v_in});
+    }
+    SdpaResult result;
+    result.out = out;
+    return result;
+  }
 
   // Dropout keep-scale D drawn in row-major order over [B, H, Tq, Tk]: an entry is dropped
   // when rng.uniform() < p (the dropout op's convention), kept ones are scaled by 1/(1-p).
@@ -199,12 +278,29 @@ SdpaResult sdpa_impl(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
 
 }  // namespace
 
-SdpaResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                        const SdpaOptions& options) {
+namespace detail {
+
+SdpaImpl choose_sdpa_impl(const SdpaOptions& options) {
+  return options.need_weights || options.dropout_p > 0.0 ? SdpaImpl::Naive : SdpaImpl::Flash;
+}
+
+SdpaResult scaled_dot_product_attention_impl(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const SdpaOptions& options, SdpaImpl impl) {
   const SdpaDims d = check_inputs(q, k, v);
   check_options(options, d, q.dtype());
-  if (q.dtype() == DType::F32) return sdpa_impl<float>(q, k, v, options, d);
-  return sdpa_impl<double>(q, k, v, options, d);
+  if (impl == SdpaImpl::Auto) impl = choose_sdpa_impl(options);
+  ATTN_CHECK(impl != SdpaImpl::Flash || (!options.need_weights && options.dropout_p == 0.0), kOp,
+             "the flash kernel returns no weights and has no dropout; got need_weights ",
+             options.need_weights, ", dropout_p ", options.dropout_p);
+  if (q.dtype() == DType::F32) return sdpa_impl<float>(q, k, v, options, d, impl);
+  return sdpa_impl<double>(q, k, v, options, d, impl);
+}
+
+}  // namespace detail
+
+SdpaResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                        const SdpaOptions& options) {
+  return detail::scaled_dot_product_attention_impl(q, k, v, options, detail::SdpaImpl::Auto);
 }
 
 }  // namespace attn

@@ -6,6 +6,10 @@
 // Causal alignment is bottom-right: with Tq queries and Tk keys, query i sees keys
 // j <= i + (Tk - Tq) (top-left and bottom-right agree when Tq == Tk; bottom-right is what a
 // KV cache needs).
+// Kernels: the tiled FlashAttention-style pair (src/kernels/attention_flash.cpp, memory
+// O(B*H*Tq) beyond the inputs) runs whenever need_weights is false and dropout_p == 0; the
+// naive pair, which stores the [B, H, Tq, Tk] weights, runs otherwise. Both give the same
+// result within floating-point rounding.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +26,10 @@ struct SdpaOptions {
   Tensor key_padding_mask;
   // Query i may not see key j > i + (Tk - Tq).
   bool causal = false;
+  // Sliding-window (local) attention when > 0: query i sees only the keys
+  // i' - window < j <= i', i' = i + (Tk - Tq) (bottom-right aligned), so it implies causal.
+  // window = 1 lets each query see its own position only. 0 = no window.
+  int64_t window = 0;
   // 0 means 1/sqrt(Dh).
   double scale = 0.0;
   // Dropout on the attention weights (training only).
@@ -32,6 +40,7 @@ struct SdpaOptions {
 
   static SdpaOptions causal_mask() { SdpaOptions o; o.causal = true; return o; }
   static SdpaOptions padding(Tensor key_padding) { SdpaOptions o; o.key_padding_mask = std::move(key_padding); return o; }
+  static SdpaOptions sliding_window(int64_t w) { SdpaOptions o; o.causal = true; o.window = w; return o; }
 };
 
 struct SdpaResult {

@@ -1,0 +1,26 @@
+// ops/attention_impl.h — private to attn: which kernel pair scaled_dot_product_attention
+// runs (paper §3.2.1), decided in one place, and an entry point that forces one so tests and
+// benchmarks can compare the tiled (flash) kernels with their naive twin on the same call.
+// Not part of the public API: include/attn/ops/attention.h stays kernel-agnostic.
+#pragma once
+
+#include "attn/ops/attention.h"
+
+namespace attn::detail {
+
+enum class SdpaImpl {
+  Auto,   // choose_sdpa_impl decides
+  Naive,  // kernels/attention_naive: stores P [B, H, Tq, Tk]; weights and dropout
+  Flash,  // kernels/attention_flash: tiles, online softmax, saves only out and lse
+};
+
+// The one decision: Flash unless the call asks for the weights or for dropout, which only
+// the naive kernel provides. Never returns Auto.
+SdpaImpl choose_sdpa_impl(const SdpaOptions& options);
+
+// scaled_dot_product_attention with the kernel pair forced (Auto = the normal op). Forcing
+// Flash together with need_weights or dropout_p > 0 throws attn::Error.
+SdpaResult scaled_dot_product_attention_impl(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const SdpaOptions& options, SdpaImpl impl);
+
+}  // namespace attn::detail
