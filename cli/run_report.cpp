@@ -1,0 +1,586 @@
+// The run report (see run_report.h): reads the run folder, decodes one example with attention
+// capture on, draws the seed-001 figures through attn/report and writes report.html.
+// Attention for the figures comes from one teacher-forced pass over the model's own greedy
+// output (BOS + output), which gives exactly the weights the decoder used while generating.
+// Deliberately no timing, no timestamps and no absolute paths beyond those given.
+#include "run_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "attn/autograd/tape.h"
+#include "attn/core/error.h"
+#include "attn/io/atomic_file.h"
+#include "attn/nn/positional.h"
+#include "attn/report/attention_stats.h"
+#include "attn/report/figures.h"
+#include "attn/report/html_report.h"
+#include "infer_io.h"
+
+namespace attn::cli {
+
+namespace fs = std::filesystem;
+using report::Matrix;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::string fixed(double v, int decimals = 4) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+// ---- attention capture --------------------------------------------------------------------
+
+// One attention module's weights [B, H, Tq, Tk] as doubles.
+struct Weights {
+  std::vector<double> v;
+  int64_t B = 0, H = 0, Tq = 0, Tk = 0;
+
+  // Rows [0, rows) and columns [0, cols) of batch row b for head h, or the head mean when h < 0.
+  Matrix matrix(int64_t b, int64_t h, int64_t rows, int64_t cols) const {
+    std::vector<double> out(static_cast<size_t>(rows * cols), 0.0);
+    const int64_t h0 = h < 0 ? 0 : h, h1 = h < 0 ? H : h + 1;
+    for (int64_t hh = h0; hh < h1; ++hh)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) out[r * cols + c] += v[((b * H + hh) * Tq + r) * Tk + c];
+    const double n = static_cast<double>(h1 - h0);
+    for (double& x : out) x /= n;
+    return Matrix(std::move(out), rows, cols);
+  }
+};
+
+struct Captured {
+  std::vector<Weights> enc_self, dec_self, cross;  // one per layer, in layer order
+};
+
+// Turns capture off again however the pass ends.
+struct CaptureScope {
+  models::Model& model;
+  explicit CaptureScope(models::Model& m) : model(m) { model.set_capture_attention(true); }
+  ~CaptureScope() { model.set_capture_attention(false); }
+};
+
+// "decoder.layers.3.multihead_attn" -> (kind, 3); kind 0 encoder self, 1 decoder self, 2 cross.
+bool parse_attention_name(const std::string& name, int* kind, size_t* layer) {
+  const std::string enc = "encoder.layers.", dec = "decoder.layers.";
+  std::string rest;
+  bool decoder = false;
+  if (name.rfind(enc, 0) == 0)
+    rest = name.substr(enc.size());
+  else if (name.rfind(dec, 0) == 0)
+    rest = name.substr(dec.size()), decoder = true;
+  else
+    return false;
+  const size_t dot = rest.find('.');
+  if (dot == std::string::npos || dot == 0) return false;
+  *layer = static_cast<size_t>(std::stoul(rest.substr(0, dot)));
+  const std::string module = rest.substr(dot + 1);
+  if (module == "self_attn")
+    *kind = decoder ? 1 : 0;
+  else if (module == "multihead_attn" && decoder)
+    *kind = 2;
+  else
+    return false;
+  return true;
+}
+
+// A teacher-forced pass over (src [B, S], tgt_in [B, T]) with every attention captured.
+Captured capture_attention(const ModelFolder& f, const Tensor& src, const Tensor& tgt_in) {
+  NoGradGuard no_grad;
+  std::vector<std::pair<std::string, Tensor>> caps;
+  {
+    CaptureScope scope(*f.model);
+    f.model->forward(src, tgt_in);
+    caps = f.model->captured_attention();
+  }
+  Captured out;
+  for (const auto& [name, t] : caps) {
+    int kind = 0;
+    size_t layer = 0;
+    if (!parse_attention_name(name, &kind, &layer)) continue;
+    std::vector<Weights>& list = kind == 0 ? out.enc_self : kind == 1 ? out.dec_self : out.cross;
+    if (list.size() <= layer) list.resize(layer + 1);
+    Weights& w = list[layer];
+    w.v = t.to_vector<double>();
+    w.B = t.size(0), w.H = t.size(1), w.Tq = t.size(2), w.Tk = t.size(3);
+  }
+  const auto complete = [](const std::vector<Weights>& l) {
+    return !l.empty() && std::all_of(l.begin(), l.end(), [](const Weights& w) { return !w.v.empty(); });
+  };
+  ATTN_CHECK(complete(out.enc_self) && complete(out.dec_self) && complete(out.cross), "report",
+             "the model did not capture attention weights for every layer");
+  return out;
+}
+
+// ---- the run's files ----------------------------------------------------------------------
+
+report::MetricValue metric_value(const nlohmann::ordered_json& v) {
+  if (v.is_number_integer()) return report::MetricValue(v.get<int64_t>());
+  if (v.is_number()) return report::MetricValue(v.get<double>());
+  if (v.is_string()) return report::MetricValue(v.get<std::string>());
+  if (v.is_null()) return report::MetricValue("");
+  return report::MetricValue(v.dump());
+}
+
+double number_or_nan(const nlohmann::ordered_json& record, const char* key) {
+  auto it = record.find(key);
+  if (it == record.end() || !it->is_number()) return kNaN;
+  return it->get<double>();
+}
+
+struct Metrics {
+  std::vector<report::MetricsRow> rows;
+  report::TrainingHistory history;
+  bool present = false;
+};
+
+// metrics.jsonl: one JSON object per line; blank lines are skipped, anything else is an error
+// naming the file and line.
+Metrics read_metrics(const std::string& path) {
+  Metrics m;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return m;
+  m.present = true;
+  std::ifstream in(path);
+  ATTN_CHECK(in, "report", "cannot read '", path, "'");
+  LineReader reader(in);
+  std::string line;
+  while (reader.next(line)) {
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    nlohmann::ordered_json rec;
+    try {
+      rec = nlohmann::ordered_json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      fail("report", "'", path, "' line ", reader.line_number(), ": not valid JSON (", e.what(), ")");
+    }
+    ATTN_CHECK(rec.is_object(), "report", "'", path, "' line ", reader.line_number(), ": expected a JSON object");
+    report::MetricsRow row;
+    for (const auto& [k, v] : rec.items()) row.emplace_back(k, metric_value(v));
+    m.rows.push_back(std::move(row));
+    const double epoch = number_or_nan(rec, "epoch");
+    m.history.epoch.push_back(std::isnan(epoch) ? static_cast<double>(m.rows.size()) : epoch);
+    m.history.loss.push_back(number_or_nan(rec, "loss"));
+    m.history.val_loss.push_back(number_or_nan(rec, "val_loss"));
+    m.history.val_token_acc.push_back(number_or_nan(rec, "val_token_acc"));
+    m.history.val_exact_acc.push_back(number_or_nan(rec, "val_exact_acc"));
+  }
+  // A column that is NaN throughout (never measured) is dropped rather than drawn empty.
+  const auto all_nan = [](const std::vector<double>& v) {
+    return std::all_of(v.begin(), v.end(), [](double x) { return std::isnan(x); });
+  };
+  for (auto* v : {&m.history.loss, &m.history.val_loss, &m.history.val_token_acc, &m.history.val_exact_acc})
+    if (all_nan(*v)) v->clear();
+  return m;
+}
+
+// Up to `count` validation examples of the run: the synthetic task's validation stream, or the
+// first pairs of the recorded validation corpus (unknown tokens as <unk>). `origin` names the set.
+std::vector<train::Example> validation_examples(const ModelFolder& f, int64_t count, std::string* origin) {
+  std::vector<train::Example> out;
+  if (count <= 0) return out;
+  if (const auto run = task_from_train_config(f.train_config)) {
+    const train::TaskConfig& task = run->task;
+    const int64_t top = train::Vocab::kNumSpecial + task.n_symbols;
+    if (top > std::min(f.src_vocab_size, f.tgt_vocab_size)) return out;
+    if (f.vocab) {
+      const train::Vocab tv = train::task_vocab(task);
+      for (int64_t id = 0; id < top; ++id)
+        if (id >= f.vocab->size() || f.vocab->token(id) != tv.token(id)) return out;
+    }
+    // The run's validation set; a run without one still has the stream to draw an example from.
+    const int64_t n = run->valid_size > 0 ? std::min(count, run->valid_size) : count;
+    out = train::make_task_dataset(task, 0, n, run->data_seed).valid;
+    *origin = str_cat("the ", train::task_kind_name(task.kind), " task's validation set (seed ", run->data_seed, ")");
+    return out;
+  }
+  const std::string path = valid_path_from_train_config(f.train_config, f.dir);
+  if (path.empty() || !f.vocab) return out;
+  std::ifstream in(path);
+  if (!in) return out;
+  LineReader reader(in);
+  std::string line;
+  while (static_cast<int64_t>(out.size()) < count && reader.next(line)) {
+    const size_t tab = line.find('\t');
+    if (tab == std::string::npos || line.find('\t', tab + 1) != std::string::npos) continue;
+    train::Example ex;
+    try {
+      for (const std::string& t : split_tokens(line.substr(0, tab), *f.vocab)) ex.src.push_back(f.vocab->id(t, true));
+      for (const std::string& t : split_tokens(line.substr(tab + 1), *f.vocab)) ex.tgt.push_back(f.vocab->id(t, true));
+    } catch (const Error&) {
+      continue;  // invalid UTF-8: training would have rejected the line too
+    }
+    if (!ex.src.empty()) out.push_back(std::move(ex));
+  }
+  *origin = path;
+  return out;
+}
+
+// ---- figures ------------------------------------------------------------------------------
+
+// Dimensions whose curves the PE figure draws: the seed's 0, 4, 16, 32 where they exist, else
+// a spread over the available (even) dimensions.
+std::vector<int64_t> pe_dims(int64_t d) {
+  std::vector<int64_t> dims;
+  for (int64_t k : {0, 4, 16, 32})
+    if (k < d) dims.push_back(k);
+  if (dims.size() < 3) {
+    dims = {0};
+    if (d > 1) dims.push_back(1);
+    if (d > 4) dims.push_back((d / 4) * 2 - ((d / 4) * 2 >= d ? 2 : 0));
+    if (d > 2) dims.push_back(d - 2);
+    std::sort(dims.begin(), dims.end());
+    dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+  }
+  return dims;
+}
+
+std::vector<std::string> layer_titles(size_t n) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < n; ++i) out.push_back(str_cat("Layer ", i + 1));
+  return out;
+}
+
+std::vector<std::string> head_titles(int64_t n) {
+  std::vector<std::string> out;
+  for (int64_t i = 0; i < n; ++i) out.push_back(str_cat("Head ", i + 1));
+  return out;
+}
+
+// Writes `svg` as OUT/figures/<name> and records it in the report.
+struct FigureWriter {
+  std::string out_dir;
+  std::vector<report::FigureRef>* refs;
+  std::vector<std::string>* paths;
+
+  void add(const std::string& name, const std::string& svg, const std::string& title, const std::string& caption) {
+    const std::string rel = "figures/" + name;
+    const std::string path = (fs::path(out_dir) / rel).string();
+    report::save_text_file(path, svg);
+    refs->push_back({title, rel, caption});
+    paths->push_back(path);
+  }
+};
+
+std::string join(const std::vector<std::string>& parts, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? sep : "") + parts[i];
+  return out;
+}
+
+// The config table: the run folder, vocabulary, parameter count, every model key, every
+// training key (nested values as compact JSON).
+std::vector<std::pair<std::string, std::string>> config_table(const ModelFolder& f) {
+  std::vector<std::pair<std::string, std::string>> out;
+  out.emplace_back("model folder", f.dir);
+  out.emplace_back("parameters", std::to_string(f.model->num_parameters()));
+  out.emplace_back("vocabulary", f.vocab ? str_cat(f.vocab->size(), " tokens (",
+                                                   train::tokenization_name(f.vocab->tokenization()), ")")
+                                         : std::string("none (token ids only)"));
+  const auto text = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+  const nlohmann::json model_config = f.model->config().to_json();
+  for (const auto& [k, v] : model_config.items()) out.emplace_back("model." + k, text(v));
+  if (f.train_config.is_object())
+    for (const auto& [k, v] : f.train_config.items())
+      if (k != "model") out.emplace_back("train." + k, text(v));  // its "model" is config.json's, listed above
+  return out;
+}
+
+}  // namespace
+
+RunReportResult write_run_report(const std::string& run_dir, const RunReportOptions& options) {
+  const char* cmd = options.command.c_str();
+  const ModelFolder f = open_model_folder(run_dir, cmd, options.src && !options.src_ids);
+  const std::string out_dir = options.out_dir.empty() ? run_dir : options.out_dir;
+  const models::ModelConfig& mc = f.model->config();
+  RunReportResult result;
+  const auto run_task = task_from_train_config(f.train_config);
+  result.reversal_task = run_task && run_task->task.kind == train::TaskKind::Reverse;
+
+  TokenCodec codec;
+  codec.vocab = f.vocab ? &*f.vocab : nullptr;
+  codec.vocab_size = f.src_vocab_size;
+  codec.pad = f.pad;
+  codec.command = options.command;
+  codec.source = "--src";
+  if (options.src_ids) codec.vocab = nullptr;
+  TokenCodec out_codec = codec;
+  out_codec.vocab = f.vocab ? &*f.vocab : nullptr;  // outputs are shown as text when possible
+
+  // The example: --src, else the first validation example.
+  std::string origin;
+  const int64_t n_valid = std::max<int64_t>({options.n_samples, options.n_score_examples, 1});
+  const std::vector<train::Example> valid = validation_examples(f, n_valid, &origin);
+  std::vector<int64_t> src;
+  std::optional<std::vector<int64_t>> reference;
+  if (options.src) {
+    src = codec.read(*options.src, 0, "source");
+    if (run_task) reference = train::task_target(run_task->task.kind, src);
+  } else {
+    ATTN_CHECK(!valid.empty(), cmd, "'", run_dir,
+               "' records no synthetic task or readable validation file to take an example from; give one with --src");
+    src = valid.front().src;
+    reference = valid.front().tgt;
+  }
+
+  SearchSettings greedy;
+  greedy.max_len = options.max_len;
+  const decode::Hypothesis hyp = search_batch(f, {src}, greedy).front().front();
+  result.example_source = out_codec.write(src);
+  result.example_output = out_codec.write(hyp.tokens);
+
+  // Teacher-forced pass over BOS + output: when the output finished, its last row is the one
+  // that predicted EOS; when it was cut, the last token is not fed (nothing predicted it).
+  std::vector<int64_t> dec_in{f.bos};
+  std::vector<int64_t> predicted = hyp.tokens;
+  if (hyp.finished) {
+    dec_in.insert(dec_in.end(), hyp.tokens.begin(), hyp.tokens.end());
+    predicted.push_back(f.eos);
+  } else {
+    dec_in.insert(dec_in.end(), hyp.tokens.begin(), hyp.tokens.end() - 1);
+  }
+  const Captured cap = capture_attention(f, pad_batch({src}, f.pad), pad_batch({dec_in}, f.pad));
+  const int64_t S = static_cast<int64_t>(src.size());
+  const int64_t T = static_cast<int64_t>(dec_in.size());
+  const int64_t H = mc.n_heads;
+  const size_t n_enc = cap.enc_self.size(), n_dec = cap.cross.size();
+
+  const std::vector<std::string> src_labels = out_codec.labels(src);
+  std::vector<std::string> pred_labels = out_codec.labels(predicted);
+  if (hyp.finished && !f.vocab) pred_labels.back() = "EOS";
+  std::vector<std::string> in_labels = out_codec.labels(dec_in);
+  if (!f.vocab) in_labels.front() = "BOS";
+
+  std::vector<report::FigureRef> refs;
+  FigureWriter fig{out_dir, &refs, &result.figure_paths};
+  fs::create_directories(fs::path(out_dir) / "figures");
+
+  // 1. Training curve.
+  const std::string metrics_path = (fs::path(run_dir) / kMetricsFileName).string();
+  const Metrics metrics = read_metrics(metrics_path);
+  if (!metrics.rows.empty())
+    fig.add("01_training_curve.svg", report::training_curve_figure(metrics.history), "Training curve",
+            str_cat("Training and validation loss (left) and validation token / exact-sequence accuracy under "
+                    "greedy decoding (right) per epoch, from ",
+                    kMetricsFileName, " (", metrics.rows.size(), " epochs)."));
+
+  // 2. Sinusoidal positional encoding (§3.5): 50 positions of the model's D (at most 128 shown).
+  {
+    const int64_t positions = 50, dims = std::min<int64_t>(mc.d_model, 128);
+    const Tensor pe = nn::sinusoidal_table(positions, mc.d_model, DType::F64);  // [50, D]
+    std::vector<double> values = pe.slice(1, 0, dims).to_vector<double>();
+    const std::vector<int64_t> curve_dims = pe_dims(dims);
+    std::vector<std::string> dim_names;
+    for (int64_t d : curve_dims) dim_names.push_back(std::to_string(d));
+    fig.add(
+        "02_positional_encoding.svg",
+        report::positional_encoding_figure(Matrix(std::move(values), positions, dims), curve_dims),
+        "Sinusoidal positional encoding",
+        str_cat("PE[p, 2i] = sin(p / 10000^(2i/D)), PE[p, 2i+1] = cos(p / 10000^(2i/D)) for D = ", mc.d_model,
+                ", positions 0-49", dims < mc.d_model ? str_cat(", the first ", dims, " dimensions") : std::string(),
+                " (paper §3.5); right: dimensions ", join(dim_names, ", "),
+                " across positions (low dimensions oscillate fast, high ones slowly). This model uses ",
+                nn::positional_kind_name(mc.positional), " positions."));
+  }
+
+  // 3. Causal mask and the decoder's first-layer self-attention weights for the example.
+  {
+    const int64_t t = std::min<int64_t>(T, 16);
+    std::vector<double> mask(static_cast<size_t>(t * t), 0.0);
+    for (int64_t i = 0; i < t; ++i)
+      for (int64_t j = i + 1; j < t; ++j) mask[i * t + j] = 1.0;
+    report::MaskFigureOptions mo;
+    mo.title = "Causal mask and decoder self-attention weights (layer 1, mean of heads)";
+    mo.labels.assign(in_labels.begin(), in_labels.begin() + t);
+    fig.add(
+        "03_causal_mask.svg",
+        report::mask_figure(Matrix(std::move(mask), t, t), cap.dec_self[0].matrix(0, -1, t, t), mo),
+        "Causal mask and its softmax weights",
+        str_cat("Left: the decoder's causal mask over its input (BOS + the greedy output",
+                t < T ? ", first 16 positions" : "",
+                "); 1 = masked out (PyTorch's convention, -inf added to the score), 0 = allowed (paper §3.2.3). "
+                "Right: the softmax weights of the trained decoder's first self-attention layer, averaged over its ",
+                H, " heads: every weight above the diagonal is exactly 0 and every row sums to 1."));
+  }
+
+  // 4. Encoder self-attention and decoder cross-attention of the last layers, head average.
+  const Matrix cross_last = cap.cross.back().matrix(0, -1, static_cast<int64_t>(predicted.size()), S);
+  {
+    report::HeatmapPanel enc, cross;
+    enc.matrix = cap.enc_self.back().matrix(0, -1, S, S);
+    enc.options.title = str_cat("Encoder self-attention, layer ", n_enc);
+    enc.options.row_labels = src_labels;
+    enc.options.col_labels = src_labels;
+    enc.options.x_title = "key (source token)";
+    enc.options.y_title = "query (source token)";
+    enc.options.vmin = 0.0;  // up to the largest weight: encoder attention is often diffuse
+    enc.options.colorbar_title = "weight";
+    cross.matrix = cross_last;
+    cross.options.title = str_cat("Decoder cross-attention, layer ", n_dec);
+    cross.options.row_labels = pred_labels;
+    cross.options.col_labels = src_labels;
+    cross.options.x_title = "source token";
+    cross.options.y_title = "output token (predicted)";
+    cross.options.vmin = 0.0;
+    cross.options.vmax = 1.0;
+    cross.options.colorbar_title = "weight";
+    fig.add("04_attention_example.svg",
+            report::heatmap_row({enc, cross}, str_cat("Attention for ", result.example_source, " -> ",
+                                                      result.example_output, " (mean of ", H, " heads)")),
+            "Encoder self-attention and decoder cross-attention",
+            str_cat("For the source ", result.example_source, " and the model's greedy output ", result.example_output,
+                    ". Left: each source position attends over the source (last encoder layer). Right: the row of "
+                    "each output token is the attention of the decoder position that predicted it, over the source "
+                    "(last decoder layer). Both are averaged over heads; each row sums to 1."));
+  }
+
+  // 5-6. Layer x head grids, one colour scale [0, 1].
+  {
+    std::vector<std::vector<Matrix>> grid(n_dec);
+    for (size_t l = 0; l < n_dec; ++l)
+      for (int64_t h = 0; h < H; ++h)
+        grid[l].push_back(cap.cross[l].matrix(0, h, static_cast<int64_t>(predicted.size()), S));
+    report::HeatmapGridOptions go;
+    go.title = "Decoder cross-attention by layer and head";
+    go.row_titles = layer_titles(n_dec);
+    go.col_titles = head_titles(H);
+    go.row_labels = pred_labels;
+    go.col_labels = src_labels;
+    go.x_title = "source token";
+    go.y_title = "output token";
+    go.vmin = 0.0;
+    go.vmax = 1.0;
+    go.colorbar_title = "weight";
+    fig.add("05_cross_attention_grid.svg", report::heatmap_grid(grid, go), "Decoder cross-attention, layer x head",
+            str_cat("Every decoder layer (rows) and head (columns) for the same example: which source positions "
+                    "each head reads while predicting each output token. One colour scale for all maps."));
+  }
+  {
+    std::vector<std::vector<Matrix>> grid(n_enc);
+    for (size_t l = 0; l < n_enc; ++l)
+      for (int64_t h = 0; h < H; ++h) grid[l].push_back(cap.enc_self[l].matrix(0, h, S, S));
+    report::HeatmapGridOptions go;
+    go.title = "Encoder self-attention by layer and head";
+    go.row_titles = layer_titles(n_enc);
+    go.col_titles = head_titles(H);
+    go.row_labels = src_labels;
+    go.col_labels = src_labels;
+    go.x_title = "key";
+    go.y_title = "query";
+    go.vmin = 0.0;
+    go.colorbar_title = "weight";
+    fig.add("06_encoder_self_attention_grid.svg", report::heatmap_grid(grid, go),
+            "Encoder self-attention, layer x head",
+            "Every encoder layer (rows) and head (columns) for the same example, on one colour scale from 0 to the "
+            "largest weight.");
+  }
+
+  // Anti-diagonal scores: the example's per layer (and per head in the last layer), and the
+  // mean over validation examples for the last layer.
+  const int64_t n_out = static_cast<int64_t>(hyp.tokens.size());
+  std::vector<double> last_layer_heads;
+  if (n_out > 0) {
+    for (size_t l = 0; l < n_dec; ++l)
+      result.anti_diagonal_per_layer.push_back(report::anti_diagonal_score(cap.cross[l].matrix(0, -1, n_out, S)));
+    for (int64_t h = 0; h < H; ++h)
+      last_layer_heads.push_back(report::anti_diagonal_score(cap.cross.back().matrix(0, h, n_out, S)));
+  }
+  std::vector<decode::Hypothesis> valid_out;
+  if (!valid.empty()) {
+    const size_t n = std::min(valid.size(), static_cast<size_t>(std::max(options.n_samples, options.n_score_examples)));
+    for (size_t start = 0; start < n; start += 32) {
+      std::vector<std::vector<int64_t>> srcs;
+      for (size_t i = start; i < std::min(n, start + 32); ++i) srcs.push_back(valid[i].src);
+      for (auto& hs : search_batch(f, srcs, greedy)) valid_out.push_back(hs.front());
+    }
+  }
+  int64_t scored = 0;
+  if (result.reversal_task && !valid_out.empty()) {
+    double sum = 0;
+    const size_t n = std::min(valid_out.size(), static_cast<size_t>(std::max<int64_t>(options.n_score_examples, 0)));
+    for (size_t i = 0; i < n; ++i) {
+      const auto& h = valid_out[i];
+      if (h.tokens.empty()) continue;
+      std::vector<int64_t> in{f.bos};
+      in.insert(in.end(), h.tokens.begin(), h.tokens.end());
+      const Captured c = capture_attention(f, pad_batch({valid[i].src}, f.pad), pad_batch({in}, f.pad));
+      sum += report::anti_diagonal_score(c.cross.back().matrix(0, -1, static_cast<int64_t>(h.tokens.size()),
+                                                               static_cast<int64_t>(valid[i].src.size())));
+      ++scored;
+    }
+    if (scored > 0) result.anti_diagonal_mean = sum / static_cast<double>(scored);
+  }
+
+  // The report.
+  report::ReportInput in;
+  {
+    fs::path name = fs::path(run_dir).lexically_normal();
+    if (name.filename().empty()) name = name.parent_path();  // "runs/reverse/" -> "reverse"
+    in.title = "attn report: " + (name.filename().empty() ? run_dir : name.filename().string());
+  }
+  in.config = config_table(f);
+  in.metrics = metrics.rows;
+  in.figures = refs;
+
+  {
+    std::string body = str_cat("source     ", result.example_source, "\noutput     ", result.example_output,
+                               hyp.finished ? "" : "   (cut at the length limit)", "\n");
+    if (reference) {
+      body += str_cat("reference  ", out_codec.write(*reference), "\n");
+      body += str_cat("correct    ", hyp.finished && hyp.tokens == *reference ? "yes" : "no", "\n");
+    }
+    body += str_cat("log-prob   ", fixed(hyp.logprob), " (greedy, natural log, EOS included)\n");
+    if (!options.src) body += str_cat("taken from the first example of ", origin, "\n");
+    in.sections.push_back({"Example", body, true});
+  }
+
+  if (result.reversal_task || options.src) {
+    std::string body =
+        "The share of decoder cross-attention mass on the anti-diagonal, target position i -> source position N-1-i "
+        "(head average, rows of the output tokens, EOS row left out): 1 for a perfect anti-diagonal, 1/N for uniform "
+        "attention. A model that learned to reverse reads source N-1-i while writing target i.\n\n";
+    if (result.anti_diagonal_per_layer.empty()) {
+      body += "The example's output is empty: no score.\n";
+    } else {
+      body += str_cat("uniform attention would give 1/N = ", fixed(1.0 / static_cast<double>(S)), " (N = ", S, ")\n");
+      for (size_t l = 0; l < n_dec; ++l)
+        body += str_cat("example, decoder layer ", l + 1, ": ", fixed(result.anti_diagonal_per_layer[l]), "\n");
+      std::vector<std::string> heads;
+      for (double s : last_layer_heads) heads.push_back(fixed(s, 3));
+      body += str_cat("example, decoder layer ", n_dec, " per head: ", join(heads, "  "), "\n");
+    }
+    if (result.anti_diagonal_mean)
+      body += str_cat("mean over ", scored, " validation examples, decoder layer ", n_dec, ": ",
+                      fixed(*result.anti_diagonal_mean), "\n");
+    in.sections.push_back({"Anti-diagonal score", body, true});
+  }
+
+  if (!valid_out.empty() && options.n_samples > 0) {
+    const size_t n = std::min(valid_out.size(), static_cast<size_t>(options.n_samples));
+    std::string body = str_cat("Greedy translations of the first ", n, " examples of ", origin, ".\n\n");
+    int64_t right = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const bool ok = valid_out[i].finished && valid_out[i].tokens == valid[i].tgt;
+      right += ok ? 1 : 0;
+      body += str_cat(out_codec.write(valid[i].src), "  ->  ", out_codec.write(valid_out[i].tokens),
+                      ok ? "   ok" : str_cat("   expected ", out_codec.write(valid[i].tgt)), "\n");
+    }
+    body += str_cat("\n", right, " of ", n, " exactly right.\n");
+    in.sections.push_back({"Sample translations", body, true});
+  }
+  if (!metrics.present)
+    in.sections.push_back({"Notes", str_cat("No ", kMetricsFileName, " in ", run_dir, ": no training curve."), false});
+
+  result.report_path = (fs::path(out_dir) / "report.html").string();
+  report::write_report(result.report_path, in);
+  return result;
+}
+
+}  // namespace attn::cli
