@@ -12,5 +12,13 @@ using Action = std::function<int()>;
 
 // Adds `attn info` to app; sets *action when the subcommand is chosen.
 void register_info(CLI::App& app, Action* action);
+// Inference on a model folder (cmd_translate.cpp, cmd_score.cpp, cmd_eval.cpp, cmd_inspect.cpp).
+void register_translate(CLI::App& app, Action* action);
+void register_score(CLI::App& app, Action* action);
+void register_eval(CLI::App& app, Action* action);
+void register_inspect(CLI::App& app, Action* action);
+// Training and checkpoint averaging (cmd_train.cpp, cmd_average.cpp).
+void register_train(CLI::App& app, Action* action);
+void register_average(CLI::App& app, Action* action);
 
 }  // namespace attn::cli

@@ -1,12 +1,36 @@
-// attn — command-line entry point. Subcommands live in cmd_<name>.cpp.
+// attn — command-line entry point. Subcommands live in cmd_<name>.cpp and register
+// themselves here; every attn::Error becomes "attn: error: ..." and exit status 1,
+// every command-line mistake CLI11's message and its non-zero status.
 #include <cstdio>
-#include <cstring>
+#include <exception>
+
+#include "attn/core/error.h"
+#include "commands.h"
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::strcmp(argv[1], "--version") == 0) {
-    std::printf("attn %s\n", ATTN_VERSION);
-    return 0;
+  CLI::App app{"attn: the Transformer of \"Attention Is All You Need\", from scratch in C++"};
+  app.set_version_flag("--version", std::string("attn ") + ATTN_VERSION);
+  app.require_subcommand(1);
+  attn::cli::Action action;
+  attn::cli::register_info(app, &action);
+  attn::cli::register_translate(app, &action);
+  attn::cli::register_score(app, &action);
+  attn::cli::register_eval(app, &action);
+  attn::cli::register_inspect(app, &action);
+  attn::cli::register_train(app, &action);
+  attn::cli::register_average(app, &action);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
   }
-  std::fprintf(stderr, "usage: attn --version\n");
-  return 2;
+  try {
+    return action ? action() : 0;
+  } catch (const attn::Error& e) {
+    std::fprintf(stderr, "attn: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "attn: internal error: %s\n", e.what());
+    return 1;
+  }
 }

@@ -2,8 +2,8 @@
 // batches, search settings, model folders, train_config.json, and the numbers behind score
 // and eval: teacher-forced log-probabilities against a brute-force per-example pass, greedy
 // log-probabilities against teacher forcing of the same output, and eval's accuracies.
-// The CLI sources are not a library target yet, so the implementation is compiled in here.
-#include "../../../cli/infer_io.cpp"  // NOLINT(bugprone-suspicious-include)
+// The CLI sources build as the attn_cli_lib library, which the tests link.
+#include "infer_io.h"
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,8 @@
 // cli/run_report: the files write_run_report writes (figures, report.html), byte-identical on a
 // second run, the optional training curve, the anti-diagonal scores, and its errors (no
 // example to show, a malformed metrics.jsonl line). The end-to-end run on a trained model is
-// in tests/e2e/infer_cli_test.cpp. The implementation is compiled in here (no CLI library yet);
-// infer_io.cpp is compiled in by infer_io_test.cpp of the same test executable.
-#include "../../../cli/run_report.cpp"  // NOLINT(bugprone-suspicious-include)
+// in tests/e2e/infer_cli_test.cpp. The implementation comes from the attn_cli_lib library.
+#include "run_report.h"
 
 #include <gtest/gtest.h>
 

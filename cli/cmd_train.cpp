@@ -1,0 +1,458 @@
+// attn train --out DIR: trains an encoder-decoder Transformer (paper §5) on a synthetic task
+// (--task reverse|copy|sort) or on the user's TSV corpus (--data/--valid), with the seed's
+// reversal recipe as the defaults. Every hyper-parameter is a flag; --config FILE.json sets
+// any of them (flags win). A one-line progress bar on a terminal, plain log lines otherwise.
+// Ends by writing report.html (cli/run_report.h), printing where everything is, and
+// translating a few random inputs. Not here: decoder-only/encoder-only training.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "attn/core/error.h"
+#include "attn/io/atomic_file.h"
+#include "attn/train/checkpointing.h"
+#include "attn/train/trainer.h"
+#include "commands.h"
+#include "infer_io.h"
+#include "run_report.h"
+
+namespace attn::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+struct TrainOptions {
+  std::string out;
+  std::string config_file;
+  json flags = json::object();   // the hyper-parameter flags given, as train_config keys
+  bool task_given = false, data_given = false;
+  bool resume = false, force = false, quiet = false, no_report = false;
+  int64_t samples = 5;
+  int64_t log_every = 0;         // plain log lines: every N steps (0: ~10 per epoch)
+};
+
+// ---- formatting ------------------------------------------------------------------------------
+
+std::string duration_text(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  const long long t = std::llround(s);
+  char buf[32];
+  if (t >= 3600) std::snprintf(buf, sizeof buf, "%lldh%02lldm", t / 3600, (t / 60) % 60);
+  else std::snprintf(buf, sizeof buf, "%lld:%02lld", t / 60, t % 60);
+  return buf;
+}
+
+std::string rate_text(double tokens_per_s) {
+  char buf[32];
+  if (tokens_per_s >= 1e6) std::snprintf(buf, sizeof buf, "%.1fM", tokens_per_s / 1e6);
+  else if (tokens_per_s >= 1e3) std::snprintf(buf, sizeof buf, "%.1fk", tokens_per_s / 1e3);
+  else std::snprintf(buf, sizeof buf, "%.0f", tokens_per_s);
+  return buf;
+}
+
+std::string percent(double v) {
+  if (!std::isfinite(v)) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f%%", 100.0 * v);
+  return buf;
+}
+
+std::string number(double v, const char* fmt) {
+  if (!std::isfinite(v)) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+std::string epoch_line(const train::EpochMetrics& m, int64_t epochs) {
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "epoch %lld/%lld  step %lld  loss %s  val_loss %s  val_token_acc %s  val_exact_acc %s  lr %s  "
+                "%s tok/s  %.1fs",
+                static_cast<long long>(m.epoch), static_cast<long long>(epochs), static_cast<long long>(m.step),
+                number(m.loss, "%.4f").c_str(), number(m.val_loss, "%.4f").c_str(), percent(m.val_token_acc).c_str(),
+                percent(m.val_exact_acc).c_str(), number(m.lr, "%.3g").c_str(), rate_text(m.tokens_per_s).c_str(),
+                m.seconds);
+  return buf;
+}
+
+// The progress display: a bar redrawn in place on a terminal, log lines otherwise.
+class Progress {
+ public:
+  Progress(bool tty, bool quiet, int64_t log_every) : tty_(tty), quiet_(quiet), log_every_(log_every) {}
+
+  void step(const train::TrainProgress& p) {
+    if (quiet_) return;
+    if (tty_) {
+      if (p.phase == train::TrainProgress::Phase::Validate) {
+        std::fprintf(stderr, "\r\033[Kepoch %lld/%lld  validating (greedy decoding)...",
+                     static_cast<long long>(p.epoch), static_cast<long long>(p.epochs));
+        std::fflush(stderr);
+        return;
+      }
+      // At most ~10 redraws a second (and always the epoch's last batch).
+      const auto now = std::chrono::steady_clock::now();
+      if (p.batch != p.batches && now - last_draw_ < std::chrono::milliseconds(100)) return;
+      last_draw_ = now;
+      constexpr int kWidth = 20;
+      const int filled = p.batches > 0 ? static_cast<int>(kWidth * p.batch / p.batches) : 0;
+      std::string bar(static_cast<size_t>(filled), '#');
+      bar.resize(kWidth, '.');
+      std::fprintf(stderr, "\r\033[Kepoch %lld/%lld [%s] %lld/%lld  step %lld  loss %.4f  lr %.3g  %s tok/s  ETA %s",
+                   static_cast<long long>(p.epoch), static_cast<long long>(p.epochs), bar.c_str(),
+                   static_cast<long long>(p.batch), static_cast<long long>(p.batches), static_cast<long long>(p.step),
+                   p.loss, p.lr, rate_text(p.tokens_per_s).c_str(), duration_text(p.eta_seconds).c_str());
+      std::fflush(stderr);
+      return;
+    }
+    if (p.phase != train::TrainProgress::Phase::Train) return;
+    const int64_t every = log_every_ > 0 ? log_every_ : std::max<int64_t>(1, p.batches / 10);
+    if (p.step % every != 0) return;
+    std::fprintf(stderr, "epoch %lld/%lld  batch %lld/%lld  step %lld  loss %.6f  lr %.6g  %s tok/s  ETA %s\n",
+                 static_cast<long long>(p.epoch), static_cast<long long>(p.epochs), static_cast<long long>(p.batch),
+                 static_cast<long long>(p.batches), static_cast<long long>(p.step), p.loss, p.lr,
+                 rate_text(p.tokens_per_s).c_str(), duration_text(p.eta_seconds).c_str());
+  }
+
+  void epoch(const train::EpochMetrics& m, int64_t epochs) {
+    if (quiet_) return;
+    std::fprintf(stderr, "%s%s\n", tty_ ? "\r\033[K" : "", epoch_line(m, epochs).c_str());
+    std::fflush(stderr);
+  }
+
+  void clear_line() {
+    if (tty_ && !quiet_) std::fprintf(stderr, "\r\033[K");
+  }
+
+ private:
+  bool tty_, quiet_;
+  int64_t log_every_;
+  std::chrono::steady_clock::time_point last_draw_{};
+};
+
+// SIGINT/SIGTERM ask the running trainer to stop at the next step with a checkpoint.
+train::Trainer* g_trainer = nullptr;
+extern "C" void on_stop_signal(int) {
+  if (g_trainer) g_trainer->request_stop();
+}
+
+struct SignalScope {
+  explicit SignalScope(train::Trainer* t) {
+    g_trainer = t;
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = static_cast<int>(SA_RESETHAND);  // a second Ctrl-C kills as usual
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~SignalScope() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+    g_trainer = nullptr;
+  }
+  struct sigaction old_int_ {}, old_term_ {};
+};
+
+std::string threads_text(const train::TrainConfig& c) {
+  const int64_t n = train::training_threads(c);
+  const std::string what = n > 0 ? std::to_string(n) : "all cores";
+  return c.threads > 0 ? what : what + " (auto)";
+}
+
+// ---- the command -----------------------------------------------------------------------------
+
+json read_config_file(const std::string& path) {
+  const std::string text = io::read_file(path);
+  try {
+    json j = json::parse(text);
+    ATTN_CHECK(j.is_object(), "train", "--config '", path, "' must hold a JSON object, got ", j.type_name());
+    return j;
+  } catch (const json::exception& e) {
+    fail("train", "--config '", path, "' is not valid JSON: ", e.what());
+  }
+}
+
+// Applies `src` onto `dst`, merging the nested "model" object key by key.
+void merge_keys(json& dst, const json& src) {
+  for (const auto& [k, v] : src.items()) {
+    if (k == "model" && v.is_object() && dst.contains("model") && dst["model"].is_object())
+      for (const auto& [mk, mv] : v.items()) dst["model"][mk] = mv;
+    else
+      dst[k] = v;
+  }
+}
+
+// A few inputs the model has not been trained on, translated greedily from the saved folder.
+void print_samples(const std::string& out, const train::TrainConfig& config, int64_t count) {
+  if (count <= 0) return;
+  const ModelFolder folder = open_model_folder(out, "train", true);
+  const train::Vocab& vocab = *folder.vocab;
+  std::vector<train::Example> examples;
+  if (!config.uses_tsv()) {
+    train::TaskConfig t;
+    t.kind = train::parse_task_kind(config.task);
+    t.length = config.length;
+    t.min_length = config.min_length;
+    t.n_symbols = config.symbols;
+    Rng rng(train::stream_seed(config.data_seed, 7));  // a stream neither set was drawn from
+    examples = train::make_task_examples(t, count, rng);
+  } else {
+    const std::string path = config.valid_path.empty() ? config.train_path : config.valid_path;
+    const train::TsvFile file = train::read_tsv(path, config.tokens);
+    examples = train::encode_tsv(file, vocab, true);
+    if (static_cast<int64_t>(examples.size()) > count) examples.resize(static_cast<size_t>(count));
+  }
+  if (examples.empty()) return;
+  std::vector<std::vector<int64_t>> srcs;
+  for (const auto& e : examples) srcs.push_back(e.src);
+  const auto found = search_batch(folder, srcs, SearchSettings{});
+  std::printf("\n%s (greedy decoding, attn translate --model %s):\n",
+              config.uses_tsv() ? "translations" : "translations of random inputs", out.c_str());
+  int64_t right = 0;
+  for (size_t i = 0; i < examples.size(); ++i) {
+    const auto& h = found[i].front();
+    const bool ok = h.finished && h.tokens == examples[i].tgt;
+    right += ok ? 1 : 0;
+    std::printf("  %s  ->  %s   %s%s\n", vocab.decode(examples[i].src).c_str(), vocab.decode(h.tokens).c_str(),
+                ok ? "ok" : "expected ", ok ? "" : vocab.decode(examples[i].tgt).c_str());
+  }
+  std::printf("  %lld of %zu right\n", static_cast<long long>(right), examples.size());
+}
+
+int run_train(const TrainOptions& o) {
+  ATTN_CHECK(o.samples >= 0, "train", "--samples must not be negative, got ", o.samples);
+  ATTN_CHECK(o.log_every >= 0, "train", "--log-every must not be negative, got ", o.log_every);
+  ATTN_CHECK(!(o.resume && o.force), "train", "--resume and --force exclude each other");
+  ATTN_CHECK(!(o.task_given && o.data_given), "train", "give --task or --data, not both");
+  json overrides = json::object();
+  if (!o.config_file.empty()) overrides = read_config_file(o.config_file);
+  merge_keys(overrides, o.flags);
+  // --data (or "data" in the config) without a task names a TSV run.
+  const bool has_data = overrides.contains("data") && overrides["data"].is_string() &&
+                        !overrides["data"].get<std::string>().empty();
+  if (has_data && !overrides.contains("task")) overrides["task"] = "";
+  if (overrides.contains("data") && overrides["data"].is_string() && has_data)
+    overrides["data"] = fs::absolute(overrides["data"].get<std::string>()).string();
+  if (overrides.contains("valid") && overrides["valid"].is_string() && !overrides["valid"].get<std::string>().empty())
+    overrides["valid"] = fs::absolute(overrides["valid"].get<std::string>()).string();
+
+  std::unique_ptr<train::Trainer> trainer;
+  if (o.resume) {
+    trainer = train::Trainer::resume(o.out, overrides);
+  } else {
+    train::check_fresh_run_dir(o.out, o.force);  // before any work: a cheap, early refusal
+    train::TrainConfig config;
+    try {
+      config.update_from_json(overrides);
+    } catch (const Error& e) {
+      if (o.config_file.empty()) throw;
+      fail("train", "--config '", o.config_file, "' with the flags: ", e.what());
+    }
+    trainer = std::make_unique<train::Trainer>(config, o.out);  // validates, loads the data
+    if (o.force) train::clear_run_dir(o.out);
+  }
+  const train::TrainConfig& c = trainer->config();
+  const bool tty = ::isatty(2) != 0;
+  Progress progress(tty, o.quiet, o.log_every);
+  trainer->on_progress([&](const train::TrainProgress& p) { progress.step(p); });
+  trainer->on_epoch([&](const train::EpochMetrics& m) { progress.epoch(m, c.epochs); });
+
+  if (!o.quiet) {
+    const auto& d = trainer->data();
+    std::fprintf(stderr, "attn train: %s, %zu training / %zu validation examples, vocabulary %lld\n",
+                 c.uses_tsv() ? ("corpus " + c.train_path).c_str() : ("task " + c.task).c_str(), d.train.size(),
+                 d.valid.size(), static_cast<long long>(d.vocab.size()));
+    std::fprintf(stderr,
+                 "  model D=%lld, %lld heads, %lld+%lld layers, d_ff %lld, dropout %g, %s, %lld parameters\n"
+                 "  %lld epochs, batch %lld, %s, label smoothing %g, clip %g, seed %llu, threads %s\n",
+                 static_cast<long long>(c.model.d_model), static_cast<long long>(c.model.n_heads),
+                 static_cast<long long>(c.model.n_encoder_layers), static_cast<long long>(c.model.n_decoder_layers),
+                 static_cast<long long>(c.model.d_ff), c.model.dropout, c.model.norm_first ? "pre-norm" : "post-norm",
+                 static_cast<long long>(trainer->model().num_parameters()), static_cast<long long>(c.epochs),
+                 static_cast<long long>(c.batch_size), trainer->describe_schedule().c_str(), c.label_smoothing, c.clip,
+                 static_cast<unsigned long long>(c.seed), threads_text(c).c_str());
+    if (d.valid_unknown_tokens > 0)
+      std::fprintf(stderr, "  warning: %lld validation tokens are not in the training vocabulary (read as <unk>)\n",
+                   static_cast<long long>(d.valid_unknown_tokens));
+    if (o.resume)
+      std::fprintf(stderr, "  resuming at step %lld (%lld epochs done)\n", static_cast<long long>(trainer->step()),
+                   static_cast<long long>(trainer->epochs_done()));
+  }
+
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    SignalScope signals(trainer.get());
+    trainer->run();
+  }
+  progress.clear_line();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (trainer->stopped()) {
+    const auto latest = train::latest_checkpoint(o.out);
+    std::printf("attn train: stopped at step %lld; checkpoint %s\ncontinue with: attn train --out %s --resume\n",
+                static_cast<long long>(trainer->step()), latest ? latest->path.c_str() : "-", o.out.c_str());
+    return 130;
+  }
+
+  const auto& metrics = trainer->metrics();
+  std::printf("attn train: %lld epochs, %lld steps in %s", static_cast<long long>(trainer->epochs_done()),
+              static_cast<long long>(trainer->step()), duration_text(seconds).c_str());
+  if (!metrics.empty() && std::isfinite(metrics.back().val_token_acc))
+    std::printf("; validation (greedy): token accuracy %s, exact sequences %s",
+                percent(metrics.back().val_token_acc).c_str(), percent(metrics.back().val_exact_acc).c_str());
+  std::printf("\n");
+  std::printf("  model        %s  (config.json, model.safetensors, vocab.json)\n", o.out.c_str());
+  std::printf("  metrics      %s\n", (fs::path(o.out) / train::kRunMetricsFileName).string().c_str());
+  std::printf("  checkpoints  %s  (the last %s; attn average --model %s)\n",
+              (fs::path(o.out) / train::kCheckpointsDirName).string().c_str(),
+              c.keep > 0 ? std::to_string(c.keep).c_str() : "all", o.out.c_str());
+  if (!o.no_report) {
+    try {
+      RunReportOptions ro;
+      ro.command = "train";
+      const RunReportResult r = write_run_report(o.out, ro);
+      std::printf("  report       %s\n", r.report_path.c_str());
+    } catch (const Error& e) {
+      std::printf("  report       not written: %s\n", e.what());
+    }
+  }
+  std::fflush(stdout);
+  print_samples(o.out, c, o.samples);
+  return 0;
+}
+
+// Registers --name as a hyper-parameter flag stored under `key` (and under model.<key> when
+// `model` is set) in the overrides JSON.
+template <class T>
+CLI::Option* param(CLI::App* cmd, TrainOptions* o, const std::string& flag, const std::string& key, const std::string& help,
+                   const std::string& default_text, bool model = false) {
+  CLI::Option* opt = cmd->add_option_function<T>(
+      flag,
+      [o, key, model](const T& v) {
+        if (model) o->flags["model"][key] = v;
+        else o->flags[key] = v;
+      },
+      help);
+  if (!default_text.empty()) opt->default_str(default_text);
+  return opt;
+}
+
+std::string dstr(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+}  // namespace
+
+void register_train(CLI::App& app, Action* action) {
+  auto o = std::make_shared<TrainOptions>();
+  const train::TrainConfig d;
+  TrainOptions* p = o.get();
+  CLI::App* cmd = app.add_subcommand(
+      "train",
+      "train an encoder-decoder Transformer (paper §5) on a synthetic task or a TSV corpus; the defaults are the "
+      "seed's digit-reversal recipe");
+  cmd->add_option("--out", o->out, "run folder: the model, checkpoints, metrics.jsonl and report.html")->required();
+  cmd->add_option("--config", o->config_file, "a JSON file of train_config.json keys (flags override it)")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--resume", o->resume, "continue the run in --out from its latest checkpoint, exactly");
+  cmd->add_flag("--force", o->force, "replace an existing run in --out");
+  cmd->add_flag("--quiet", o->quiet, "no progress, only the final summary");
+  cmd->add_flag("--no-report", o->no_report, "do not write report.html at the end");
+  cmd->add_option("--samples", o->samples, "random inputs translated at the end")->capture_default_str();
+  cmd->add_option("--log-every", o->log_every, "without a terminal: a log line every N steps (0: 10 per epoch)")
+      ->capture_default_str();
+
+  // Data.
+  param<std::string>(cmd, p, "--task", "task", "synthetic task: reverse, copy or sort", d.task)
+      ->check(CLI::IsMember({"reverse", "copy", "sort"}))
+      ->each([p](const std::string&) { p->task_given = true; });
+  param<int64_t>(cmd, p, "--length", "length", "symbols per synthetic sequence", std::to_string(d.length));
+  param<int64_t>(cmd, p, "--min-length", "min_length", "shortest synthetic sequence (0: all --length)", "0");
+  param<int64_t>(cmd, p, "--symbols", "symbols", "alphabet size of the synthetic task (1..62)", std::to_string(d.symbols));
+  param<int64_t>(cmd, p, "--train-size", "train_size", "synthetic training examples", std::to_string(d.train_size));
+  param<int64_t>(cmd, p, "--valid-size", "valid_size", "synthetic validation examples", std::to_string(d.valid_size));
+  param<uint64_t>(cmd, p, "--data-seed", "data_seed", "seed of the synthetic data", std::to_string(d.data_seed));
+  param<std::string>(cmd, p, "--data", "data", "training corpus, one 'source<TAB>target' pair per line", "")
+      ->each([p](const std::string&) { p->data_given = true; });
+  param<std::string>(cmd, p, "--valid", "valid", "validation corpus (TSV)", "");
+  cmd->add_option_function<std::string>(
+         "--tokens",
+         [p](const std::string& v) { p->flags["tokens"] = (v == "chars" || v == "char") ? "char" : "whitespace"; },
+         "how corpus lines split into tokens: chars or words")
+      ->check(CLI::IsMember({"chars", "words", "char", "whitespace"}))
+      ->default_str("chars");
+
+  // Model.
+  cmd->add_option_function<std::string>(
+         "--arch",
+         [](const std::string& v) {
+           if (v != "encoder-decoder" && v != "encoder_decoder")
+             throw CLI::ValidationError("--arch", "only encoder-decoder can be trained for now, got '" + v + "'");
+         },
+         "model family (only encoder-decoder for now)")
+      ->default_str("encoder-decoder");
+  param<int64_t>(cmd, p, "--d-model", "d_model", "model width D", std::to_string(d.model.d_model), true);
+  param<int64_t>(cmd, p, "--heads", "n_heads", "attention heads (must divide D)", std::to_string(d.model.n_heads), true);
+  param<int64_t>(cmd, p, "--encoder-layers", "n_encoder_layers", "encoder layers",
+                 std::to_string(d.model.n_encoder_layers), true);
+  param<int64_t>(cmd, p, "--decoder-layers", "n_decoder_layers", "decoder layers",
+                 std::to_string(d.model.n_decoder_layers), true);
+  param<int64_t>(cmd, p, "--d-ff", "d_ff", "feed-forward width", std::to_string(d.model.d_ff), true);
+  param<double>(cmd, p, "--dropout", "dropout", "dropout on sublayers and embeddings", dstr(d.model.dropout), true);
+  param<double>(cmd, p, "--attention-dropout", "attention_dropout", "dropout on attention weights",
+                dstr(d.model.attention_dropout), true);
+  param<bool>(cmd, p, "--norm-first", "norm_first", "true: pre-norm; false: post-norm (the paper)", "false", true);
+  param<std::string>(cmd, p, "--norm", "norm", "layer or rms", "layer", true);
+  param<std::string>(cmd, p, "--activation", "activation", "feed-forward activation (relu, gelu, ...)", "relu", true);
+  param<std::string>(cmd, p, "--positional", "positional", "sinusoidal, learned, rope, alibi or none", "sinusoidal",
+                     true);
+  param<int64_t>(cmd, p, "--max-len", "max_len", "positions of learned position embeddings",
+                 std::to_string(d.model.max_len), true);
+  param<std::string>(cmd, p, "--dtype", "dtype", "f32 or f64", "f32", true);
+
+  // Optimisation.
+  param<int64_t>(cmd, p, "--epochs", "epochs", "passes over the training data", std::to_string(d.epochs));
+  param<int64_t>(cmd, p, "--batch-size", "batch_size", "examples per batch (0: only --max-tokens caps)",
+                 std::to_string(d.batch_size));
+  param<int64_t>(cmd, p, "--max-tokens", "max_tokens", "padded tokens per batch (0: no cap)", "0");
+  param<bool>(cmd, p, "--group-by-length", "group_by_length", "batch sequences of similar length together", "true");
+  param<int64_t>(cmd, p, "--bucket-size", "bucket_size", "examples per length bucket (0: the whole epoch)", "0");
+  param<std::string>(cmd, p, "--schedule", "schedule", "learning-rate schedule: noam, constant or cosine", "noam")
+      ->check(CLI::IsMember({"noam", "constant", "cosine"}));
+  param<int64_t>(cmd, p, "--warmup", "warmup", "warmup steps", std::to_string(d.warmup));
+  param<double>(cmd, p, "--lr-scale", "lr_scale", "noam: factor on D^-0.5 min(step^-0.5, step warmup^-1.5)",
+                dstr(d.lr_scale));
+  param<double>(cmd, p, "--lr", "lr", "constant/cosine: peak learning rate", dstr(d.lr));
+  param<double>(cmd, p, "--min-lr", "min_lr", "cosine: final learning rate", dstr(d.min_lr));
+  param<double>(cmd, p, "--beta1", "beta1", "Adam beta1", dstr(d.beta1));
+  param<double>(cmd, p, "--beta2", "beta2", "Adam beta2", dstr(d.beta2));
+  param<double>(cmd, p, "--adam-eps", "eps", "Adam epsilon", dstr(d.eps));
+  param<double>(cmd, p, "--weight-decay", "weight_decay", "weight decay (decoupled, AdamW)", dstr(d.weight_decay));
+  param<bool>(cmd, p, "--decoupled-weight-decay", "decoupled_weight_decay",
+              "true: AdamW's decay; false: L2 added to the gradient", "true");
+  param<double>(cmd, p, "--label-smoothing", "label_smoothing", "label smoothing eps_ls", dstr(d.label_smoothing));
+  param<double>(cmd, p, "--clip", "clip", "clip gradients to this global norm (0: off)", dstr(d.clip));
+
+  // Run.
+  param<uint64_t>(cmd, p, "--seed", "seed", "initialisation, dropout and batch order", "0");
+  param<int64_t>(cmd, p, "--threads", "threads",
+                 "OpenMP/BLAS threads (0: auto, 1 for d_model <= 128, else all cores)", "0");
+  param<int64_t>(cmd, p, "--keep", "keep", "checkpoints kept (0: all)", std::to_string(d.keep));
+  param<int64_t>(cmd, p, "--checkpoint-every", "checkpoint_every", "also checkpoint every N steps (0: epoch ends only)",
+                 "0");
+  cmd->callback([o, action] { *action = [o] { return run_train(*o); }; });
+}
+
+}  // namespace attn::cli

@@ -1,0 +1,181 @@
+// attn/train/trainer.h — the training loop of an encoder-decoder Transformer (paper §5):
+// teacher forcing with the target shifted right, label-smoothed cross entropy with PAD
+// ignored, global-norm clipping, Adam at the schedule's rate, per-epoch validation (teacher-
+// forced loss, and token / exact-sequence accuracy under greedy decoding), metrics.jsonl, and
+// checkpoints that make --resume exact (checkpointing.h). Deterministic: the same config, seed
+// and thread count give the same losses bit for bit. Not here: decoder-only or encoder-only
+// training, gradient accumulation, mixed precision, several processes.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "attn/decode/hypothesis.h"
+#include "attn/models/encoder_decoder.h"
+#include "attn/train/adam.h"
+#include "attn/train/batching.h"
+#include "attn/train/schedule.h"
+#include "attn/train/tasks.h"
+#include "attn/train/train_config.h"
+
+namespace attn::train {
+
+// Sets the OpenMP thread count and OpenBLAS's (n >= 1); n = 0 leaves the runtime's default.
+// With Debian's OpenMP build of OpenBLAS, BLAS follows omp_set_num_threads and runs single-
+// threaded inside our parallel regions, so one setting drives both.
+void set_num_threads(int64_t n);
+// The thread count a training run uses: config.threads when set; otherwise ("auto") 1 for
+// models of d_model <= 128, whose per-op work is too small to share (on a busy 2-core machine
+// the seed's model trained ~15x slower on 2 threads than on 1), and 0 (the runtime's default,
+// all cores) for larger ones.
+int64_t training_threads(const TrainConfig& config);
+
+// One line of metrics.jsonl: the epoch's training loss (the objective, label smoothing
+// included, averaged over target tokens), the validation loss (same criterion, teacher
+// forcing, no dropout), val_nll (the same without smoothing), and the greedy-decoding
+// accuracies (see validate()). Validation values are NaN (null in JSON) without a
+// validation set.
+struct EpochMetrics {
+  int64_t epoch = 0;          // 1-based
+  int64_t step = 0;           // optimizer steps after this epoch
+  double loss = 0;
+  double val_loss = 0;
+  double val_nll = 0;
+  double val_token_acc = 0;   // in [0, 1]
+  double val_exact_acc = 0;   // in [0, 1]
+  double lr = 0;              // the rate of the epoch's last step
+  double tokens_per_s = 0;    // target tokens (EOS included, PAD excluded) per second of training
+  double seconds = 0;         // wall time of the epoch, validation included
+  nlohmann::ordered_json to_json() const;
+  static EpochMetrics from_json(const nlohmann::json& j);
+};
+
+// Validation results on a set of examples.
+struct ValidationResult {
+  double loss = 0, nll = 0;   // mean per target token (EOS included)
+  double token_acc = 0, exact_acc = 0;
+  int64_t tokens = 0, sequences = 0;
+};
+
+// What the progress callback is told: after every optimizer step (phase Train) and when
+// validation starts (phase Validate).
+struct TrainProgress {
+  enum class Phase { Train, Validate };
+  Phase phase = Phase::Train;
+  int64_t epoch = 0, epochs = 0;      // 1-based epoch
+  int64_t batch = 0, batches = 0;     // 1-based batch within the epoch
+  int64_t step = 0;                   // optimizer steps so far
+  double loss = 0;                    // this batch
+  double epoch_loss = 0;              // this epoch so far (per token)
+  double lr = 0;
+  double tokens_per_s = 0;            // this epoch so far
+  double eta_seconds = 0;             // to the end of the run, from this session's speed
+};
+
+// How one greedy output scores against its reference of L tokens: `positions` = L + 1 (the
+// tokens, then EOS), `right` = the positions where the output holds the reference's token (at
+// position L: the output ended with EOS exactly there), exact = the output is the reference.
+struct SequenceScore {
+  int64_t right = 0, positions = 0;
+  bool exact = false;
+};
+SequenceScore score_sequence(const std::vector<int64_t>& reference, const decode::Hypothesis& output);
+
+// Teacher-forced loss and greedy accuracies of `model` (put in eval mode for the call and
+// restored) on `examples`, in batches of `batch_size`. Token accuracy counts, for every
+// reference of L tokens, the L + 1 positions "tokens then EOS": position i is right when the
+// greedy output has the reference token there (EOS at position L, i.e. the output stopped
+// exactly there). Too-short outputs miss the positions they do not reach, too-long ones miss
+// the EOS position; PAD never counts. Exact accuracy: the output equals the reference and
+// ended with EOS. Greedy decoding stops after L_max + 1 tokens (L_max the batch's longest
+// reference): no later token can change either accuracy.
+ValidationResult validate_model(models::EncoderDecoderModel& model, const std::vector<Example>& examples,
+                                int64_t batch_size, double label_smoothing, SpecialIds ids = {});
+
+class Trainer {
+ public:
+  using ProgressCallback = std::function<void(const TrainProgress&)>;
+  using EpochCallback = std::function<void(const EpochMetrics&)>;
+
+  // A new run into `out_dir`: validates the config, builds the data (task or TSV), the
+  // vocabulary, the model and the optimizer. Writes nothing (run() creates the folder).
+  Trainer(TrainConfig config, std::string out_dir);
+  // Continues the run in `out_dir` from its latest checkpoint: the stored train_config.json
+  // with `overrides` applied (only "epochs", "keep", "threads" and "checkpoint_every" may
+  // differ), the data rebuilt (its vocabulary must equal vocab.json), then model weights,
+  // Adam moments, batch position, every dropout generator and the metrics so far restored.
+  static std::unique_ptr<Trainer> resume(const std::string& out_dir,
+                                         const nlohmann::json& overrides = nlohmann::json::object());
+
+  void on_progress(ProgressCallback cb) { progress_ = std::move(cb); }
+  void on_epoch(EpochCallback cb) { epoch_cb_ = std::move(cb); }
+
+  // Trains until config.epochs epochs are done (or `max_steps` optimizer steps more, when
+  // given: a way to stop early, used by tests). A fresh run first creates the folder
+  // (config.json, vocab.json, train_config.json). After every epoch: validation, a checkpoint,
+  // OUT/model.safetensors and metrics.jsonl. Returns the metrics of all epochs so far.
+  const std::vector<EpochMetrics>& run(std::optional<int64_t> max_steps = std::nullopt);
+
+  // Asks run() to stop after the current step and write a checkpoint there, so that --resume
+  // continues exactly (async-signal-safe: a SIGINT handler may call it). stopped() tells
+  // whether the last run() ended that way.
+  void request_stop() { stop_requested_.store(true); }
+  bool stopped() const { return stopped_; }
+
+  // Writes a checkpoint of the current state now (run() does this on its own schedule).
+  std::string save_checkpoint();
+
+  const TrainConfig& config() const { return config_; }
+  const std::string& out_dir() const { return out_dir_; }
+  const Dataset& data() const { return data_; }
+  models::EncoderDecoderModel& model() { return *model_; }
+  const std::shared_ptr<models::EncoderDecoderModel>& model_ptr() const { return model_; }
+  const Adam& optimizer() const { return *adam_; }
+  int64_t step() const { return adam_->steps(); }
+  int64_t epochs_done() const { return static_cast<int64_t>(metrics_.size()); }
+  const std::vector<EpochMetrics>& metrics() const { return metrics_; }
+  // Every optimizer step's training loss so far in this process (resume exactness tests).
+  const std::vector<double>& step_losses() const { return step_losses_; }
+  const std::string& describe_schedule() const { return schedule_text_; }
+
+ private:
+  Trainer(TrainConfig config, std::string out_dir, bool fresh);
+  void build();
+  void write_run_files();
+  double train_step(const Batch& batch);
+  void finish_epoch(double seconds_before_validation);
+  nlohmann::json state_json() const;
+  void restore_state(const nlohmann::json& state);
+
+  TrainConfig config_;
+  std::string out_dir_;
+  bool fresh_ = true;          // a new run: run() creates the folder first
+  bool folder_ready_ = false;
+  Dataset data_;
+  std::shared_ptr<models::EncoderDecoderModel> model_;
+  std::unique_ptr<Adam> adam_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::string schedule_text_;
+  std::unique_ptr<BatchIterator> batches_;
+  std::vector<EpochMetrics> metrics_;
+  std::vector<double> step_losses_;
+  // The current epoch so far (checkpointed, so a resumed epoch reports the same numbers).
+  double epoch_loss_sum_ = 0;    // sum over batches of loss * target tokens
+  int64_t epoch_tokens_ = 0;
+  double epoch_seconds_ = 0;     // training time of this epoch before this session
+  double last_lr_ = 0;
+  std::atomic<bool> stop_requested_{false};
+  bool stopped_ = false;
+  ProgressCallback progress_;
+  EpochCallback epoch_cb_;
+};
+
+}  // namespace attn::train

@@ -1,0 +1,262 @@
+// TrainConfig: defaults (the seed's reversal recipe), validation, strict JSON in and out.
+#include "attn/train/train_config.h"
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "attn/core/error.h"
+#include "attn/io/atomic_file.h"
+
+namespace attn::train {
+
+namespace {
+
+constexpr const char* kOp = "TrainConfig";
+using json = nlohmann::json;
+using Setter = std::function<void(const std::string&, const json&)>;
+
+int64_t read_int(const std::string& key, const json& v) {
+  ATTN_CHECK(v.is_number_integer(), kOp, "key '", key, "' must be an integer, got ", v.type_name(), " ", v.dump());
+  return v.get<int64_t>();
+}
+
+uint64_t read_uint(const std::string& key, const json& v) {
+  ATTN_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0), kOp, "key '", key,
+             "' must be a non-negative integer, got ", v.type_name(), " ", v.dump());
+  return v.get<uint64_t>();
+}
+
+double read_double(const std::string& key, const json& v) {
+  ATTN_CHECK(v.is_number(), kOp, "key '", key, "' must be a number, got ", v.type_name(), " ", v.dump());
+  return v.get<double>();
+}
+
+bool read_bool(const std::string& key, const json& v) {
+  ATTN_CHECK(v.is_boolean(), kOp, "key '", key, "' must be true or false, got ", v.type_name(), " ", v.dump());
+  return v.get<bool>();
+}
+
+std::string read_string(const std::string& key, const json& v) {
+  ATTN_CHECK(v.is_string(), kOp, "key '", key, "' must be a string, got ", v.type_name(), " ", v.dump());
+  return v.get<std::string>();
+}
+
+template <class F>
+auto read_enum(const std::string& key, const json& v, F parse) {
+  const std::string name = read_string(key, v);
+  try {
+    return parse(name);
+  } catch (const Error& e) {
+    fail(kOp, "key '", key, "': ", e.what());
+  }
+}
+
+}  // namespace
+
+models::ModelConfig TrainConfig::default_model() {
+  models::ModelConfig m = models::ModelConfig::seed_small();
+  m.src_vocab_size = task_vocab(TaskConfig{}).size();
+  m.tgt_vocab_size = m.src_vocab_size;
+  return m;
+}
+
+void TrainConfig::validate() const {
+  ATTN_CHECK(task.empty() != train_path.empty(), kOp,
+             task.empty() ? "no data: name a task (reverse, copy, sort) or a TSV training corpus (data)"
+                          : "give either a task or a TSV corpus (data), not both");
+  if (!task.empty()) {
+    TaskConfig t;
+    t.kind = parse_task_kind(task);
+    t.length = length;
+    t.min_length = min_length;
+    t.n_symbols = symbols;
+    train::validate(t);
+    ATTN_CHECK(train_size >= 1, kOp, "train_size must be at least 1, got ", train_size);
+    ATTN_CHECK(valid_size >= 0, kOp, "valid_size must not be negative, got ", valid_size);
+  } else {
+    ATTN_CHECK(valid_path.empty() || valid_path != train_path, kOp, "the validation corpus is the training corpus '",
+               train_path, "'");
+  }
+  ATTN_CHECK(model.arch == models::Arch::EncoderDecoder, kOp, "arch '", models::arch_name(model.arch),
+             "' cannot be trained yet (only encoder_decoder)");
+  ATTN_CHECK(model.n_encoder_layers >= 1, kOp, "the model needs at least one encoder layer, got ",
+             model.n_encoder_layers);
+  ATTN_CHECK(model.n_decoder_layers >= 1, kOp, "the model needs at least one decoder layer, got ",
+             model.n_decoder_layers);
+  // Vocabulary sizes and special ids come from the data (the trainer sets them); validate the
+  // rest with placeholders that satisfy the id checks.
+  models::ModelConfig m = model;
+  m.src_vocab_size = m.tgt_vocab_size = Vocab::kNumSpecial + 1;
+  m.pad_id = Vocab::kPad;
+  m.bos_id = Vocab::kBos;
+  m.eos_id = Vocab::kEos;
+  m.validate();
+  ATTN_CHECK(epochs >= 1, kOp, "epochs must be at least 1, got ", epochs);
+  ATTN_CHECK(batch_size >= 0 && max_tokens >= 0, kOp, "batch_size and max_tokens must not be negative, got ",
+             batch_size, " and ", max_tokens);
+  ATTN_CHECK(batch_size > 0 || max_tokens > 0, kOp, "batch_size and max_tokens are both 0: no cap on a batch");
+  ATTN_CHECK(bucket_size >= 0, kOp, "bucket_size must not be negative, got ", bucket_size);
+  ATTN_CHECK(beta1 >= 0 && beta1 < 1, kOp, "beta1 must be in [0, 1), got ", beta1);
+  ATTN_CHECK(beta2 >= 0 && beta2 < 1, kOp, "beta2 must be in [0, 1), got ", beta2);
+  ATTN_CHECK(eps > 0 && std::isfinite(eps), kOp, "eps must be positive, got ", eps);
+  ATTN_CHECK(weight_decay >= 0 && std::isfinite(weight_decay), kOp, "weight_decay must not be negative, got ",
+             weight_decay);
+  if (schedule == ScheduleKind::Noam) {
+    ATTN_CHECK(warmup >= 1, kOp, "warmup must be at least 1 step for the noam schedule, got ", warmup);
+    ATTN_CHECK(lr_scale > 0 && std::isfinite(lr_scale), kOp, "lr_scale must be positive, got ", lr_scale);
+  } else {
+    ATTN_CHECK(warmup >= 0, kOp, "warmup must not be negative, got ", warmup);
+    ATTN_CHECK(lr > 0 && std::isfinite(lr), kOp, "lr must be positive, got ", lr);
+    ATTN_CHECK(min_lr >= 0 && min_lr <= lr, kOp, "min_lr must be in [0, lr], got ", min_lr);
+  }
+  ATTN_CHECK(label_smoothing >= 0 && label_smoothing < 1, kOp, "label_smoothing must be in [0, 1), got ",
+             label_smoothing);
+  ATTN_CHECK(clip >= 0 && std::isfinite(clip), kOp, "clip must not be negative (0 = off), got ", clip);
+  ATTN_CHECK(threads >= 0 && threads <= 4096, kOp, "threads must be in [0, 4096] (0 = default), got ", threads);
+  ATTN_CHECK(keep >= 0, kOp, "keep must not be negative (0 = keep all), got ", keep);
+  ATTN_CHECK(checkpoint_every >= 0, kOp, "checkpoint_every must not be negative (0 = epoch ends only), got ",
+             checkpoint_every);
+}
+
+json TrainConfig::to_json() const {
+  json j;
+  j["task"] = task;
+  j["length"] = length;
+  j["min_length"] = min_length;
+  j["symbols"] = symbols;
+  j["train_size"] = train_size;
+  j["valid_size"] = valid_size;
+  j["data_seed"] = data_seed;
+  j["data"] = train_path;
+  j["valid"] = valid_path;
+  j["tokens"] = tokenization_name(tokens);
+  j["model"] = model.to_json();
+  j["epochs"] = epochs;
+  j["batch_size"] = batch_size;
+  j["max_tokens"] = max_tokens;
+  j["group_by_length"] = group_by_length;
+  j["bucket_size"] = bucket_size;
+  j["beta1"] = beta1;
+  j["beta2"] = beta2;
+  j["eps"] = eps;
+  j["weight_decay"] = weight_decay;
+  j["decoupled_weight_decay"] = decoupled_weight_decay;
+  j["schedule"] = schedule_kind_name(schedule);
+  j["warmup"] = warmup;
+  j["lr_scale"] = lr_scale;
+  j["lr"] = lr;
+  j["min_lr"] = min_lr;
+  j["label_smoothing"] = label_smoothing;
+  j["clip"] = clip;
+  j["seed"] = seed;
+  j["threads"] = threads;
+  j["keep"] = keep;
+  j["checkpoint_every"] = checkpoint_every;
+  return j;
+}
+
+void TrainConfig::update_from_json(const json& j) {
+  ATTN_CHECK(j.is_object(), kOp, "a training config must be a JSON object, got ", j.type_name());
+  TrainConfig& c = *this;
+  auto int_field = [](int64_t& f) -> Setter { return [&f](const std::string& k, const json& v) { f = read_int(k, v); }; };
+  auto num_field = [](double& f) -> Setter { return [&f](const std::string& k, const json& v) { f = read_double(k, v); }; };
+  auto bool_field = [](bool& f) -> Setter { return [&f](const std::string& k, const json& v) { f = read_bool(k, v); }; };
+  auto str_field = [](std::string& f) -> Setter {
+    return [&f](const std::string& k, const json& v) { f = read_string(k, v); };
+  };
+  auto uint_field = [](uint64_t& f) -> Setter { return [&f](const std::string& k, const json& v) { f = read_uint(k, v); }; };
+  const std::map<std::string, Setter> setters = {
+      {"task", [&](const std::string& k, const json& v) {
+         c.task = v.is_null() ? std::string() : read_string(k, v);
+         if (!c.task.empty()) read_enum(k, v, parse_task_kind);  // checks the name now
+       }},
+      {"length", int_field(c.length)},
+      {"min_length", int_field(c.min_length)},
+      {"symbols", int_field(c.symbols)},
+      {"train_size", int_field(c.train_size)},
+      {"valid_size", int_field(c.valid_size)},
+      {"data_seed", uint_field(c.data_seed)},
+      {"data", str_field(c.train_path)},
+      {"valid", str_field(c.valid_path)},
+      {"tokens", [&](const std::string& k, const json& v) { c.tokens = read_enum(k, v, parse_tokenization); }},
+      {"model", [&](const std::string& k, const json& v) {
+         ATTN_CHECK(v.is_object(), kOp, "key '", k, "' must be an object of model keys, got ", v.type_name());
+         json merged = c.model.to_json();
+         for (const auto& [mk, mv] : v.items()) merged[mk] = mv;  // unknown keys: from_json names them
+         try {
+           c.model = models::ModelConfig::from_json(merged);
+         } catch (const Error& e) {
+           fail(kOp, "key 'model': ", e.what());
+         }
+       }},
+      {"epochs", int_field(c.epochs)},
+      {"batch_size", int_field(c.batch_size)},
+      {"max_tokens", int_field(c.max_tokens)},
+      {"group_by_length", bool_field(c.group_by_length)},
+      {"bucket_size", int_field(c.bucket_size)},
+      {"beta1", num_field(c.beta1)},
+      {"beta2", num_field(c.beta2)},
+      {"eps", num_field(c.eps)},
+      {"weight_decay", num_field(c.weight_decay)},
+      {"decoupled_weight_decay", bool_field(c.decoupled_weight_decay)},
+      {"schedule", [&](const std::string& k, const json& v) { c.schedule = read_enum(k, v, parse_schedule_kind); }},
+      {"warmup", int_field(c.warmup)},
+      {"lr_scale", num_field(c.lr_scale)},
+      {"lr", num_field(c.lr)},
+      {"min_lr", num_field(c.min_lr)},
+      {"label_smoothing", num_field(c.label_smoothing)},
+      {"clip", num_field(c.clip)},
+      {"seed", uint_field(c.seed)},
+      {"threads", int_field(c.threads)},
+      {"keep", int_field(c.keep)},
+      {"checkpoint_every", int_field(c.checkpoint_every)},
+  };
+  for (const auto& [key, value] : j.items()) {
+    auto it = setters.find(key);
+    if (it == setters.end()) {
+      std::string known;
+      for (const auto& [name, s] : setters) known += (known.empty() ? "" : ", ") + name;
+      fail(kOp, "unknown key '", key, "' (known keys: ", known, ")");
+    }
+    it->second(key, value);
+  }
+}
+
+TrainConfig TrainConfig::from_json(const json& j) {
+  TrainConfig c;
+  c.update_from_json(j);
+  return c;
+}
+
+TrainConfig TrainConfig::load(const std::string& path) {
+  const std::string text = io::read_file(path);
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    fail(kOp, "'", path, "' is not valid JSON: ", e.what());
+  }
+  try {
+    return from_json(j);
+  } catch (const Error& e) {
+    fail(kOp, "'", path, "': ", e.what());
+  }
+}
+
+bool TrainConfig::operator==(const TrainConfig& other) const { return to_json() == other.to_json(); }
+
+ScheduleConfig schedule_config(const TrainConfig& config, int64_t steps_per_epoch) {
+  ScheduleConfig s;
+  s.kind = config.schedule;
+  s.d_model = config.model.d_model;
+  s.scale = config.lr_scale;
+  s.warmup_steps = config.warmup;
+  s.lr = config.lr;
+  s.min_lr = config.min_lr;
+  s.total_steps = config.epochs * steps_per_epoch;
+  return s;
+}
+
+}  // namespace attn::train

@@ -1,0 +1,569 @@
+// The training loop (see trainer.h), paper §5: teacher forcing, label-smoothed cross entropy
+// over non-PAD targets, optional global-norm clipping, Adam at the schedule's rate; per epoch
+// validation, a checkpoint, the latest model and metrics.jsonl. Everything that influences a
+// later loss (weights, Adam moments, batch order, every dropout generator, the epoch's running
+// sums) is in the checkpoint, so a resumed run repeats the uninterrupted one bit for bit.
+// Not here: the command line, progress drawing (callbacks), the HTML report.
+#include "attn/train/trainer.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <limits>
+#include <set>
+
+#include "attn/autograd/tape.h"
+#include "attn/core/error.h"
+#include "attn/decode/greedy.h"
+#include "attn/decode/transformer_decoder.h"
+#include "attn/io/atomic_file.h"
+#include "attn/models/checkpoint.h"
+#include "attn/ops/ops.h"
+#include "attn/train/checkpointing.h"
+
+// OpenBLAS's own thread setting (declared by its cblas.h, which only the ops layer includes).
+extern "C" void openblas_set_num_threads(int num_threads);
+
+namespace attn::train {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+constexpr const char* kOp = "train";
+constexpr const char* kStateFormat = "attn-train-state";
+constexpr int64_t kStateVersion = 1;
+// Keys of train_config.json that --resume may change: they do not alter any loss.
+const std::set<std::string> kResumeChangeable = {"epochs", "keep", "threads", "checkpoint_every"};
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Doubles that must survive a checkpoint exactly travel as C99 hex floats ("0x1.8p+1").
+std::string exact_double(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%a", v);
+  return buf;
+}
+
+double parse_exact_double(const json& j, const char* key) {
+  ATTN_CHECK(j.contains(key) && j[key].is_string(), kOp, "state.json: missing hex-float string \"", key, "\"");
+  const std::string text = j[key].get<std::string>();
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  ATTN_CHECK(end && *end == '\0' && !text.empty(), kOp, "state.json: \"", key, "\" is not a number: '", text, "'");
+  return v;
+}
+
+double number_or_nan(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return kNaN;
+  ATTN_CHECK(it->is_number(), kOp, "metrics: \"", key, "\" must be a number or null, got ", it->dump());
+  return it->get<double>();
+}
+
+// The model configuration a dataset needs: vocabulary sizes and special ids from its vocab.
+models::ModelConfig model_config_for(const TrainConfig& c, const Vocab& vocab) {
+  models::ModelConfig m = c.model;
+  m.src_vocab_size = vocab.size();
+  m.tgt_vocab_size = vocab.size();
+  m.pad_id = Vocab::kPad;
+  m.bos_id = Vocab::kBos;
+  m.eos_id = Vocab::kEos;
+  m.seed = c.seed;
+  return m;
+}
+
+// The longest row the model will see (source, or target + 1), over both sets.
+int64_t longest_row(const Dataset& d) {
+  int64_t n = 0;
+  for (const auto* set : {&d.train, &d.valid})
+    for (const Example& e : *set) n = std::max(n, example_tokens(e));
+  return n;
+}
+
+void write_metrics_file(const std::string& path, const std::vector<EpochMetrics>& metrics) {
+  std::string text;
+  for (const EpochMetrics& m : metrics) text += m.to_json().dump() + "\n";
+  io::write_file_atomic(path, text);
+}
+
+std::string join(const std::string& dir, const char* name) { return (fs::path(dir) / name).string(); }
+
+}  // namespace
+
+void set_num_threads(int64_t n) {
+  ATTN_CHECK(n >= 0, kOp, "the thread count must not be negative, got ", n);
+  if (n == 0) return;
+  omp_set_num_threads(static_cast<int>(n));
+  openblas_set_num_threads(static_cast<int>(n));
+}
+
+int64_t training_threads(const TrainConfig& config) {
+  if (config.threads > 0) return config.threads;
+  return config.model.d_model <= 128 ? 1 : 0;
+}
+
+// ---- metrics ------------------------------------------------------------------------------
+
+nlohmann::ordered_json EpochMetrics::to_json() const {
+  nlohmann::ordered_json j;
+  auto num = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(); };
+  j["epoch"] = epoch;
+  j["loss"] = num(loss);
+  j["val_loss"] = num(val_loss);
+  j["val_token_acc"] = num(val_token_acc);
+  j["val_exact_acc"] = num(val_exact_acc);
+  j["lr"] = num(lr);
+  j["tokens_per_s"] = num(tokens_per_s);
+  j["seconds"] = num(seconds);
+  j["step"] = step;
+  j["val_nll"] = num(val_nll);
+  return j;
+}
+
+EpochMetrics EpochMetrics::from_json(const json& j) {
+  ATTN_CHECK(j.is_object(), kOp, "a metrics record must be a JSON object, got ", j.dump());
+  ATTN_CHECK(j.contains("epoch") && j["epoch"].is_number_integer(), kOp, "a metrics record needs an integer epoch");
+  EpochMetrics m;
+  m.epoch = j["epoch"].get<int64_t>();
+  m.step = j.contains("step") && j["step"].is_number_integer() ? j["step"].get<int64_t>() : 0;
+  m.loss = number_or_nan(j, "loss");
+  m.val_loss = number_or_nan(j, "val_loss");
+  m.val_nll = number_or_nan(j, "val_nll");
+  m.val_token_acc = number_or_nan(j, "val_token_acc");
+  m.val_exact_acc = number_or_nan(j, "val_exact_acc");
+  m.lr = number_or_nan(j, "lr");
+  m.tokens_per_s = number_or_nan(j, "tokens_per_s");
+  m.seconds = number_or_nan(j, "seconds");
+  return m;
+}
+
+// ---- validation ---------------------------------------------------------------------------
+
+SequenceScore score_sequence(const std::vector<int64_t>& reference, const decode::Hypothesis& output) {
+  SequenceScore s;
+  const std::vector<int64_t>& out = output.tokens;
+  s.positions = static_cast<int64_t>(reference.size()) + 1;
+  for (size_t i = 0; i < reference.size(); ++i)
+    if (i < out.size() && out[i] == reference[i]) ++s.right;
+  // The EOS position: right when the output stopped exactly after the reference's length.
+  if (output.finished && out.size() == reference.size()) ++s.right;
+  s.exact = output.finished && out == reference;
+  return s;
+}
+
+ValidationResult validate_model(models::EncoderDecoderModel& model, const std::vector<Example>& examples,
+                                int64_t batch_size, double label_smoothing, SpecialIds ids) {
+  ATTN_CHECK(batch_size >= 1, "validate", "batch_size must be at least 1, got ", batch_size);
+  ValidationResult r;
+  if (examples.empty()) return r;
+  const bool was_training = model.is_training();
+  model.eval();
+  NoGradGuard no_grad;
+  double loss_sum = 0, nll_sum = 0;
+  int64_t right = 0, positions = 0, exact = 0;
+  try {
+    for (size_t begin = 0; begin < examples.size(); begin += static_cast<size_t>(batch_size)) {
+      const size_t end = std::min(examples.size(), begin + static_cast<size_t>(batch_size));
+      const std::vector<Example> chunk(examples.begin() + static_cast<std::ptrdiff_t>(begin),
+                                       examples.begin() + static_cast<std::ptrdiff_t>(end));
+      const Batch b = make_batch(chunk, ids);
+      // Teacher-forced loss, the training criterion and plain NLL, per non-PAD target.
+      const Tensor logits = model.forward(b.src, b.tgt_in);  // [B, T, V]
+      const int64_t rows = logits.size(0) * logits.size(1), V = logits.size(2);
+      const Tensor flat = logits.reshape({rows, V});          // [B*T, V]
+      const Tensor targets = b.tgt_out.reshape({rows});       // [B*T]
+      const double n = static_cast<double>(b.n_tgt_tokens);
+      loss_sum += cross_entropy(flat, targets, ids.pad, label_smoothing).item() * n;
+      nll_sum += cross_entropy(flat, targets, ids.pad, 0.0).item() * n;
+      r.tokens += b.n_tgt_tokens;
+
+      // Greedy decoding, stopped after the longest reference + EOS (later tokens cannot count).
+      int64_t longest = 0;
+      for (const Example& e : chunk) longest = std::max(longest, static_cast<int64_t>(e.tgt.size()));
+      decode::TransformerDecoder decoder(model);
+      decode::GreedyOptions g;
+      g.bos = ids.bos;
+      g.eos = ids.eos;
+      g.pad = ids.pad;
+      g.max_len = longest + 1;
+      const std::vector<decode::Hypothesis> hyps = decode::greedy_search(decoder, b.src, g);
+      for (size_t k = 0; k < chunk.size(); ++k) {
+        const SequenceScore s = score_sequence(chunk[k].tgt, hyps[k]);
+        right += s.right;
+        positions += s.positions;
+        exact += s.exact ? 1 : 0;
+        ++r.sequences;
+      }
+    }
+  } catch (...) {
+    model.train(was_training);
+    throw;
+  }
+  model.train(was_training);
+  r.loss = loss_sum / static_cast<double>(r.tokens);
+  r.nll = nll_sum / static_cast<double>(r.tokens);
+  r.token_acc = static_cast<double>(right) / static_cast<double>(positions);
+  r.exact_acc = static_cast<double>(exact) / static_cast<double>(r.sequences);
+  return r;
+}
+
+// ---- construction ---------------------------------------------------------------------------
+
+Trainer::Trainer(TrainConfig config, std::string out_dir) : Trainer(std::move(config), std::move(out_dir), true) {}
+
+Trainer::Trainer(TrainConfig config, std::string out_dir, bool fresh)
+    : config_(std::move(config)), out_dir_(std::move(out_dir)), fresh_(fresh) {
+  ATTN_CHECK(!out_dir_.empty(), kOp, "no output folder given");
+  config_.validate();
+  build();
+}
+
+void Trainer::build() {
+  const TrainConfig& c = config_;
+  if (c.uses_tsv()) {
+    // An empty line is refused (read_tsv would skip it): in a parallel corpus it is far more
+    // often a lost sentence, which shifts every later pair, than intended spacing.
+    for (const std::string& path : {c.train_path, c.valid_path}) {
+      if (path.empty()) continue;
+      const TsvFile f = read_tsv(path, c.tokens);
+      int64_t expected = 1;
+      for (int64_t line : f.line_numbers) {
+        ATTN_CHECK(line == expected, kOp, "'", path, "' line ", expected, " is empty (every line must be source<TAB>target)");
+        ++expected;
+      }
+      ATTN_CHECK(f.empty_lines == 0, kOp, "'", path, "' line ", expected, " is empty (every line must be source<TAB>target)");
+    }
+    data_ = load_tsv_dataset(c.train_path, c.valid_path, c.tokens);
+  } else {
+    TaskConfig t;
+    t.kind = parse_task_kind(c.task);
+    t.length = c.length;
+    t.min_length = c.min_length;
+    t.n_symbols = c.symbols;
+    data_ = make_task_dataset(t, c.train_size, c.valid_size, c.data_seed);
+  }
+  config_.model = model_config_for(c, data_.vocab);
+  config_.model.validate();
+  if (config_.model.positional == nn::PositionalKind::Learned) {
+    const int64_t longest = longest_row(data_);
+    ATTN_CHECK(longest <= config_.model.max_len, kOp, "the data has a row of ", longest,
+               " tokens, longer than the learned positions' max_len ", config_.model.max_len);
+  }
+  model_ = std::make_shared<models::EncoderDecoderModel>(config_.model);
+  model_->train();
+
+  std::vector<Tensor> params;
+  std::vector<std::string> names;
+  for (const auto& [name, p] : model_->named_parameters()) {
+    names.push_back(name);
+    params.push_back(p);
+  }
+  AdamOptions adam;
+  adam.beta1 = c.beta1;
+  adam.beta2 = c.beta2;
+  adam.eps = c.eps;
+  adam.weight_decay = c.weight_decay;
+  adam.decoupled_weight_decay = c.decoupled_weight_decay;
+  adam_ = std::make_unique<Adam>(std::move(params), adam, std::move(names));
+
+  BatchingOptions b;
+  b.batch_size = c.batch_size;
+  b.max_tokens = c.max_tokens;
+  b.shuffle = true;
+  b.group_by_length = c.group_by_length;
+  b.bucket_size = c.bucket_size;
+  b.seed = stream_seed(c.seed, 2);  // streams 0 and 1 are the synthetic data's
+  batches_ = std::make_unique<BatchIterator>(data_.train, b);
+  const ScheduleConfig sc = schedule_config(config_, batches_->num_batches());
+  if (sc.kind == ScheduleKind::Cosine)
+    ATTN_CHECK(sc.total_steps > sc.warmup_steps, kOp, "the cosine schedule needs more steps (", sc.total_steps,
+               " = epochs x batches per epoch) than warmup steps (", sc.warmup_steps, ")");
+  schedule_ = make_schedule(sc);
+  schedule_text_ = schedule_->describe();
+}
+
+std::unique_ptr<Trainer> Trainer::resume(const std::string& out_dir, const json& overrides) {
+  const std::string tc_path = join(out_dir, kRunTrainConfigFileName);
+  std::error_code ec;
+  ATTN_CHECK(fs::is_regular_file(tc_path, ec), kOp, "cannot resume: '", out_dir, "' has no ", kRunTrainConfigFileName,
+             " (not a run folder of attn train)");
+  const TrainConfig stored = TrainConfig::load(tc_path);
+  TrainConfig config = stored;
+  config.update_from_json(overrides);
+  const json a = stored.to_json(), b = config.to_json();
+  std::string changed;
+  for (const auto& [key, value] : b.items())
+    if (a[key] != value && kResumeChangeable.count(key) == 0) changed += (changed.empty() ? "" : ", ") + key;
+  ATTN_CHECK(changed.empty(), kOp, "cannot resume with a different ", changed, " (", tc_path,
+             " holds the run's values; only epochs, keep, threads and checkpoint_every may change)");
+
+  const auto latest = latest_checkpoint(out_dir);
+  ATTN_CHECK(latest.has_value(), kOp, "cannot resume: '", out_dir, "' has no complete checkpoint in ",
+             kCheckpointsDirName, "/");
+  std::unique_ptr<Trainer> t(new Trainer(config, out_dir, false));
+  const Vocab stored_vocab = Vocab::load(join(out_dir, kRunVocabFileName));
+  ATTN_CHECK(stored_vocab == t->data_.vocab, kOp, "cannot resume: the data's vocabulary (", t->data_.vocab.size(),
+             " tokens) differs from the run's ", kRunVocabFileName, " (", stored_vocab.size(), " tokens)");
+
+  std::shared_ptr<models::Model> saved = models::load_model(latest->path);
+  ATTN_CHECK(saved->config().to_json() == t->model_->config().to_json(), kOp, "cannot resume: '", latest->path,
+             "' holds a model of another configuration than ", kRunTrainConfigFileName, " describes");
+  t->model_->load_state_dict(saved->named_parameters());
+  const io::SafetensorsFile opt = io::SafetensorsFile::open(join(latest->path, kOptimizerFileName));
+  io::NamedTensors opt_state;
+  for (const std::string& name : opt.names()) opt_state.emplace_back(name, opt.get(name));
+  t->adam_->load_state(opt_state);
+  json state;
+  try {
+    state = json::parse(io::read_file(join(latest->path, kStateFileName)));
+  } catch (const json::exception& e) {
+    fail(kOp, "'", join(latest->path, kStateFileName), "' is not valid JSON: ", e.what());
+  }
+  t->restore_state(state);
+  t->folder_ready_ = false;  // run() rewrites train_config.json and metrics.jsonl first
+  return t;
+}
+
+// ---- state --------------------------------------------------------------------------------
+
+json Trainer::state_json() const {
+  json s;
+  s["format"] = kStateFormat;
+  s["version"] = kStateVersion;
+  s["step"] = adam_->steps();
+  s["position"] = batches_->position().to_json();
+  s["epoch_progress"] = {{"loss_sum", exact_double(epoch_loss_sum_)},
+                         {"tokens", epoch_tokens_},
+                         {"seconds", exact_double(epoch_seconds_)},
+                         {"last_lr", exact_double(last_lr_)}};
+  s["rng"] = model_rng_states(*model_);
+  json m = json::array();
+  for (const EpochMetrics& e : metrics_) m.push_back(json::parse(e.to_json().dump()));
+  s["metrics"] = m;
+  s["train_config"] = config_.to_json();
+  return s;
+}
+
+void Trainer::restore_state(const json& s) {
+  ATTN_CHECK(s.is_object() && s.value("format", "") == kStateFormat, kOp, "state.json: not an ", kStateFormat,
+             " file");
+  ATTN_CHECK(s.value("version", int64_t{0}) == kStateVersion, kOp, "state.json: unsupported version ",
+             s.value("version", json()).dump());
+  ATTN_CHECK(s.contains("step") && s["step"].is_number_integer() && s["step"].get<int64_t>() == adam_->steps(), kOp,
+             "state.json: step ", s.value("step", json()).dump(), " does not match the optimizer's ", adam_->steps(),
+             " steps");
+  ATTN_CHECK(s.contains("position") && s.contains("epoch_progress") && s.contains("rng") && s.contains("metrics"),
+             kOp, "state.json: missing position, epoch_progress, rng or metrics");
+  const BatchPosition pos = BatchPosition::from_json(s["position"]);
+  const json& p = s["epoch_progress"];
+  const double loss_sum = parse_exact_double(p, "loss_sum");
+  const double seconds = parse_exact_double(p, "seconds");
+  const double last_lr = parse_exact_double(p, "last_lr");
+  ATTN_CHECK(p.contains("tokens") && p["tokens"].is_number_integer(), kOp, "state.json: missing epoch tokens");
+  ATTN_CHECK(s["metrics"].is_array(), kOp, "state.json: metrics must be an array");
+  std::vector<EpochMetrics> metrics;
+  for (const json& m : s["metrics"]) metrics.push_back(EpochMetrics::from_json(m));
+  set_model_rng_states(*model_, s["rng"]);
+  batches_->set_position(pos);
+  epoch_loss_sum_ = loss_sum;
+  epoch_tokens_ = p["tokens"].get<int64_t>();
+  epoch_seconds_ = seconds;
+  last_lr_ = last_lr;
+  metrics_ = std::move(metrics);
+}
+
+// ---- the loop -------------------------------------------------------------------------------
+
+void Trainer::write_run_files() {
+  std::error_code ec;
+  fs::create_directories(out_dir_, ec);
+  ATTN_CHECK(!ec, kOp, "cannot create '", out_dir_, "': ", ec.message());
+  io::write_file_atomic(join(out_dir_, kRunTrainConfigFileName), config_.to_json().dump(2) + "\n");
+  if (fresh_) {
+    data_.vocab.save(join(out_dir_, kRunVocabFileName));
+    models::save_model(out_dir_, *model_, {{kRunVocabFileName, data_.vocab.to_json().dump(1) + "\n"}});
+  }
+  write_metrics_file(join(out_dir_, kRunMetricsFileName), metrics_);
+  prune_checkpoints(out_dir_, config_.keep);
+  folder_ready_ = true;
+}
+
+std::string Trainer::save_checkpoint() {
+  CheckpointContents c;
+  c.step = adam_->steps();
+  c.vocab = &data_.vocab;
+  c.optimizer_state = adam_->state();
+  c.state = state_json();
+  return write_checkpoint(out_dir_, *model_, c, config_.keep);
+}
+
+double Trainer::train_step(const Batch& b) {
+  const int64_t step = adam_->steps() + 1;
+  const double lr = schedule_->lr(step);
+  const Tensor logits = model_->forward(b.src, b.tgt_in);  // [B, T, V]
+  const int64_t rows = logits.size(0) * logits.size(1), V = logits.size(2);
+  const Tensor loss = cross_entropy(logits.reshape({rows, V}), b.tgt_out.reshape({rows}), Vocab::kPad,
+                                    config_.label_smoothing);  // [] mean over non-PAD targets
+  const double value = loss.item();
+  if (!std::isfinite(value)) {
+    adam_->zero_grad();
+    fail(kOp, "the loss is ", value, " at step ", step, " (lr ", lr, "); lower the learning rate or set --clip");
+  }
+  loss.backward();
+  if (config_.clip > 0) clip_grad_norm(adam_->params(), config_.clip, step);
+  adam_->step(lr);
+  adam_->zero_grad();
+  last_lr_ = lr;
+  return value;
+}
+
+void Trainer::finish_epoch(double train_seconds) {
+  const Clock::time_point start = Clock::now();
+  EpochMetrics m;
+  m.epoch = batches_->epoch() + 1;
+  m.step = adam_->steps();
+  m.loss = epoch_tokens_ > 0 ? epoch_loss_sum_ / static_cast<double>(epoch_tokens_) : kNaN;
+  m.lr = last_lr_;
+  m.tokens_per_s = train_seconds > 0 ? static_cast<double>(epoch_tokens_) / train_seconds : kNaN;
+  if (!data_.valid.empty()) {
+    if (progress_) {
+      TrainProgress p;
+      p.phase = TrainProgress::Phase::Validate;
+      p.epoch = m.epoch;
+      p.epochs = config_.epochs;
+      p.batch = p.batches = batches_->num_batches();
+      p.step = m.step;
+      p.epoch_loss = m.loss;
+      p.lr = m.lr;
+      p.tokens_per_s = m.tokens_per_s;
+      progress_(p);
+    }
+    const int64_t vb = config_.batch_size > 0 ? config_.batch_size : 64;
+    const ValidationResult v = validate_model(*model_, data_.valid, vb, config_.label_smoothing);
+    m.val_loss = v.loss;
+    m.val_nll = v.nll;
+    m.val_token_acc = v.token_acc;
+    m.val_exact_acc = v.exact_acc;
+  } else {
+    m.val_loss = m.val_nll = m.val_token_acc = m.val_exact_acc = kNaN;
+  }
+  m.seconds = train_seconds + seconds_since(start);
+  metrics_.push_back(m);
+  epoch_loss_sum_ = 0;
+  epoch_tokens_ = 0;
+  epoch_seconds_ = 0;
+  save_checkpoint();
+  models::save_model(out_dir_, *model_, {{kRunVocabFileName, data_.vocab.to_json().dump(1) + "\n"}});
+  write_metrics_file(join(out_dir_, kRunMetricsFileName), metrics_);
+  if (epoch_cb_) epoch_cb_(m);
+}
+
+const std::vector<EpochMetrics>& Trainer::run(std::optional<int64_t> max_steps) {
+  ATTN_CHECK(!max_steps || *max_steps >= 0, kOp, "max_steps must not be negative, got ", *max_steps);
+  set_num_threads(training_threads(config_));
+  stopped_ = false;
+  // A new run that fails before its first checkpoint leaves the folder as it found it
+  // (absent or empty), so a bad corpus or config never leaves partial output behind.
+  bool created = false, was_empty = false;
+  auto cleanup = [&] {
+    if (!(created || was_empty) || latest_checkpoint(out_dir_)) return;
+    std::error_code ec;
+    if (created) fs::remove_all(out_dir_, ec);
+    else
+      for (const auto& entry : fs::directory_iterator(out_dir_, ec)) fs::remove_all(entry.path(), ec);
+    folder_ready_ = false;
+  };
+  if (!folder_ready_) {
+    if (fresh_) {
+      check_fresh_run_dir(out_dir_, false);
+      std::error_code ec;
+      created = !fs::exists(out_dir_, ec);
+      was_empty = !created;
+    }
+    try {
+      write_run_files();
+    } catch (...) {
+      cleanup();
+      throw;
+    }
+  }
+  const Clock::time_point session_start = Clock::now();
+  const int64_t session_first_step = adam_->steps();
+  double validation_seconds = 0;  // the last validation's duration, for the ETA
+  try {
+    model_->train();
+    for (;;) {
+      // A run restored at an epoch's end starts by moving to the next epoch.
+      if (batches_->index() == batches_->num_batches()) (void)batches_->next();
+      if (batches_->epoch() >= config_.epochs) break;
+      const Clock::time_point epoch_clock = Clock::now();
+      const double seconds_before = epoch_seconds_;
+      auto epoch_seconds_now = [&] { return seconds_before + seconds_since(epoch_clock); };
+      while (batches_->index() < batches_->num_batches()) {
+        if (max_steps && adam_->steps() - session_first_step >= *max_steps) {
+          epoch_seconds_ = epoch_seconds_now();
+          return metrics_;
+        }
+        const Batch b = *batches_->next();
+        const double loss = train_step(b);
+        step_losses_.push_back(loss);
+        epoch_loss_sum_ += loss * static_cast<double>(b.n_tgt_tokens);
+        epoch_tokens_ += b.n_tgt_tokens;
+        if (progress_) {
+          const double elapsed = seconds_since(session_start);
+          const int64_t done = adam_->steps() - session_first_step;
+          const int64_t left_in_epoch = batches_->num_batches() - batches_->index();
+          const int64_t epochs_left = config_.epochs - batches_->epoch() - 1;
+          const double per_step = elapsed / static_cast<double>(std::max<int64_t>(done, 1));
+          TrainProgress p;
+          p.epoch = batches_->epoch() + 1;
+          p.epochs = config_.epochs;
+          p.batch = batches_->index();
+          p.batches = batches_->num_batches();
+          p.step = adam_->steps();
+          p.loss = loss;
+          p.epoch_loss = epoch_loss_sum_ / static_cast<double>(std::max<int64_t>(epoch_tokens_, 1));
+          p.lr = last_lr_;
+          const double secs = epoch_seconds_now();
+          p.tokens_per_s = secs > 0 ? static_cast<double>(epoch_tokens_) / secs : 0;
+          p.eta_seconds = per_step * static_cast<double>(left_in_epoch + epochs_left * batches_->num_batches()) +
+                          validation_seconds * static_cast<double>(epochs_left + 1);
+          progress_(p);
+        }
+        if (batches_->index() < batches_->num_batches() && stop_requested_.exchange(false)) {
+          epoch_seconds_ = epoch_seconds_now();
+          save_checkpoint();
+          stopped_ = true;
+          return metrics_;
+        }
+        if (config_.checkpoint_every > 0 && adam_->steps() % config_.checkpoint_every == 0 &&
+            batches_->index() < batches_->num_batches()) {
+          epoch_seconds_ = epoch_seconds_now();
+          save_checkpoint();
+        }
+      }
+      const double train_seconds = epoch_seconds_now();
+      const Clock::time_point v0 = Clock::now();
+      finish_epoch(train_seconds);
+      validation_seconds = seconds_since(v0);
+      if (stop_requested_.exchange(false)) {  // the epoch's checkpoint is the place to resume
+        stopped_ = true;
+        return metrics_;
+      }
+    }
+  } catch (...) {
+    cleanup();
+    throw;
+  }
+  return metrics_;
+}
+
+}  // namespace attn::train
