@@ -8,7 +8,10 @@
 
 #include <filesystem>
 
+#include "attn/models/checkpoint.h"
 #include "attn/models/factory.h"
+#include "attn/train/tasks.h"
+#include "attn/train/train_config.h"
 #include "unit/models/broken_checkpoints.h"
 
 namespace attn::cli {
