@@ -415,8 +415,8 @@ void register_train(CLI::App& app, Action* action) {
                 dstr(d.model.attention_dropout), true);
   param<bool>(cmd, p, "--norm-first", "norm_first", "true: pre-norm; false: post-norm (the paper)", "false", true);
   param<std::string>(cmd, p, "--norm", "norm", "layer or rms", "layer", true);
-  param<std::string>(cmd, p, "--activation", "activation", "feed-forward activation (relu, gelu, ...)", "relu", true);
-  param<std::string>(cmd, p, "--positional", "positional", "sinusoidal, learned, rope, alibi or none", "sinusoidal",
+  param<std::string>(cmd, p, "--activation", "activation", "feed-forward activation: relu, gelu or gelu_tanh", "relu", true);
+  param<std::string>(cmd, p, "--positional", "positional", "sinusoidal, learned or none", "sinusoidal",
                      true);
   param<int64_t>(cmd, p, "--max-len", "max_len", "positions of learned position embeddings",
                  std::to_string(d.model.max_len), true);
