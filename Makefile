@@ -34,5 +34,23 @@ build:
 test: deps build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# The seed's check that training works: reverse 8 random digits with the default model and
+# recipe (attn train --help), then report.html and a few translations of random inputs.
+DEMO_OUT ?= runs/reverse
+demo: deps build
+	$(BUILD)/attn train --task reverse --out $(DEMO_OUT) --force
+
+# Benchmarks: our Google Benchmark binaries and `attn train` against PyTorch on the same
+# shapes and thread count (bench/compare.py writes bench/RESULTS.md). BENCH_ARGS=--quick
+# gives a short run. The bench targets are outside `all`, so `make test` never builds them.
+BENCH_THREADS ?= $(shell nproc)
+BENCH_ARGS    ?=
+BENCH_PYTHON  ?= /usr/bin/python3
+
+bench: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DATTN_WERROR=$(WERROR)
+	cmake --build $(BUILD) -j $(JOBS) --target attn_cli attn_benchmarks
+	$(BENCH_PYTHON) bench/compare.py --build $(BUILD) --threads $(BENCH_THREADS) --python $(BENCH_PYTHON) $(BENCH_ARGS)
+
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,66 @@
+// bench/attention_bench.cpp — scaled dot-product attention (paper §3.2.1, Eq. 1) timed through
+// the public op: forward (no grad) and forward+backward, float32, B=4, H=8, Dh=64,
+// T in {128, 512, 1024, 2048, 4096}, causal and not. Twin: `torch_bench.py` (attention).
+// Not here: padding or float masks, attention dropout, float64, cross-attention (Tq != Tk).
+#include "attn/autograd/tape.h"
+#include "attn/ops/attention.h"
+#include "bench_common.h"
+
+namespace attn::bench {
+namespace {
+
+constexpr int64_t kB = 4, kH = 8, kDh = 64;
+
+struct Qkv {
+  Tensor q, k, v;
+};
+
+Qkv make_qkv(int64_t T, bool requires_grad) {
+  Qkv x{random_tensor({kB, kH, T, kDh}, 1),   // [B, H, T, Dh]
+        random_tensor({kB, kH, T, kDh}, 2),   // [B, H, T, Dh]
+        random_tensor({kB, kH, T, kDh}, 3)};  // [B, H, T, Dh]
+  if (requires_grad)
+    for (Tensor* t : {&x.q, &x.k, &x.v}) t->set_requires_grad(true);
+  return x;
+}
+
+void attention_forward(benchmark::State& state) {
+  const int64_t T = state.range(0);
+  SdpaOptions options;
+  options.causal = state.range(1) != 0;
+  const Qkv x = make_qkv(T, false);
+  NoGradGuard no_grad;
+  for (auto _ : state) {
+    const SdpaResult r = scaled_dot_product_attention(x.q, x.k, x.v, options);  // [B, H, T, Dh]
+    benchmark::DoNotOptimize(r.out.data<float>());
+  }
+}
+
+void attention_forward_backward(benchmark::State& state) {
+  const int64_t T = state.range(0);
+  SdpaOptions options;
+  options.causal = state.range(1) != 0;
+  const Qkv x = make_qkv(T, true);
+  const Tensor dout = random_tensor({kB, kH, T, kDh}, 4);  // [B, H, T, Dh]
+  for (auto _ : state) {
+    const SdpaResult r = scaled_dot_product_attention(x.q, x.k, x.v, options);  // [B, H, T, Dh]
+    r.out.backward(dout);
+    benchmark::DoNotOptimize(x.q.grad().data<float>());
+    for (const Tensor& t : {x.q, x.k, x.v}) t.zero_grad();
+  }
+}
+
+void attention_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"T", "causal"});
+  for (int64_t T : {128, 512, 1024, 2048, 4096})
+    for (int64_t causal : {0, 1}) b->Args({T, causal});
+  b->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+BENCHMARK(attention_forward)->Apply(attention_args);
+BENCHMARK(attention_forward_backward)->Apply(attention_args);
+
+}  // namespace
+}  // namespace attn::bench
+
+ATTN_BENCH_MAIN()

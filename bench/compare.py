@@ -1,0 +1,512 @@
+#!/usr/bin/env python3
+"""bench/compare.py — attn and PyTorch side by side in one run (`make bench`).
+
+Runs our Google Benchmark binaries (build/bench/*_bench, --benchmark_format=json), memory_bench,
+and `attn train --task reverse`, then the PyTorch twins (torch_bench.py, torch_reverse_train.py)
+on the same shapes and thread count; prints one table per topic with both sides and the ratio
+torch / attn (time ratio: above 1 means attn is faster; for GFLOP/s and tokens/s the inverse
+rate ratio, so the same reading holds), and writes bench/RESULTS.md with the machine's details.
+
+PyTorch runs in the fastest configuration found for it on this kind of machine: OpenBLAS with
+its own core detection (OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset for the torch process only)
+and glibc malloc on transparent huge pages (GLIBC_TUNABLES=glibc.malloc.hugetlb=1). Debian's
+python3-torch loads whatever libblas.so.3 the alternatives system points at (possibly the 6
+GFLOP/s reference BLAS); this script puts an OpenBLAS directory first on LD_LIBRARY_PATH of the
+torch processes (no system change), probing the OpenMP and pthread builds with a 1024 matmul
+and keeping the OpenMP build unless the pthread one is clearly (>10%) faster.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+LIBDIR = "/usr/lib/x86_64-linux-gnu" if platform.machine() == "x86_64" else "/usr/lib/aarch64-linux-gnu"
+
+ALL_T = [128, 512, 1024, 2048, 4096]
+ALL_MEM_T = [4096, 16384]
+ALL_GEMM = [(n, n, n) for n in (256, 512, 1024, 2048, 4096)] + [(1024, 1536, 512), (1024, 2048, 512),
+                                                                 (1024, 512, 2048)]
+REVERSE_EPOCH_TOKENS = 10000 * (8 + 1)  # the demo's training set: 10,000 targets of 8 digits + EOS
+
+
+def log(*a):
+    print("[bench]", *a, file=sys.stderr, flush=True)
+
+
+def sh(cmd, **kw):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, shell=isinstance(cmd, str), **kw).stdout.strip()
+    except OSError:
+        return ""
+
+
+# ---- the machine -------------------------------------------------------------------------------
+
+def machine_info(build):
+    lscpu = {}
+    for line in sh(["lscpu"]).splitlines():
+        k, _, v = line.partition(":")
+        lscpu[k.strip()] = v.strip()
+    flags = lscpu.get("Flags", "").split()
+    mem_kb = 0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                mem_kb = int(line.split()[1])
+    sockets = int(lscpu.get("Socket(s)", "1") or 1)
+    cores = int(lscpu.get("Core(s) per socket", "0") or 0) * sockets
+    ours = sh(f"ldd {build}/bench/gemm_bench | grep -i openblas | awk '{{print $3}}'")
+    cxx = ""
+    cache = os.path.join(build, "CMakeCache.txt")
+    if os.path.exists(cache):
+        m = re.search(r"^CMAKE_CXX_COMPILER:\w+=(.*)$", open(cache).read(), re.M)
+        if m:
+            cxx = sh([m.group(1), "--version"]).splitlines()[0:1]
+            cxx = cxx[0] if cxx else ""
+    thp = ""
+    try:
+        thp = open("/sys/kernel/mm/transparent_hugepage/enabled").read().strip()
+    except OSError:
+        pass
+    return {
+        "cpu": lscpu.get("Model name", platform.processor()),
+        "logical_cpus": os.cpu_count(),
+        "cores": cores or os.cpu_count(),
+        "threads_per_core": lscpu.get("Thread(s) per core", "?"),
+        "hypervisor": lscpu.get("Hypervisor vendor", "none"),
+        "caches": ", ".join(f"{k.split()[0]} {lscpu[k]}" for k in ("L1d cache", "L2 cache", "L3 cache") if k in lscpu),
+        "avx2": "avx2" in flags,
+        "avx512": sorted(f for f in flags if f.startswith("avx512")),
+        "memory_gib": mem_kb / 2 ** 20,
+        "kernel": platform.release(),
+        "glibc": os.confstr("CS_GNU_LIBC_VERSION") if hasattr(os, "confstr") else "",
+        "thp": thp,
+        "compiler": cxx,
+        "attn_openblas": ours or "?",
+        "openblas_package": sh("dpkg-query -W -f='${Version}' libopenblas0-openmp 2>/dev/null") or "?",
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+def mem_available_bytes():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+# ---- environments --------------------------------------------------------------------------------
+
+def attn_env(threads):
+    env = dict(os.environ)
+    env["OMP_NUM_THREADS"] = str(threads)
+    return env
+
+
+def torch_env(threads, blas_dir, hugepages):
+    env = dict(os.environ)
+    for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):  # let OpenBLAS detect the core itself
+        env.pop(k, None)
+    if blas_dir:
+        env["LD_LIBRARY_PATH"] = blas_dir + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    if hugepages:
+        tun = [t for t in env.get("GLIBC_TUNABLES", "").split(":") if t and not t.startswith("glibc.malloc.hugetlb=")]
+        env["GLIBC_TUNABLES"] = ":".join(tun + ["glibc.malloc.hugetlb=1"])
+    env["OMP_NUM_THREADS"] = str(threads)
+    env["OPENBLAS_NUM_THREADS"] = str(threads)
+    return env
+
+
+def choose_torch_config(args):
+    """Probes the BLAS builds torch can load; returns (blas_dir, probes)."""
+    candidates = {"openblas-openmp": f"{LIBDIR}/openblas-openmp", "openblas-pthread": f"{LIBDIR}/openblas-pthread",
+                  "system libblas.so.3": ""}
+    probes = {}
+    if args.placeholder:  # nothing is timed: state the default choice
+        name = "openblas-openmp" if os.path.exists(f"{candidates['openblas-openmp']}/libblas.so.3") else \
+            "system libblas.so.3"
+        return name, candidates[name], probes
+    for name, d in candidates.items():
+        if d and not os.path.exists(os.path.join(d, "libblas.so.3")):
+            continue
+        best = None
+        for _ in range(2 if d else 1):
+            out = sh([args.python, f"{HERE}/torch_bench.py", "--threads", str(args.threads), "probe", "--min-time",
+                      str(min(args.min_time, 0.5))], env=torch_env(args.threads, d, args.torch_hugepages))
+            try:
+                p = json.loads(out.splitlines()[-1])
+            except (ValueError, IndexError):
+                continue
+            if best is None or p["matmul_1024_gflops"] > best["matmul_1024_gflops"]:
+                best = p
+        if best:
+            probes[name] = dict(best, dir=d)
+            log(f"torch probe {name}: {best['matmul_1024_gflops']:.1f} GFLOP/s (1024 matmul), loads "
+                + ", ".join(os.path.basename(x) for x in best["blas_libraries"]))
+    if args.torch_blas != "auto":
+        name = {"openmp": "openblas-openmp", "pthread": "openblas-pthread", "system": "system libblas.so.3"}[args.torch_blas]
+        return name, candidates[name], probes
+    g = {k: v["matmul_1024_gflops"] for k, v in probes.items()}
+    choice = "openblas-openmp" if "openblas-openmp" in g else max(g, key=g.get, default="system libblas.so.3")
+    if "openblas-pthread" in g and g["openblas-pthread"] > 1.1 * g.get(choice, 0):
+        choice = "openblas-pthread"
+    if g and g.get(choice, 0) < 15:
+        log(f"WARNING: torch reaches only {g.get(choice, 0):.1f} GFLOP/s on a 1024 matmul: reference BLAS? "
+            "Install libopenblas0-openmp (make deps).")
+    return choice, candidates.get(choice, ""), probes
+
+
+# ---- our side ----------------------------------------------------------------------------------------
+
+def to_ms(value, unit):
+    return value * {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
+
+
+def run_gbench(args, binary, name_regex):
+    path = os.path.join(args.build, "bench", binary)
+    cmd = [path, f"--threads={args.threads}", "--benchmark_format=json", f"--benchmark_filter={name_regex}",
+           f"--benchmark_min_time={args.min_time}", f"--benchmark_repetitions={args.reps}",
+           "--benchmark_report_aggregates_only=true"]
+    log(" ".join(cmd))
+    p = subprocess.run(cmd, capture_output=True, text=True, env=attn_env(args.threads))
+    if p.returncode != 0:
+        log(f"{binary} failed (exit {p.returncode}): {p.stderr.strip()[-2000:]}")
+        return {}
+    res = {}
+    for b in json.loads(p.stdout)["benchmarks"]:
+        if b.get("error_occurred"):
+            log(f"{b['name']}: {b.get('error_message')}")
+            continue
+        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+            continue
+        name = b["run_name"].replace("/real_time", "")
+        if name in res and b.get("run_type") != "aggregate":
+            continue  # keep the median over the single iteration runs
+        res[name] = {"ms": to_ms(b["real_time"], b["time_unit"]), "flop": b.get("flop"), "label": b.get("label", "")}
+    return res
+
+
+def limit_address_space(limit):
+    def apply():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    return apply
+
+
+def run_memory_case(cmd, env, limit):
+    """One process; its address space is capped so that a case too big for this machine fails
+    with an allocation error instead of calling the OOM killer on a shared machine."""
+    log(" ".join(cmd))
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, preexec_fn=limit_address_space(limit))
+    lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
+    if lines:
+        rec = json.loads(lines[-1])
+        if rec.get("error") == "out of memory":
+            rec["error"] = f"out of memory (cap {limit / 2 ** 30:.0f} GiB)"
+        return rec
+    return {"error": f"exit {p.returncode}: {p.stderr.strip()[-300:]}"}
+
+
+def attn_train_available(build):
+    exe = os.path.join(build, "attn")
+    return os.path.exists(exe) and subprocess.run([exe, "train", "--help"], capture_output=True).returncode == 0
+
+
+def run_attn_train(args):
+    exe = os.path.join(args.build, "attn")
+    out = tempfile.mkdtemp(prefix="attn-bench-train-")
+    try:
+        cmd = [exe, "train", "--task", "reverse", "--out", out, "--force", "--epochs", str(args.epochs),
+               "--threads", str(args.threads), "--quiet"]
+        log(" ".join(cmd))
+        t0 = time.perf_counter()
+        p = subprocess.run(cmd, capture_output=True, text=True, env=attn_env(args.threads))
+        wall = time.perf_counter() - t0
+        if p.returncode != 0:
+            return {"error": f"attn train failed (exit {p.returncode}): {p.stderr.strip()[-300:]}"}
+        epochs = [json.loads(l) for l in open(os.path.join(out, "metrics.jsonl")) if l.strip()]
+        # tokens_per_s counts training time only (validation and checkpoints excluded).
+        secs = sum(REVERSE_EPOCH_TOKENS / e["tokens_per_s"] for e in epochs)
+        return {"train_seconds": secs, "tokens_per_s": REVERSE_EPOCH_TOKENS * len(epochs) / secs,
+                "wall_seconds": wall, "val_token_acc": epochs[-1].get("val_token_acc"), "epochs": len(epochs)}
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+# ---- the torch side --------------------------------------------------------------------------------
+
+def run_torch(args, env, argv):
+    cmd = [args.python, f"{HERE}/{argv[0]}"] + argv[1:]
+    log(" ".join(cmd))
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        log(f"{argv[0]} failed (exit {p.returncode}): {p.stderr.strip()[-2000:]}")
+        return None
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+# ---- tables ------------------------------------------------------------------------------------------
+
+def fmt(x, digits=2):
+    if x is None:
+        return "—"
+    if isinstance(x, str):
+        return x
+    return f"{x:,.{digits}f}"
+
+
+def ratio(num, den):
+    return None if (num is None or den is None or den == 0) else num / den
+
+
+def table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(fmt(c) if not isinstance(c, str) else c for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def build_report(args, machine, torch_cfg, ours, theirs, mem, train, placeholder):
+    blas_name, blas_dir, probes = torch_cfg
+    get = (lambda d, k, f: None) if placeholder else (lambda d, k, f: (d.get(k) or {}).get(f))
+    sections = []
+
+    def time_table(title, names):
+        rows = []
+        for label, name in names:
+            a, t = get(ours, name, "ms"), get(theirs, name, "ms")
+            rows.append(list(label) + [fmt(a), fmt(t), fmt(ratio(t, a))])
+        return title, rows
+
+    Ts = ALL_T if placeholder else args.T
+    for kind, title in (("attention_forward", "Attention forward (no grad)"),
+                        ("attention_forward_backward", "Attention forward + backward")):
+        t, rows = time_table(title, [((str(T), "yes" if c else "no"), f"{kind}/T:{T}/causal:{c}")
+                                     for T in Ts for c in (0, 1)])
+        sections.append((t, "B=4, H=8, Dh=64, float32; milliseconds per call.",
+                         table(["T", "causal", "attn ms", "torch ms", "torch / attn"], rows)))
+    t, rows = time_table("Encoder layer (base: D=512, h=8, d_ff=2048, B=8, T=128)",
+                         [(("forward (eval, no grad)",), "encoder_layer_forward"),
+                          (("forward + backward (train, dropout 0.1)",), "encoder_layer_forward_backward")])
+    sections.append((t, "Milliseconds per call; post-norm, ReLU, float32.",
+                     table(["pass", "attn ms", "torch ms", "torch / attn"], rows)))
+
+    peak = None if placeholder else ours.get("fma_peak")
+    peak_gflops = (peak["flop"] / (peak["ms"] * 1e-3) / 1e9) if peak and peak.get("flop") else None
+    rows = []
+    for M, N, K in (ALL_GEMM if placeholder else args.gemm):
+        name = f"gemm/M:{M}/N:{N}/K:{K}"
+        a, t = get(ours, name, "ms"), get(theirs, name, "ms")
+        ga = 2 * M * N * K / (a * 1e-3) / 1e9 if a else None
+        gt = 2 * M * N * K / (t * 1e-3) / 1e9 if t else None
+        pct = lambda g: f"{100 * g / peak_gflops:.0f}%" if (g and peak_gflops) else "—"
+        rows.append([f"{M}×{N}×{K}", fmt(ga, 1), pct(ga), fmt(gt, 1), pct(gt), fmt(ratio(ga, gt))])
+    peak_line = (f"Measured peak: {fmt(peak_gflops, 1)} GFLOP/s float32 ({peak.get('label', '')} FMA chains on "
+                 f"{args.threads} thread(s), `gemm_bench` fma_peak)." if peak_gflops else
+                 "Measured peak: — GFLOP/s (float32 FMA chains on every thread, `gemm_bench` fma_peak).")
+    sections.append(("GEMM (float32, row-major C = A B)",
+                     "GFLOP/s = 2MNK / time. Ours is `kernels::gemm` (cblas_sgemm of Debian's OpenMP OpenBLAS); "
+                     "torch's is `torch.mm(out=)`. " + peak_line,
+                     table(["M×N×K", "attn GFLOP/s", "of peak", "torch GFLOP/s", "of peak", "attn / torch"], rows)))
+
+    rows = []
+    mem_Ts = ALL_MEM_T if placeholder else args.mem_T
+    for T in mem_Ts:
+        for mode in ("forward", "forward_backward"):
+            a = None if placeholder else mem.get(("attn", T, mode))
+            t = None if placeholder else mem.get(("torch", T, mode))
+
+            def cell(r, f):
+                if r is None:
+                    return "—"
+                if "error" in r:
+                    return r["error"]
+                return f"{r[f] / 1024:,.0f}"
+            da = a.get("delta_kb") if a and "error" not in a else None
+            dt = t.get("delta_kb") if t and "error" not in t else None
+            rows.append([str(T), mode.replace("_", " + "), cell(a, "peak_kb"), cell(a, "delta_kb"),
+                         cell(t, "peak_kb"), cell(t, "delta_kb"), fmt(ratio(dt, da))])
+    sections.append(("Peak resident memory of attention",
+                     "One process per case; B=4, H=8, Dh=64, float32, not causal. VmHWM after the call, with the "
+                     "high-water mark reset (/proc/self/clear_refs) once q, k, v exist; Δ = peak − RSS before the "
+                     "call (what the call itself added). MiB. The ratio compares Δ. A case that does not fit is "
+                     "capped (RLIMIT_AS at 90% of available memory) and reported as out of memory.",
+                     table(["T", "pass", "attn peak MiB", "attn Δ MiB", "torch peak MiB", "torch Δ MiB",
+                            "torch / attn (Δ)"], rows)))
+
+    a = None if placeholder else train.get("attn")
+    t = None if placeholder else train.get("torch")
+    g = lambda r, k: (r.get(k) if r and "error" not in r else None)
+    na = "not available" if (not placeholder and a and "error" in a) else "—"
+    rows = [
+        ["training seconds (validation excluded)", fmt(g(a, "train_seconds"), 1) if g(a, "train_seconds") else na,
+         fmt(g(t, "train_seconds"), 1), fmt(ratio(g(t, "train_seconds"), g(a, "train_seconds")))],
+        ["tokens / s", fmt(g(a, "tokens_per_s"), 0) if g(a, "tokens_per_s") else na, fmt(g(t, "tokens_per_s"), 0),
+         fmt(ratio(g(a, "tokens_per_s"), g(t, "tokens_per_s")))],
+        ["wall seconds (whole run)", fmt(g(a, "wall_seconds"), 1) if g(a, "wall_seconds") else na,
+         fmt(g(t, "wall_seconds"), 1), "—"],
+        ["val token accuracy (greedy)", fmt(g(a, "val_token_acc"), 3) if g(a, "val_token_acc") is not None else na,
+         fmt(g(t, "val_token_acc"), 3), "—"],
+    ]
+    if a and "error" in a:
+        rows.append(["attn", a["error"], "", ""])
+    epochs = 25 if placeholder else args.epochs
+    sections.append((f"Reverse-digits training ({epochs} epochs)",
+                     "The demo's recipe on both sides: 10,000 training / 1,000 validation sequences of 8 digits "
+                     "(the same sequences: torch_reverse_train.py regenerates attn's data bit for bit), batch 64, "
+                     "D=64, 4 heads, 2+2 layers, d_ff 256, dropout 0.1, post-norm, sinusoidal positions, tied "
+                     "embeddings, Adam (0.9, 0.98, 1e-9), Noam warm-up 400 scale 1, label smoothing 0.1. Tokens = "
+                     "target symbols + EOS. attn: `attn train --task reverse` (metrics.jsonl tokens_per_s); torch: "
+                     "torch.nn.Transformer. Ratio: torch time / attn time.",
+                     table(["", "attn", "torch", "torch / attn"], rows)))
+
+    m = machine
+    def blas_of(v):
+        return next((x for x in v["blas_libraries"] if "libblas" in x), "?")
+    probe_txt = "; ".join(f"{k} ({blas_of(v)}): {v['matmul_1024_gflops']:.1f} GFLOP/s" for k, v in probes.items())
+    probe_txt = probe_txt or "not run"
+    tv = next(iter(probes.values()), {}).get("torch") or sh([args.python, "-c", "import torch; print(torch.__version__)"])
+    lines = ["# Benchmarks: attn and PyTorch side by side", ""]
+    if placeholder:
+        lines += ["**No numbers yet.** These tables show the structure only. The numbers must be regenerated with "
+                  "`make bench` on an idle machine (the machine below was shared and heavily loaded when this file "
+                  "was written, so its timings were not meaningful). `make bench` overwrites this file.", ""]
+    else:
+        lines += [f"Generated by `make bench` (bench/compare.py) on {m['date']}. Ratios are torch / attn: above 1 "
+                  "means attn is faster (or, for memory, smaller).", ""]
+        if args.quick:
+            lines += ["**Quick run** (`--quick`): fewer shapes, short timing, few epochs; indicative only.", ""]
+    lines += ["## Machine", "", table(["", ""], [
+        ["CPU", f"{m['cpu']} ({m['cores']} cores, {m['logical_cpus']} logical CPUs, {m['threads_per_core']} "
+                f"thread(s) per core; hypervisor: {m['hypervisor']})"],
+        ["caches", m["caches"] or "?"],
+        ["SIMD", f"AVX2 {'yes' if m['avx2'] else 'no'}; AVX-512: {' '.join(m['avx512']) or 'no'}"],
+        ["memory", f"{m['memory_gib']:.1f} GiB"],
+        ["OS", f"Linux {m['kernel']}, {m['glibc']}, THP {m['thp']}"],
+        ["compiler", m["compiler"] or "?"],
+        ["OpenBLAS", f"{m['openblas_package']} (Debian); attn links {m['attn_openblas']}"],
+        ["PyTorch", f"{tv} (Debian python3-torch)"],
+        ["threads", f"{args.threads} on both sides"],
+        ["date", m["date"]],
+    ]), ""]
+    hp = "GLIBC_TUNABLES=glibc.malloc.hugetlb=1" if args.torch_hugepages else "no huge-page tunable"
+    lines += ["## Configuration", "",
+              f"- **attn**: Release build (-O2), float32, `--threads={args.threads}` (omp_set_num_threads + "
+              "openblas_set_num_threads), the environment as inherited (plus OMP_NUM_THREADS).",
+              f"- **PyTorch** ({blas_name}): `LD_LIBRARY_PATH={blas_dir or '(unchanged)'}` so that torch's "
+              f"libblas.so.3 is that OpenBLAS build (no system change; `update-alternatives` untouched), "
+              f"OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (OpenBLAS detects the core itself), {hp}, "
+              f"torch.set_num_threads({args.threads}), OMP_NUM_THREADS={args.threads}. Inference cases run "
+              "under torch.inference_mode; the encoder layer's forward runs in eval mode, where torch 1.13 takes "
+              "its fused fast path.",
+              f"- Choice rule: the OpenMP build of OpenBLAS, unless the pthread build is more than 10% faster on a "
+              f"1024 matmul at {args.threads} thread(s) (`--torch-blas` overrides). Probe: {probe_txt}.", "",
+              "## Method", "",
+              "- Our side: Google Benchmark (`build/bench/*_bench --benchmark_format=json`), real time, "
+              f"min time {args.min_time} s per repetition, median of {args.reps} repetition(s).",
+              "- Torch side (bench/torch_bench.py): the same loop shape — one warm-up call, then per repetition "
+              "calls until the min time has passed, the mean per call; the median over repetitions.",
+              "- Attention in torch is the math path written out, `softmax((q/√Dh) kᵀ masked) v` (torch 1.13 has "
+              "no F.scaled_dot_product_attention); ours is the public `scaled_dot_product_attention`.",
+              "- Run on an idle machine: with other work on the cores, spinning OpenMP threads make multi-"
+              "threaded timings of both sides meaningless (10× slowdowns were seen on a shared 2-core machine).",
+              "- Regenerate: `make bench` (threads = nproc, or `make bench BENCH_THREADS=N`; "
+              "`BENCH_ARGS=--quick` for a short run).", ""]
+    for title, note, tab in sections:
+        lines += [f"## {title}", "", note, "", tab, ""]
+    return "\n".join(lines)
+
+
+# ---- main -------------------------------------------------------------------------------------------------
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--python", default="/usr/bin/python3", help="the python3 that has python3-torch")
+    p.add_argument("--quick", action="store_true",
+                   help="short settings: T 128,512; GEMM up to 1024; memory T 1024; 1 epoch; min time 0.1 s, 1 rep")
+    p.add_argument("--T", help="attention lengths, comma-separated (default 128,512,1024,2048,4096)")
+    p.add_argument("--mem-T", help="memory lengths, comma-separated (default 4096,16384)")
+    p.add_argument("--gemm-max", type=int, help="largest GEMM dimension (default 4096)")
+    p.add_argument("--epochs", type=int, help="reverse-training epochs (default 25)")
+    p.add_argument("--min-time", type=float, help="seconds per repetition (default 0.5)")
+    p.add_argument("--reps", type=int, help="repetitions, median reported (default 3)")
+    p.add_argument("--topics", default="attention,encoder_layer,gemm,memory,train")
+    p.add_argument("--torch-blas", choices=["auto", "openmp", "pthread", "system"], default="auto")
+    p.add_argument("--no-torch-hugepages", dest="torch_hugepages", action="store_false")
+    p.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
+    p.add_argument("--placeholder", action="store_true",
+                   help="run nothing but the machine query and the torch probe; write RESULTS.md with the "
+                        "tables' structure and no numbers")
+    args = p.parse_args()
+    q = args.quick
+    args.T = [int(x) for x in args.T.split(",")] if args.T else ([128, 512] if q else ALL_T)
+    args.mem_T = [int(x) for x in args.mem_T.split(",")] if args.mem_T else ([1024] if q else ALL_MEM_T)
+    args.gemm_max = args.gemm_max or (1024 if q else 4096)
+    args.gemm = [s for s in ALL_GEMM if max(s) <= args.gemm_max]
+    args.epochs = args.epochs or (1 if q else 25)
+    args.min_time = args.min_time or (0.1 if q else 0.5)
+    args.reps = args.reps or (1 if q else 3)
+    topics = set(args.topics.split(","))
+
+    machine = machine_info(args.build)
+    torch_cfg = choose_torch_config(args)
+    log(f"torch configuration: {torch_cfg[0]} ({torch_cfg[1] or 'system default'}), "
+        f"huge pages {'on' if args.torch_hugepages else 'off'}, {args.threads} thread(s)")
+    tenv = torch_env(args.threads, torch_cfg[1], args.torch_hugepages)
+    ours, theirs, mem, train = {}, {}, {}, {}
+
+    if not args.placeholder:
+        tlist = "|".join(str(t) for t in args.T)
+        if "attention" in topics:
+            ours.update(run_gbench(args, "attention_bench", f"^attention_forward(_backward)?/T:({tlist})/"))
+        if "encoder_layer" in topics:
+            ours.update(run_gbench(args, "encoder_layer_bench", "^encoder_layer_"))
+        if "gemm" in topics:
+            names = "|".join(f"gemm/M:{M}/N:{N}/K:{K}/" for M, N, K in args.gemm)
+            ours.update(run_gbench(args, "gemm_bench", f"^({names}|fma_peak)"))
+        torch_topics = [t for t in ("attention", "encoder_layer", "gemm") if t in topics]
+        if torch_topics:
+            r = run_torch(args, tenv, ["torch_bench.py", "--threads", str(args.threads), "run", "--topics",
+                                       ",".join(torch_topics), "--T", ",".join(map(str, args.T)),
+                                       "--gemm", ",".join(f"{M}x{N}x{K}" for M, N, K in args.gemm),
+                                       "--min-time", str(args.min_time), "--reps", str(args.reps)])
+            theirs = {x["name"]: {"ms": x["real_time_ms"]} for x in (r or [])}
+        if "memory" in topics:
+            cap = int(mem_available_bytes() * 0.9)
+            for T in args.mem_T:
+                for mode in ("forward", "forward_backward"):
+                    extra = ["--backward"] if mode == "forward_backward" else []
+                    mem[("attn", T, mode)] = run_memory_case(
+                        [os.path.join(args.build, "bench", "memory_bench"), "--T", str(T), "--threads",
+                         str(args.threads)] + extra, attn_env(args.threads), cap)
+                    mem[("torch", T, mode)] = run_memory_case(
+                        [args.python, f"{HERE}/torch_bench.py", "--threads", str(args.threads), "memory", "--T",
+                         str(T)] + extra, tenv, cap)
+        if "train" in topics:
+            if attn_train_available(args.build):
+                train["attn"] = run_attn_train(args)
+            else:
+                train["attn"] = {"error": f"not available ({args.build}/attn has no `train` command)"}
+            train["torch"] = run_torch(args, tenv, ["torch_reverse_train.py", "--epochs", str(args.epochs),
+                                                    "--threads", str(args.threads)])
+
+    report = build_report(args, machine, torch_cfg, ours, theirs, mem, train, args.placeholder)
+    print(report)
+    with open(args.out, "w") as f:
+        f.write(report)
+    log(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+// bench/gemm_bench.cpp — GFLOP/s of our GEMM path (kernels::gemm, the only BLAS caller) on
+// float32 row-major products, against the machine's measured peak: a register-only loop of
+// independent fused multiply-adds on every thread (AVX-512, else AVX2+FMA, chosen at run
+// time), which no GEMM can beat. Twin: `torch_bench.py` (torch.mm on the same shapes).
+// Not here: float64, transposed operands, or the batched GEMM of attention.
+#include <immintrin.h>
+
+#include <vector>
+
+#include "bench_common.h"
+#include "kernels/gemm.h"
+
+namespace attn::bench {
+namespace {
+
+// ---- GEMM ------------------------------------------------------------------------------
+
+// C[M, N] = A[M, K] B[K, N], beta = 0; FLOPs = 2 M N K per call.
+void gemm(benchmark::State& state) {
+  const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
+  const Tensor a = random_tensor({M, K}, 1);  // [M, K]
+  const Tensor b = random_tensor({K, N}, 2);  // [K, N]
+  Tensor c = Tensor::zeros({M, N});           // [M, N]
+  for (auto _ : state) {
+    kernels::gemm<float>(false, false, M, N, K, 1.0f, a.data<float>(), K, b.data<float>(), N, 0.0f,
+                         c.data<float>(), N);
+    benchmark::ClobberMemory();
+  }
+  // A plain counter: compare.py divides it by the measured time.
+  state.counters["flop"] = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+}
+
+void gemm_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"M", "N", "K"});
+  for (int64_t n : {256, 512, 1024, 2048, 4096}) b->Args({n, n, n});
+  // The base encoder layer's products at B*T = 1024 rows: in-projection, FFN up and down.
+  b->Args({1024, 1536, 512})->Args({1024, 2048, 512})->Args({1024, 512, 2048});
+  b->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+BENCHMARK(gemm)->Apply(gemm_args);
+
+// ---- peak: independent FMA chains, no memory traffic -------------------------------------
+
+constexpr int64_t kFmaIters = 20'000'000;  // per thread per benchmark iteration
+
+// 12 independent chains hide the 4-cycle FMA latency on two FMA pipes. Each step is
+// a = a * x + y, which stays bounded (fixed point y / (1 - x) = 1).
+__attribute__((target("avx512f"))) float fma_chains_avx512(int64_t iters) {
+  const __m512 x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(0.001f);
+  __m512 a[12];
+  for (int j = 0; j < 12; ++j) a[j] = _mm512_set1_ps(static_cast<float>(j));
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12  // unrolled, the 12 accumulators live in registers (not memory)
+    for (int j = 0; j < 12; ++j) a[j] = _mm512_fmadd_ps(a[j], x, y);
+  }
+  __m512 s = a[0];
+  for (int j = 1; j < 12; ++j) s = _mm512_add_ps(s, a[j]);
+  alignas(64) float lanes[16];  // not _mm512_reduce_add_ps: GCC 12 warns inside it
+  _mm512_store_ps(lanes, s);
+  float total = 0;
+  for (float v : lanes) total += v;
+  return total;
+}
+
+__attribute__((target("avx2,fma"))) float fma_chains_avx2(int64_t iters) {
+  const __m256 x = _mm256_set1_ps(0.999f), y = _mm256_set1_ps(0.001f);
+  __m256 a[12];
+  for (int j = 0; j < 12; ++j) a[j] = _mm256_set1_ps(static_cast<float>(j));
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int j = 0; j < 12; ++j) a[j] = _mm256_fmadd_ps(a[j], x, y);
+  }
+  __m256 s = a[0];
+  for (int j = 1; j < 12; ++j) s = _mm256_add_ps(s, a[j]);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, s);
+  float total = 0;
+  for (float v : lanes) total += v;
+  return total;
+}
+
+void fma_peak(benchmark::State& state) {
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (!avx512 && !avx2) {
+    state.SkipWithError("neither AVX-512 nor AVX2+FMA: no peak measured");
+    return;
+  }
+  const int64_t lanes = avx512 ? 16 : 8;
+  int threads = 1;
+  for (auto _ : state) {
+    float sink = 0;
+#pragma omp parallel reduction(+ : sink)
+    {
+#pragma omp single
+      threads = omp_get_num_threads();
+      sink += avx512 ? fma_chains_avx512(kFmaIters) : fma_chains_avx2(kFmaIters);
+    }
+    benchmark::DoNotOptimize(sink);
+  }
+  state.SetLabel(avx512 ? "avx512" : "avx2");
+  // 2 FLOPs per lane per FMA, 12 chains, on every thread.
+  state.counters["flop"] = 2.0 * 12.0 * static_cast<double>(lanes) * static_cast<double>(kFmaIters) * threads;
+  state.counters["threads_used"] = threads;
+}
+
+BENCHMARK(fma_peak)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace attn::bench
+
+ATTN_BENCH_MAIN()
