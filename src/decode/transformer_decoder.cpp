@@ -1,5 +1,6 @@
 // TransformerDecoder: EncoderDecoderModel behind the IncrementalDecoder interface (see the
-// header). Each step decodes the full prefix of every row again; memory rows are gathered from
+// header). The KV path runs one decode_step per step and reorders the cache with the rows; the
+// recompute path decodes the full prefix of every row again, with memory rows gathered from
 // the per-source encoder output only when the row-to-source map has changed.
 #include "attn/decode/transformer_decoder.h"
 
@@ -12,7 +13,8 @@ namespace {
 const char* kOp = "TransformerDecoder";
 }
 
-TransformerDecoder::TransformerDecoder(models::EncoderDecoderModel& model) : model_(model) {}
+TransformerDecoder::TransformerDecoder(models::EncoderDecoderModel& model, bool use_kv_cache)
+    : model_(model), use_kv_cache_(use_kv_cache) {}
 
 int64_t TransformerDecoder::vocab_size() const { return model_.config().tgt_vocab_size; }
 
@@ -27,6 +29,7 @@ void TransformerDecoder::start(const Tensor& src_ids) {
   rows_.assign(static_cast<size_t>(src_ids.size(0)), Row{});
   for (size_t b = 0; b < rows_.size(); ++b) rows_[b].source = static_cast<int64_t>(b);
   rows_gathered_ = false;
+  cache_ = use_kv_cache_ ? model_.init_cache(memory_, memory_padding_) : nn::KVCache();  // cross K/V [B, H, S, Dh]
 }
 
 void TransformerDecoder::gather_memory() {
@@ -64,6 +67,17 @@ Tensor TransformerDecoder::step(const Tensor& last_tokens) {
   ATTN_CHECK(last_tokens.defined() && last_tokens.dtype() == DType::I64 && last_tokens.shape() == Shape{n}, kOp,
              "last_tokens must be i64 [N = ", n, "], got ", last_tokens.defined() ? last_tokens.str() : "undefined");
   ATTN_CHECK(n >= 1, kOp, "step() with no rows left");
+  return use_kv_cache_ ? step_cached(last_tokens) : step_recompute(last_tokens);
+}
+
+Tensor TransformerDecoder::step_cached(const Tensor& last_tokens) {
+  NoGradGuard no_grad;
+  const Tensor logits = model_.decode_step(last_tokens, cache_.length(), cache_);  // [N, V]
+  return log_softmax(logits);                                                      // [N, V]
+}
+
+Tensor TransformerDecoder::step_recompute(const Tensor& last_tokens) {
+  const int64_t n = static_cast<int64_t>(rows_.size());
   const auto last = last_tokens.to_vector<int64_t>();
   for (int64_t i = 0; i < n; ++i) rows_[i].prefix.push_back(last[i]);
   const int64_t t = static_cast<int64_t>(rows_[0].prefix.size());
@@ -92,6 +106,7 @@ void TransformerDecoder::reorder(const std::vector<int64_t>& rows) {
   }
   rows_ = std::move(next);
   rows_gathered_ = false;
+  if (use_kv_cache_) cache_.reorder(rows);
 }
 
 }  // namespace attn::decode

@@ -1,6 +1,7 @@
 // EncoderDecoderModel: the paper's Transformer (§3, Figure 1) from token ids to logits.
 #include "attn/models/encoder_decoder.h"
 
+#include "attn/autograd/tape.h"
 #include "attn/ops/ops.h"
 
 namespace attn::models {
@@ -67,6 +68,35 @@ Tensor EncoderDecoderModel::decode(const Tensor& tgt_ids, const Tensor& memory, 
 
 Tensor EncoderDecoderModel::generate(const Tensor& hidden) const {
   return generator_->forward(hidden);  // [B, T, V]
+}
+
+nn::KVCache EncoderDecoderModel::init_cache(const Tensor& memory, const Tensor& memory_padding) {
+  ATTN_CHECK(!grad_mode_enabled() && !is_training(), "EncoderDecoderModel",
+             "init_cache is for inference: call it under NoGradGuard with the model in eval mode");
+  return decoder_->init_cache(memory, memory_padding);
+}
+
+Tensor EncoderDecoderModel::decode_step(const Tensor& tgt_token, int64_t position, nn::KVCache& cache) {
+  constexpr const char* kOp = "EncoderDecoderModel::decode_step";
+  ATTN_CHECK(!grad_mode_enabled() && !is_training(), kOp,
+             "decode_step is for inference: call it under NoGradGuard with the model in eval mode");
+  ATTN_CHECK(tgt_token.defined() && tgt_token.dtype() == DType::I64 && tgt_token.dim() == 1, kOp,
+             "tgt_token must be i64 [N], got ", tgt_token.defined() ? tgt_token.str() : "undefined");
+  const int64_t n = tgt_token.size(0);
+  ATTN_CHECK(cache.num_layers() == decoder_->num_layers() && cache.rows() == n, kOp, "the cache holds ",
+             cache.rows(), " rows for ", cache.num_layers(), " layers; expected ", n, " rows for ",
+             decoder_->num_layers(), " layers (init_cache first)");
+  ATTN_CHECK(position == cache.length(), kOp, "position ", position, " but the cache holds ", cache.length(),
+             " target positions");
+  const Tensor ids = tgt_token.reshape({n, 1});  // [N, 1]
+  const auto tokens = tgt_token.to_vector<int64_t>();
+  std::vector<int> is_pad(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) is_pad[i] = config_.pad_id >= 0 && tokens[i] == config_.pad_id ? 1 : 0;
+  Tensor y = embed(*tgt_embedding_, tgt_positions_.get(), *dropout_, ids, position);  // [N, 1, D]
+  cache.append_self_padding(is_pad);
+  Tensor hidden = decoder_->forward_step(y, cache);  // [N, 1, D]
+  Tensor logits = generate(hidden);                  // [N, 1, V]
+  return logits.reshape({n, logits.size(2)});        // [N, V]
 }
 
 }  // namespace attn::models

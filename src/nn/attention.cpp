@@ -134,6 +134,60 @@ AttentionOutput MultiHeadAttention::run(const Tensor& query, const Tensor& key, 
   return result;
 }
 
+void MultiHeadAttention::project_memory_kv(const Tensor& memory, Tensor& k, Tensor& v) const {
+  ATTN_CHECK(memory.defined() && memory.dim() == 3 && memory.size(2) == d_model_, kOp,
+             "memory must be [B, S, ", d_model_, "], got ", memory.defined() ? memory.str() : "undefined");
+  ATTN_CHECK(memory.dtype() == in_proj_weight_.dtype(), kOp, "memory must be ", dtype_name(in_proj_weight_.dtype()),
+             ", got ", memory.str());
+  k = split_heads(project(memory, 1)).contiguous();  // [B, H, S, Dh]
+  v = split_heads(project(memory, 2)).contiguous();  // [B, H, S, Dh]
+}
+
+Tensor MultiHeadAttention::forward_step_self(const Tensor& x, Tensor& k_cache, Tensor& v_cache,
+                                             const Tensor& key_padding_mask) {
+  ATTN_CHECK(x.defined() && x.dim() == 3 && x.size(1) == 1 && x.size(2) == d_model_, kOp,
+             "a step's x must be [N, 1, ", d_model_, "], got ", x.defined() ? x.str() : "undefined");
+  ATTN_CHECK(x.dtype() == in_proj_weight_.dtype(), kOp, "x must be ", dtype_name(in_proj_weight_.dtype()),
+             ", got ", x.str());
+  Tensor k_new = split_heads(project(x, 1));  // [N, H, 1, Dh]
+  Tensor v_new = split_heads(project(x, 2));  // [N, H, 1, Dh]
+  if (k_cache.defined()) {
+    ATTN_CHECK(k_cache.dim() == 4 && k_cache.size(0) == x.size(0) && v_cache.shape() == k_cache.shape(), kOp,
+               "cached keys must be [", x.size(0), ", H, T, Dh] like the values, got ", k_cache.str(), " and ",
+               v_cache.defined() ? v_cache.str() : "undefined");
+    k_cache = concat({k_cache, k_new}, 2);  // [N, H, T+1, Dh]
+    v_cache = concat({v_cache, v_new}, 2);  // [N, H, T+1, Dh]
+  } else {
+    k_cache = k_new.contiguous();  // [N, H, 1, Dh]
+    v_cache = v_new.contiguous();  // [N, H, 1, Dh]
+  }
+  return forward_step_cached(x, k_cache, v_cache, key_padding_mask);  // [N, 1, D]
+}
+
+Tensor MultiHeadAttention::forward_step_cached(const Tensor& query, const Tensor& k, const Tensor& v,
+                                               const Tensor& key_padding_mask) {
+  const int64_t D = d_model_, H = n_heads_;
+  ATTN_CHECK(query.defined() && query.dim() == 3 && query.size(1) == 1 && query.size(2) == D, kOp,
+             "a step's query must be [N, 1, ", D, "], got ", query.defined() ? query.str() : "undefined");
+  const int64_t N = query.size(0);
+  ATTN_CHECK(k.defined() && v.defined() && k.dim() == 4 && k.size(0) == N && k.size(1) == H &&
+                 k.size(3) == head_dim_ && v.shape() == k.shape(),
+             kOp, "cached k and v must be [", N, ", ", H, ", Tk, ", head_dim_, "], got ",
+             k.defined() ? k.str() : "undefined", " and ", v.defined() ? v.str() : "undefined");
+  ATTN_CHECK(query.dtype() == in_proj_weight_.dtype() && k.dtype() == query.dtype() && v.dtype() == query.dtype(),
+             kOp, "query, k and v must be ", dtype_name(in_proj_weight_.dtype()), ", got ", query.str(), ", ",
+             k.str(), ", ", v.str());
+  SdpaOptions options;
+  if (key_padding_mask.defined()) {
+    ATTN_CHECK(key_padding_mask.dtype() == DType::Bool && key_padding_mask.shape() == (Shape{N, k.size(2)}), kOp,
+               "a step's key_padding_mask must be bool [", N, ", ", k.size(2), "], got ", key_padding_mask.str());
+    options.key_padding_mask = key_padding_mask;
+  }
+  Tensor q = split_heads(project(query, 0));                               // [N, H, 1, Dh]
+  SdpaResult attended = scaled_dot_product_attention(q, k, v, options);    // out [N, H, 1, Dh]
+  return out_proj_->forward(join_heads(attended.out));                     // [N, 1, D]
+}
+
 void set_capture_attention(Module& root, bool on) {
   for (auto& [name, m] : root.named_modules())
     if (auto* mha = dynamic_cast<MultiHeadAttention*>(m)) mha->set_capture_attention(on);

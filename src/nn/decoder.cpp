@@ -47,6 +47,31 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Attent
   return norm3_->forward(add(out, dropout3_->forward(ff)));                      // [B, T, D]
 }
 
+Tensor DecoderLayer::forward_step(const Tensor& x_t, LayerKV& cache, const Tensor& self_padding,
+                                  const Tensor& memory_padding) {
+  const int64_t D = options_.d_model;
+  ATTN_CHECK(x_t.dim() == 3 && x_t.size(1) == 1 && x_t.size(2) == D, "DecoderLayer",
+             "expected a step x_t [N, 1, ", D, "], got ", x_t.str());
+  ATTN_CHECK(cache.cross_k.defined() && cache.cross_v.defined(), "DecoderLayer",
+             "forward_step needs the cross-attention K/V in the cache (Decoder::init_cache)");
+  if (options_.norm_first) {
+    Tensor h = norm1_->forward(x_t);                                                         // [N, 1, D]
+    Tensor out = add(x_t, dropout1_->forward(
+                              self_attn_->forward_step_self(h, cache.self_k, cache.self_v, self_padding)));  // [N, 1, D]
+    h = norm2_->forward(out);                                                                // [N, 1, D]
+    out = add(out, dropout2_->forward(
+                       cross_attn_->forward_step_cached(h, cache.cross_k, cache.cross_v, memory_padding)));  // [N, 1, D]
+    h = norm3_->forward(out);                                                                // [N, 1, D]
+    return add(out, dropout3_->forward(ff_->forward(h)));                                    // [N, 1, D]
+  }
+  Tensor sa = self_attn_->forward_step_self(x_t, cache.self_k, cache.self_v, self_padding);     // [N, 1, D]
+  Tensor out = norm1_->forward(add(x_t, dropout1_->forward(sa)));                                // [N, 1, D]
+  Tensor ca = cross_attn_->forward_step_cached(out, cache.cross_k, cache.cross_v, memory_padding);  // [N, 1, D]
+  out = norm2_->forward(add(out, dropout2_->forward(ca)));                                       // [N, 1, D]
+  Tensor ff = ff_->forward(out);                                                                 // [N, 1, D]
+  return norm3_->forward(add(out, dropout3_->forward(ff)));                                      // [N, 1, D]
+}
+
 Decoder::Decoder(const LayerOptions& options, int64_t n_layers, bool final_norm, Rng& rng) {
   ATTN_CHECK(n_layers >= 0, "Decoder", "n_layers must be non-negative, got ", n_layers);
   auto list = register_module("layers", std::make_shared<ModuleList>());
@@ -63,6 +88,38 @@ Tensor Decoder::forward(const Tensor& x, const Tensor& memory, const AttentionMa
   Tensor h = x;  // [B, T, D]
   for (auto& layer : layers_) h = layer->forward(h, memory, self_masks, cross_masks);  // [B, T, D]
   if (norm_) h = norm_->forward(h);                                                    // [B, T, D]
+  return h;
+}
+
+}  // namespace attn::nn
+
+namespace attn::nn {
+
+KVCache Decoder::init_cache(const Tensor& memory, const Tensor& memory_padding) {
+  ATTN_CHECK(memory.defined() && memory.dim() == 3, "Decoder", "memory must be [N, S, D], got ",
+             memory.defined() ? memory.str() : "undefined");
+  ATTN_CHECK(!memory_padding.defined() ||
+                 (memory_padding.dtype() == DType::Bool && memory_padding.shape() == (Shape{memory.size(0), memory.size(1)})),
+             "Decoder", "memory_padding must be bool [", memory.size(0), ", ", memory.size(1), "], got ",
+             memory_padding.str());
+  KVCache cache(num_layers());
+  for (int64_t i = 0; i < num_layers(); ++i) {
+    LayerKV& l = cache.layer(i);
+    layer(i).multihead_attn().project_memory_kv(memory, l.cross_k, l.cross_v);  // [N, H, S, Dh] each
+  }
+  cache.set_memory_padding(memory_padding);
+  return cache;
+}
+
+Tensor Decoder::forward_step(const Tensor& x_t, KVCache& cache) {
+  ATTN_CHECK(cache.num_layers() == num_layers(), "Decoder", "the cache has ", cache.num_layers(),
+             " layers, the decoder ", num_layers());
+  ATTN_CHECK(cache.length() >= 1, "Decoder", "append the step's target padding flags to the cache first");
+  const Tensor self_padding = cache.self_padding();  // [N, T+1] or undefined
+  Tensor h = x_t;                                    // [N, 1, D]
+  for (int64_t i = 0; i < num_layers(); ++i)
+    h = layer(i).forward_step(h, cache.layer(i), self_padding, cache.memory_padding());  // [N, 1, D]
+  if (norm_) h = norm_->forward(h);  // [N, 1, D]
   return h;
 }
 

@@ -1,8 +1,9 @@
 // attn/decode/transformer_decoder.h — the IncrementalDecoder of the paper's Transformer
-// (models::EncoderDecoderModel, §3): start() encodes every source once; step() re-runs the
-// decoder stack over each row's whole prefix under NoGradGuard and returns log_softmax of the
-// last position. Deliberately no KV cache yet (O(T^2) work per hypothesis): the per-row state
-// below is where a typed per-layer KVCache will live, reordered together with the prefixes.
+// (models::EncoderDecoderModel, §3): start() encodes every source once and projects the
+// cross-attention keys/values once; step() runs one decode_step per row against a typed
+// per-layer KV cache (nn/kv_cache.h) under NoGradGuard and returns log_softmax of the logits;
+// reorder() reorders the cache rows. The old recompute path (the whole prefix each step,
+// O(T^2) per hypothesis) stays available behind the constructor flag, for comparison.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 
 #include "attn/decode/incremental_decoder.h"
 #include "attn/models/encoder_decoder.h"
+#include "attn/nn/kv_cache.h"
 
 namespace attn::decode {
 
@@ -17,7 +19,8 @@ class TransformerDecoder : public IncrementalDecoder {
  public:
   // Holds a reference: the model must outlive the adapter. Decoding requires eval mode
   // (start() refuses a model in training mode, whose dropout would make decoding random).
-  explicit TransformerDecoder(models::EncoderDecoderModel& model);
+  // use_kv_cache false: re-run the decoder over each row's whole prefix at every step.
+  explicit TransformerDecoder(models::EncoderDecoderModel& model, bool use_kv_cache = true);
 
   // src_ids I64 [B, S] (PAD = the model's pad_id) -> memory [B, S, D], computed once per source
   // and shared by all of its rows.
@@ -27,15 +30,23 @@ class TransformerDecoder : public IncrementalDecoder {
   void reorder(const std::vector<int64_t>& rows) override;
   int64_t vocab_size() const override;
 
+  bool uses_kv_cache() const { return use_kv_cache_; }
+  const nn::KVCache& cache() const { return cache_; }  // empty on the recompute path
+
  private:
   struct Row {
     int64_t source = 0;           // index into the batch given to start()
-    std::vector<int64_t> prefix;  // BOS first
+    std::vector<int64_t> prefix;  // BOS first (the KV path keeps only its length in the cache)
   };
   // memory_ and memory_padding_ gathered for the current rows (recomputed after reorder()).
   void gather_memory();
 
+  Tensor step_recompute(const Tensor& last_tokens);
+  Tensor step_cached(const Tensor& last_tokens);
+
   models::EncoderDecoderModel& model_;
+  bool use_kv_cache_;
+  nn::KVCache cache_;      // [N] rows, reordered with rows_ (the KV path)
   Tensor memory_;          // [B, S, D]
   Tensor memory_padding_;  // Bool [B, S], true at PAD; undefined without a pad_id
   std::vector<Row> rows_;

@@ -6,7 +6,7 @@
 //   encoder.layers.N.*, encoder.norm.*, decoder.layers.N.*, decoder.norm.*, src_embedding.weight,
 //   tgt_embedding.weight, [src_pos_embedding.weight, tgt_pos_embedding.weight,] generator.weight,
 //   generator.bias. Tied tensors are stored once, under the first name (src_embedding.weight).
-// Step-by-step decoding with a KV cache is not here (decode/ builds on encode and decode).
+// Step-by-step decoding: init_cache + decode_step, with a typed KV cache (nn/kv_cache.h).
 #pragma once
 
 #include <memory>
@@ -14,6 +14,7 @@
 #include "attn/models/model.h"
 #include "attn/nn/decoder.h"
 #include "attn/nn/encoder.h"
+#include "attn/nn/kv_cache.h"
 #include "attn/nn/linear.h"
 
 namespace attn::models {
@@ -34,6 +35,15 @@ class EncoderDecoderModel : public Model {
   Tensor decode_hidden(const Tensor& tgt_ids, const Tensor& memory, const Tensor& memory_padding);
   // hidden [B, T, D] -> logits [B, T, V].
   Tensor generate(const Tensor& hidden) const;
+
+  // Incremental decoding (inference only: call under NoGradGuard with the model in eval mode;
+  // both are checked). memory [N, S, D], memory_padding Bool [N, S] or undefined -> a cache
+  // holding every decoder layer's cross-attention K/V (computed once per source).
+  nn::KVCache init_cache(const Tensor& memory, const Tensor& memory_padding);
+  // tgt_token I64 [N], the token at target position `position` (= cache.length(); 0 for BOS)
+  // -> logits [N, V] for the next token, equal to decode()'s logits at that position for the
+  // whole prefix. Appends the step's self-attention K/V (and PAD flag) to `cache`.
+  Tensor decode_step(const Tensor& tgt_token, int64_t position, nn::KVCache& cache);
 
   nn::Encoder& encoder() { return *encoder_; }
   nn::Decoder& decoder() { return *decoder_; }

@@ -4,7 +4,8 @@
 // order), "in_proj_bias" [3D], "out_proj.weight" [D, D], "out_proj.bias" [D]. Batch-first.
 // Heads are split [B, T, D] -> [B, H, T, Dh] with a reshape and a transpose (never a bare
 // reshape), attended with the fused scaled_dot_product_attention op, and joined back.
-// Not here: separate kdim/vdim, bias_k/bias_v, add_zero_attn, RoPE/ALiBi, a KV cache.
+// Incremental decoding steps against cached keys/values (nn/kv_cache.h) are the *_step methods.
+// Not here: separate kdim/vdim, bias_k/bias_v, add_zero_attn, RoPE/ALiBi.
 #pragma once
 
 #include <memory>
@@ -51,6 +52,19 @@ class MultiHeadAttention : public Module {
   // The same, also returning the weights [B, H, Tq, Tk] (average over H for PyTorch's default).
   AttentionOutput forward_with_weights(const Tensor& query, const Tensor& key, const Tensor& value,
                                        const AttentionMasks& masks = {});
+
+  // Incremental decoding (inference only: call under NoGradGuard in eval mode; no dropout, no
+  // attention capture). memory [B, S, D] -> its keys k and values v [B, H, S, Dh], projected
+  // once per source for cross-attention.
+  void project_memory_kv(const Tensor& memory, Tensor& k, Tensor& v) const;
+  // One self-attention step: x [N, 1, D]. Its key and value are appended to k_cache and v_cache
+  // ([N, H, T, Dh] -> [N, H, T+1, Dh]; undefined = empty) and the query attends over all of
+  // them (every cached position is in the past, so no causal mask is needed).
+  // key_padding_mask Bool [N, T+1] or undefined. -> [N, 1, D].
+  Tensor forward_step_self(const Tensor& x, Tensor& k_cache, Tensor& v_cache, const Tensor& key_padding_mask);
+  // One query step against cached keys/values: query [N, 1, D], k and v [N, H, Tk, Dh],
+  // key_padding_mask Bool [N, Tk] or undefined. -> [N, 1, D].
+  Tensor forward_step_cached(const Tensor& query, const Tensor& k, const Tensor& v, const Tensor& key_padding_mask);
 
   // [B, T, D] -> [B, H, T, Dh]: reshape to [B, T, H, Dh], then swap T and H.
   Tensor split_heads(const Tensor& x) const;

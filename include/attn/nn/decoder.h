@@ -3,7 +3,7 @@
 // over the encoder output ("memory"), FFN; each wrapped as in encoder.h (post- or pre-norm):
 //   post-norm: x = norm1(x + d1(SA(x))); x = norm2(x + d2(CA(x, mem))); x = norm3(x + d3(FFN(x)))
 // Names: self_attn.*, multihead_attn.*, linear1.*, linear2.*, norm1..3.*; stack "layers.N.", "norm.".
-// Incremental decoding with a KV cache is not here.
+// forward_step: incremental decoding of one new position against a KVCache (nn/kv_cache.h).
 #pragma once
 
 #include <memory>
@@ -13,6 +13,7 @@
 #include "attn/nn/attention.h"
 #include "attn/nn/dropout.h"
 #include "attn/nn/feed_forward.h"
+#include "attn/nn/kv_cache.h"
 #include "attn/nn/layer_options.h"
 #include "attn/nn/module.h"
 #include "attn/nn/norm.h"
@@ -28,6 +29,12 @@ class DecoderLayer : public Module {
   // of the source).
   Tensor forward(const Tensor& x, const Tensor& memory, const AttentionMasks& self_masks = {},
                  const AttentionMasks& cross_masks = {});
+
+  // One decoding step (inference only: NoGradGuard, eval mode). x_t [N, 1, D] is the newest
+  // position; its self-attention K/V are appended to cache.self_k/self_v and it attends over
+  // them and over cache.cross_k/cross_v, through the same sublayers and norms as forward().
+  // self_padding Bool [N, T+1] / memory_padding Bool [N, S], or undefined. -> [N, 1, D].
+  Tensor forward_step(const Tensor& x_t, LayerKV& cache, const Tensor& self_padding, const Tensor& memory_padding);
 
   MultiHeadAttention& self_attn() { return *self_attn_; }
   MultiHeadAttention& multihead_attn() { return *cross_attn_; }
@@ -49,6 +56,13 @@ class Decoder : public Module {
   // x [B, T, D], memory [B, S, D] -> [B, T, D].
   Tensor forward(const Tensor& x, const Tensor& memory, const AttentionMasks& self_masks = {},
                  const AttentionMasks& cross_masks = {});
+
+  // memory [N, S, D] -> a cache with every layer's cross-attention K/V and memory_padding
+  // (Bool [N, S] or undefined), and no target positions yet. Inference only.
+  KVCache init_cache(const Tensor& memory, const Tensor& memory_padding);
+  // One step of every layer (DecoderLayer::forward_step) then the final norm: x_t [N, 1, D]
+  // -> [N, 1, D]. The caller has already appended the step's target padding flags to `cache`.
+  Tensor forward_step(const Tensor& x_t, KVCache& cache);
 
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
   DecoderLayer& layer(int64_t i) { return *layers_.at(static_cast<size_t>(i)); }

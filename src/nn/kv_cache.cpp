@@ -1,0 +1,103 @@
+// KVCache (paper §3.2.3, incremental decoding): per-layer cached keys and values, row reorder
+// through an embedding lookup (rows of a tensor viewed as [N, rest]), and byte accounting.
+#include "attn/nn/kv_cache.h"
+
+#include "attn/core/error.h"
+#include "attn/ops/ops.h"
+
+namespace attn::nn {
+
+namespace {
+
+constexpr const char* kOp = "KVCache";
+
+// x [N, ...] -> [rows.size(), ...] with new row i = x[rows[i]].
+Tensor take_rows(const Tensor& x, const Tensor& ids) {
+  if (!x.defined()) return x;
+  Shape shape = x.shape();
+  const int64_t n = shape[0], m = ids.size(0);
+  const int64_t rest = n == 0 ? 0 : x.numel() / n;
+  if (x.dtype() == DType::Bool) {
+    const auto flags = x.to_vector<int64_t>();
+    const auto idx = ids.to_vector<int64_t>();
+    std::vector<int> out(static_cast<size_t>(m * rest));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < rest; ++j) out[i * rest + j] = static_cast<int>(flags[idx[i] * rest + j]);
+    shape[0] = m;
+    return Tensor::from_bools(out, shape);  // [M, ...]
+  }
+  Tensor picked = embedding(x.contiguous().reshape({n, rest}), ids);  // [M, rest]
+  shape[0] = m;
+  return picked.reshape(shape);  // [M, ...]
+}
+
+}  // namespace
+
+LayerKV& KVCache::layer(int64_t i) {
+  ATTN_CHECK(i >= 0 && i < num_layers(), kOp, "layer ", i, " out of range [0, ", num_layers(), ")");
+  return layers_[static_cast<size_t>(i)];
+}
+
+const LayerKV& KVCache::layer(int64_t i) const {
+  ATTN_CHECK(i >= 0 && i < num_layers(), kOp, "layer ", i, " out of range [0, ", num_layers(), ")");
+  return layers_[static_cast<size_t>(i)];
+}
+
+int64_t KVCache::rows() const {
+  for (const LayerKV& l : layers_) {
+    if (l.cross_k.defined()) return l.cross_k.size(0);
+    if (l.self_k.defined()) return l.self_k.size(0);
+  }
+  if (memory_padding_.defined()) return memory_padding_.size(0);
+  return self_pad_len_ > 0 ? static_cast<int64_t>(self_pad_.size()) / self_pad_len_ : 0;
+}
+
+int64_t KVCache::length() const { return self_pad_len_; }
+
+void KVCache::append_self_padding(const std::vector<int>& is_pad) {
+  const int64_t n = static_cast<int64_t>(is_pad.size());
+  ATTN_CHECK(self_pad_len_ == 0 || static_cast<int64_t>(self_pad_.size()) == n * self_pad_len_, kOp,
+             "append_self_padding with ", n, " rows, but the cache holds ",
+             static_cast<int64_t>(self_pad_.size()) / self_pad_len_);
+  std::vector<int> next(static_cast<size_t>(n * (self_pad_len_ + 1)));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t t = 0; t < self_pad_len_; ++t) next[i * (self_pad_len_ + 1) + t] = self_pad_[i * self_pad_len_ + t];
+    next[i * (self_pad_len_ + 1) + self_pad_len_] = is_pad[i] != 0 ? 1 : 0;
+  }
+  self_pad_ = std::move(next);
+  ++self_pad_len_;
+}
+
+Tensor KVCache::self_padding() const {
+  bool any = false;
+  for (int f : self_pad_) any = any || f != 0;
+  if (!any) return Tensor();
+  const int64_t n = static_cast<int64_t>(self_pad_.size()) / self_pad_len_;
+  return Tensor::from_bools(self_pad_, {n, self_pad_len_});  // [N, T]
+}
+
+void KVCache::reorder(const std::vector<int64_t>& rows) {
+  const int64_t n = this->rows();
+  const int64_t m = static_cast<int64_t>(rows.size());
+  for (int64_t r : rows) ATTN_CHECK(r >= 0 && r < n, kOp, "reorder row ", r, " out of range [0, ", n, ")");
+  const Tensor ids = Tensor::from_vector<int64_t>(rows, {m});  // [M]
+  for (LayerKV& l : layers_)
+    for (Tensor* t : {&l.self_k, &l.self_v, &l.cross_k, &l.cross_v}) *t = take_rows(*t, ids);  // [M, ...]
+  memory_padding_ = take_rows(memory_padding_, ids);  // [M, S]
+  if (self_pad_len_ > 0) {
+    std::vector<int> next(static_cast<size_t>(m * self_pad_len_));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t t = 0; t < self_pad_len_; ++t) next[i * self_pad_len_ + t] = self_pad_[rows[i] * self_pad_len_ + t];
+    self_pad_ = std::move(next);
+  }
+}
+
+int64_t KVCache::memory_bytes() const {
+  int64_t bytes = 0;
+  for (const LayerKV& l : layers_)
+    for (const Tensor* t : {&l.self_k, &l.self_v, &l.cross_k, &l.cross_v})
+      if (t->defined()) bytes += t->numel() * static_cast<int64_t>(dtype_size(t->dtype()));
+  return bytes;
+}
+
+}  // namespace attn::nn
