@@ -1,7 +1,8 @@
 // attn info --model DIR [--json]: what a checkpoint folder holds. Loads it strictly (so a
 // broken checkpoint is reported, never half-printed), then prints every config key, the
 // parameter count (total and per top-level module), tied names, and every tensor of
-// model.safetensors in file order with its dtype and shape. Prints no weight values.
+// model.safetensors in file order with its dtype and shape; with --batch and --length, the
+// memory a KV cache needs to decode that many hypotheses. Prints no weight values.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -12,6 +13,8 @@
 #include <vector>
 
 #include "attn/models/checkpoint.h"
+#include "attn/models/config.h"
+#include "attn/nn/kv_cache.h"
 #include "commands.h"
 
 namespace attn::cli {
@@ -21,7 +24,35 @@ namespace {
 struct InfoOptions {
   std::string model_dir;
   bool json = false;
+  // KV-cache planning: memory of decoding `batch` hypotheses to `length` target tokens over
+  // sources of `source_length` tokens (0: the same as length). Printed when batch > 0.
+  int64_t batch = 0;
+  int64_t length = 0;
+  int64_t source_length = 0;
 };
+
+// The KV cache an encoder-decoder model needs for the requested batch and lengths.
+nn::KVCacheSize cache_size(const InfoOptions& o, const models::ModelConfig& c) {
+  const int64_t src_len = o.source_length > 0 ? o.source_length : o.length;
+  return nn::kv_cache_size(c.n_decoder_layers, o.batch, c.n_heads, c.d_model / c.n_heads, o.length,
+                           src_len, c.dtype);
+}
+
+bool wants_cache(const InfoOptions& o) { return o.batch > 0; }
+
+void check_cache_request(const InfoOptions& o, const models::Model& model) {
+  if (!wants_cache(o)) return;
+  ATTN_CHECK(o.length > 0, "info", "--batch needs --length (target tokens to decode)");
+  ATTN_CHECK(model.arch() == models::Arch::EncoderDecoder, "info",
+             "KV-cache memory is reported for encoder_decoder models only; this one is ",
+             models::arch_name(model.arch()));
+}
+
+std::string mib(int64_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
 
 // Parameter count per top-level module ("encoder", "src_embedding", ...), in registration
 // order; tied tensors count once, under the module that owns the embedding.
@@ -60,6 +91,13 @@ int print_json(const InfoOptions& o, const models::LoadedCheckpoint& ckpt) {
   for (const auto& t : ckpt.tensors) tensors.push_back({{"name", t.name}, {"dtype", t.dtype}, {"shape", t.shape}});
   j["tensors"] = tensors;
   j["metadata"] = ckpt.metadata;
+  if (wants_cache(o)) {
+    const nn::KVCacheSize kv = cache_size(o, model.config());
+    j["kv_cache"] = {{"batch", o.batch}, {"length", o.length},
+                     {"source_length", o.source_length > 0 ? o.source_length : o.length},
+                     {"self_attention_bytes", kv.self_bytes}, {"cross_attention_bytes", kv.cross_bytes},
+                     {"total_bytes", kv.total()}};
+  }
   std::printf("%s\n", j.dump(2).c_str());
   return 0;
 }
@@ -97,11 +135,25 @@ int print_text(const InfoOptions& o, const models::LoadedCheckpoint& ckpt) {
     std::printf("\nmetadata:\n");
     for (const auto& [key, value] : ckpt.metadata) std::printf("  %s: %s\n", key.c_str(), value.c_str());
   }
+  if (wants_cache(o)) {
+    const nn::KVCacheSize kv = cache_size(o, model.config());
+    const int64_t src_len = o.source_length > 0 ? o.source_length : o.length;
+    std::printf("\nKV cache for batch %lld, %lld target and %lld source tokens (%s):\n",
+                static_cast<long long>(o.batch), static_cast<long long>(o.length),
+                static_cast<long long>(src_len), dtype_name(model.config().dtype));
+    std::printf("  self-attention   %14lld bytes  %s  (grows with each step)\n",
+                static_cast<long long>(kv.self_bytes), mib(kv.self_bytes).c_str());
+    std::printf("  cross-attention  %14lld bytes  %s  (once per source)\n",
+                static_cast<long long>(kv.cross_bytes), mib(kv.cross_bytes).c_str());
+    std::printf("  total            %14lld bytes  %s\n", static_cast<long long>(kv.total()),
+                mib(kv.total()).c_str());
+  }
   return 0;
 }
 
 int run_info(const InfoOptions& o) {
   const models::LoadedCheckpoint ckpt = models::load_checkpoint(o.model_dir);
+  check_cache_request(o, *ckpt.model);
   return o.json ? print_json(o, ckpt) : print_text(o, ckpt);
 }
 
@@ -112,6 +164,11 @@ void register_info(CLI::App& app, Action* action) {
   CLI::App* cmd = app.add_subcommand("info", "print a checkpoint's configuration, parameter count and tensor shapes");
   cmd->add_option("--model", opts->model_dir, "model folder (config.json + model.safetensors)")->required();
   cmd->add_flag("--json", opts->json, "print machine-readable JSON instead of text");
+  cmd->add_option("--batch", opts->batch, "also print the KV-cache memory for this many hypotheses")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--length", opts->length, "KV cache: target tokens decoded")->check(CLI::PositiveNumber);
+  cmd->add_option("--source-length", opts->source_length, "KV cache: source tokens (default: --length)")
+      ->check(CLI::PositiveNumber);
   cmd->callback([opts, action] { *action = [opts] { return run_info(*opts); }; });
 }
 

@@ -100,4 +100,14 @@ int64_t KVCache::memory_bytes() const {
   return bytes;
 }
 
+KVCacheSize kv_cache_size(int64_t layers, int64_t rows, int64_t heads, int64_t head_dim,
+                          int64_t tgt_len, int64_t src_len, DType dtype) {
+  ATTN_CHECK(layers >= 0 && rows >= 0 && heads > 0 && head_dim > 0 && tgt_len >= 0 && src_len >= 0,
+             "kv_cache_size", "sizes must be non-negative (heads and head_dim positive): layers ", layers,
+             ", rows ", rows, ", heads ", heads, ", head_dim ", head_dim, ", tgt_len ", tgt_len,
+             ", src_len ", src_len);
+  const int64_t per_position = 2 * layers * rows * heads * head_dim * static_cast<int64_t>(dtype_size(dtype));
+  return {per_position * tgt_len, per_position * src_len};
+}
+
 }  // namespace attn::nn

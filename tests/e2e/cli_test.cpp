@@ -121,6 +121,29 @@ TEST_F(Cli, InfoJsonIsMachineReadable) {
   EXPECT_EQ(j["metadata"]["format"], "attn");
 }
 
+TEST_F(Cli, InfoReportsKvCacheMemoryForABatchAndLength) {
+  TempDir tmp("attn_cli");
+  const std::string dir = tmp.file("model");
+  auto model = models::make_model(models::test_util::broken_base_config());
+  models::save_model(dir, *model);
+  const models::ModelConfig& c = model->config();
+  // 2 (K and V) * layers * batch * heads * (target + source) * head_dim * 4 bytes (f32)
+  const int64_t per_token = 2 * c.n_decoder_layers * 3 * c.n_heads * (c.d_model / c.n_heads) * 4;
+  const ProcessResult r = run_attn(tmp, "info --json --batch 3 --length 50 --source-length 20 --model '" + dir + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["kv_cache"]["self_attention_bytes"].get<int64_t>(), per_token * 50);
+  EXPECT_EQ(j["kv_cache"]["cross_attention_bytes"].get<int64_t>(), per_token * 20);
+  EXPECT_EQ(j["kv_cache"]["total_bytes"].get<int64_t>(), per_token * 70);
+  const ProcessResult text = run_attn(tmp, "info --batch 3 --length 50 --model '" + dir + "'");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("KV cache for batch 3, 50 target and 50 source tokens"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find(std::to_string(per_token * 100) + " bytes"), std::string::npos) << text.out;
+  expect_clean_failure(run_attn(tmp, "info --batch 3 --model '" + dir + "'"));  // no --length
+  expect_clean_failure(run_attn(tmp, "info --batch 0 --length 5 --model '" + dir + "'"));
+}
+
 TEST_F(Cli, InfoOnEachBrokenCheckpointFailsCleanlyNamingTheProblem) {
   for (const auto& bc : models::test_util::broken_cases()) {
     SCOPED_TRACE(bc.name);

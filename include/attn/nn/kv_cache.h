@@ -55,4 +55,17 @@ class KVCache {
   int64_t self_pad_len_ = 0;   // T of self_pad_
 };
 
+// The bytes a KVCache of an encoder-decoder holds after `tgt_len` decoding steps for `rows`
+// hypotheses over sources of `src_len` tokens: self-attention K and V [rows, H, tgt_len, Dh]
+// plus cross-attention K and V [rows, H, src_len, Dh] in each of `layers` decoder layers,
+// i.e. 2 * layers * rows * H * (tgt_len + src_len) * Dh * sizeof(dtype). What memory_bytes()
+// reports for such a cache; `attn info --batch --length` prints it.
+struct KVCacheSize {
+  int64_t self_bytes = 0;   // the part that grows with every step
+  int64_t cross_bytes = 0;  // computed once per source
+  int64_t total() const { return self_bytes + cross_bytes; }
+};
+KVCacheSize kv_cache_size(int64_t layers, int64_t rows, int64_t heads, int64_t head_dim,
+                          int64_t tgt_len, int64_t src_len, DType dtype);
+
 }  // namespace attn::nn

@@ -192,6 +192,10 @@ TEST(KVCache, MemoryBytesCountsSelfAndCrossKeysAndValues) {
     EXPECT_EQ(cache.memory_bytes(), expected(3, 0));
     for (int64_t t = 0; t < 4; ++t) model.decode_step(Tensor::from_vector<int64_t>({kBos, 4, 5}, {3}), t, cache);
     EXPECT_EQ(cache.memory_bytes(), expected(3, 4));
+    // The planning formula (attn info --batch --length) agrees with the real cache.
+    const nn::KVCacheSize planned = nn::kv_cache_size(layers, 3, h, dh, 4, s, dtype);
+    EXPECT_EQ(planned.total(), cache.memory_bytes());
+    EXPECT_EQ(planned.cross_bytes, 2 * layers * 3 * h * s * dh * size);
     cache.reorder({0, 0, 1, 2, 2});
     EXPECT_EQ(cache.rows(), 5);
     EXPECT_EQ(cache.memory_bytes(), expected(5, 4));
