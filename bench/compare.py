@@ -133,10 +133,6 @@ def choose_torch_config(args):
     candidates = {"openblas-openmp": f"{LIBDIR}/openblas-openmp", "openblas-pthread": f"{LIBDIR}/openblas-pthread",
                   "system libblas.so.3": ""}
     probes = {}
-    if args.placeholder:  # nothing is timed: state the default choice
-        name = "openblas-openmp" if os.path.exists(f"{candidates['openblas-openmp']}/libblas.so.3") else \
-            "system libblas.so.3"
-        return name, candidates[name], probes
     for name, d in candidates.items():
         if d and not os.path.exists(os.path.join(d, "libblas.so.3")):
             continue
@@ -275,9 +271,10 @@ def table(header, rows):
     return "\n".join(out)
 
 
-def build_report(args, machine, torch_cfg, ours, theirs, mem, train, placeholder):
+def build_report(args, machine, torch_cfg, ours, theirs, mem, train):
     blas_name, blas_dir, probes = torch_cfg
-    get = (lambda d, k, f: None) if placeholder else (lambda d, k, f: (d.get(k) or {}).get(f))
+    def get(d, k, f):
+        return (d.get(k) or {}).get(f)
     sections = []
 
     def time_table(title, names):
@@ -287,11 +284,10 @@ def build_report(args, machine, torch_cfg, ours, theirs, mem, train, placeholder
             rows.append(list(label) + [fmt(a), fmt(t), fmt(ratio(t, a))])
         return title, rows
 
-    Ts = ALL_T if placeholder else args.T
     for kind, title in (("attention_forward", "Attention forward (no grad)"),
                         ("attention_forward_backward", "Attention forward + backward")):
         t, rows = time_table(title, [((str(T), "yes" if c else "no"), f"{kind}/T:{T}/causal:{c}")
-                                     for T in Ts for c in (0, 1)])
+                                     for T in args.T for c in (0, 1)])
         sections.append((t, "B=4, H=8, Dh=64, float32; milliseconds per call.",
                          table(["T", "causal", "attn ms", "torch ms", "torch / attn"], rows)))
     t, rows = time_table("Encoder layer (base: D=512, h=8, d_ff=2048, B=8, T=128)",
@@ -300,10 +296,10 @@ def build_report(args, machine, torch_cfg, ours, theirs, mem, train, placeholder
     sections.append((t, "Milliseconds per call; post-norm, ReLU, float32.",
                      table(["pass", "attn ms", "torch ms", "torch / attn"], rows)))
 
-    peak = None if placeholder else ours.get("fma_peak")
+    peak = ours.get("fma_peak")
     peak_gflops = (peak["flop"] / (peak["ms"] * 1e-3) / 1e9) if peak and peak.get("flop") else None
     rows = []
-    for M, N, K in (ALL_GEMM if placeholder else args.gemm):
+    for M, N, K in args.gemm:
         name = f"gemm/M:{M}/N:{N}/K:{K}"
         a, t = get(ours, name, "ms"), get(theirs, name, "ms")
         ga = 2 * M * N * K / (a * 1e-3) / 1e9 if a else None
@@ -319,11 +315,10 @@ def build_report(args, machine, torch_cfg, ours, theirs, mem, train, placeholder
                      table(["M×N×K", "attn GFLOP/s", "of peak", "torch GFLOP/s", "of peak", "attn / torch"], rows)))
 
     rows = []
-    mem_Ts = ALL_MEM_T if placeholder else args.mem_T
-    for T in mem_Ts:
+    for T in args.mem_T:
         for mode in ("forward", "forward_backward"):
-            a = None if placeholder else mem.get(("attn", T, mode))
-            t = None if placeholder else mem.get(("torch", T, mode))
+            a = mem.get(("attn", T, mode))
+            t = mem.get(("torch", T, mode))
 
             def cell(r, f):
                 if r is None:
@@ -343,10 +338,10 @@ def build_report(args, machine, torch_cfg, ours, theirs, mem, train, placeholder
                      table(["T", "pass", "attn peak MiB", "attn Δ MiB", "torch peak MiB", "torch Δ MiB",
                             "torch / attn (Δ)"], rows)))
 
-    a = None if placeholder else train.get("attn")
-    t = None if placeholder else train.get("torch")
+    a = train.get("attn")
+    t = train.get("torch")
     g = lambda r, k: (r.get(k) if r and "error" not in r else None)
-    na = "not available" if (not placeholder and a and "error" in a) else "—"
+    na = "not available" if (a and "error" in a) else "—"
     rows = [
         ["training seconds (validation excluded)", fmt(g(a, "train_seconds"), 1) if g(a, "train_seconds") else na,
          fmt(g(t, "train_seconds"), 1), fmt(ratio(g(t, "train_seconds"), g(a, "train_seconds")))],
@@ -359,7 +354,7 @@ def build_report(args, machine, torch_cfg, ours, theirs, mem, train, placeholder
     ]
     if a and "error" in a:
         rows.append(["attn", a["error"], "", ""])
-    epochs = 25 if placeholder else args.epochs
+    epochs = args.epochs
     sections.append((f"Reverse-digits training ({epochs} epochs)",
                      "The demo's recipe on both sides: 10,000 training / 1,000 validation sequences of 8 digits "
                      "(the same sequences: torch_reverse_train.py regenerates attn's data bit for bit), batch 64, "
@@ -376,15 +371,13 @@ def build_report(args, machine, torch_cfg, ours, theirs, mem, train, placeholder
     probe_txt = probe_txt or "not run"
     tv = next(iter(probes.values()), {}).get("torch") or sh([args.python, "-c", "import torch; print(torch.__version__)"])
     lines = ["# Benchmarks: attn and PyTorch side by side", ""]
-    if placeholder:
-        lines += ["**No numbers yet.** These tables show the structure only. The numbers must be regenerated with "
-                  "`make bench` on an idle machine (the machine below was shared and heavily loaded when this file "
-                  "was written, so its timings were not meaningful). `make bench` overwrites this file.", ""]
-    else:
-        lines += [f"Generated by `make bench` (bench/compare.py) on {m['date']}. Ratios are torch / attn: above 1 "
-                  "means attn is faster (or, for memory, smaller).", ""]
-        if args.quick:
-            lines += ["**Quick run** (`--quick`): fewer shapes, short timing, few epochs; indicative only.", ""]
+    lines += [f"Generated by `make bench` (bench/compare.py) on {m['date']}. Ratios are torch / attn: above 1 "
+              "means attn is faster (or, for memory, smaller).", "",
+              f"Settings: attention T {','.join(map(str, args.T))}; memory T {','.join(map(str, args.mem_T))}; "
+              f"GEMM up to {args.gemm_max}; {args.epochs} training epoch(s); {args.min_time} s per repetition, "
+              f"{args.reps} repetition(s); topics {args.topics}.", ""]
+    if args.quick:
+        lines += ["**Quick run** (`--quick`): fewer shapes, short timing, few epochs; indicative only.", ""]
     lines += ["## Machine", "", table(["", ""], [
         ["CPU", f"{m['cpu']} ({m['cores']} cores, {m['logical_cpus']} logical CPUs, {m['threads_per_core']} "
                 f"thread(s) per core; hypervisor: {m['hypervisor']})"],
@@ -445,9 +438,6 @@ def main():
     p.add_argument("--torch-blas", choices=["auto", "openmp", "pthread", "system"], default="auto")
     p.add_argument("--no-torch-hugepages", dest="torch_hugepages", action="store_false")
     p.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
-    p.add_argument("--placeholder", action="store_true",
-                   help="run nothing but the machine query and the torch probe; write RESULTS.md with the "
-                        "tables' structure and no numbers")
     args = p.parse_args()
     q = args.quick
     args.T = [int(x) for x in args.T.split(",")] if args.T else ([128, 512] if q else ALL_T)
@@ -466,42 +456,41 @@ def main():
     tenv = torch_env(args.threads, torch_cfg[1], args.torch_hugepages)
     ours, theirs, mem, train = {}, {}, {}, {}
 
-    if not args.placeholder:
-        tlist = "|".join(str(t) for t in args.T)
-        if "attention" in topics:
-            ours.update(run_gbench(args, "attention_bench", f"^attention_forward(_backward)?/T:({tlist})/"))
-        if "encoder_layer" in topics:
-            ours.update(run_gbench(args, "encoder_layer_bench", "^encoder_layer_"))
-        if "gemm" in topics:
-            names = "|".join(f"gemm/M:{M}/N:{N}/K:{K}/" for M, N, K in args.gemm)
-            ours.update(run_gbench(args, "gemm_bench", f"^({names}|fma_peak)"))
-        torch_topics = [t for t in ("attention", "encoder_layer", "gemm") if t in topics]
-        if torch_topics:
-            r = run_torch(args, tenv, ["torch_bench.py", "--threads", str(args.threads), "run", "--topics",
-                                       ",".join(torch_topics), "--T", ",".join(map(str, args.T)),
-                                       "--gemm", ",".join(f"{M}x{N}x{K}" for M, N, K in args.gemm),
-                                       "--min-time", str(args.min_time), "--reps", str(args.reps)])
-            theirs = {x["name"]: {"ms": x["real_time_ms"]} for x in (r or [])}
-        if "memory" in topics:
-            cap = int(mem_available_bytes() * 0.9)
-            for T in args.mem_T:
-                for mode in ("forward", "forward_backward"):
-                    extra = ["--backward"] if mode == "forward_backward" else []
-                    mem[("attn", T, mode)] = run_memory_case(
-                        [os.path.join(args.build, "bench", "memory_bench"), "--T", str(T), "--threads",
-                         str(args.threads)] + extra, attn_env(args.threads), cap)
-                    mem[("torch", T, mode)] = run_memory_case(
-                        [args.python, f"{HERE}/torch_bench.py", "--threads", str(args.threads), "memory", "--T",
-                         str(T)] + extra, tenv, cap)
-        if "train" in topics:
-            if attn_train_available(args.build):
-                train["attn"] = run_attn_train(args)
-            else:
-                train["attn"] = {"error": f"not available ({args.build}/attn has no `train` command)"}
-            train["torch"] = run_torch(args, tenv, ["torch_reverse_train.py", "--epochs", str(args.epochs),
-                                                    "--threads", str(args.threads)])
+    tlist = "|".join(str(t) for t in args.T)
+    if "attention" in topics:
+        ours.update(run_gbench(args, "attention_bench", f"^attention_forward(_backward)?/T:({tlist})/"))
+    if "encoder_layer" in topics:
+        ours.update(run_gbench(args, "encoder_layer_bench", "^encoder_layer_"))
+    if "gemm" in topics:
+        names = "|".join(f"gemm/M:{M}/N:{N}/K:{K}/" for M, N, K in args.gemm)
+        ours.update(run_gbench(args, "gemm_bench", f"^({names}|fma_peak)"))
+    torch_topics = [t for t in ("attention", "encoder_layer", "gemm") if t in topics]
+    if torch_topics:
+        r = run_torch(args, tenv, ["torch_bench.py", "--threads", str(args.threads), "run", "--topics",
+                                   ",".join(torch_topics), "--T", ",".join(map(str, args.T)),
+                                   "--gemm", ",".join(f"{M}x{N}x{K}" for M, N, K in args.gemm),
+                                   "--min-time", str(args.min_time), "--reps", str(args.reps)])
+        theirs = {x["name"]: {"ms": x["real_time_ms"]} for x in (r or [])}
+    if "memory" in topics:
+        cap = int(mem_available_bytes() * 0.9)
+        for T in args.mem_T:
+            for mode in ("forward", "forward_backward"):
+                extra = ["--backward"] if mode == "forward_backward" else []
+                mem[("attn", T, mode)] = run_memory_case(
+                    [os.path.join(args.build, "bench", "memory_bench"), "--T", str(T), "--threads",
+                     str(args.threads)] + extra, attn_env(args.threads), cap)
+                mem[("torch", T, mode)] = run_memory_case(
+                    [args.python, f"{HERE}/torch_bench.py", "--threads", str(args.threads), "memory", "--T",
+                     str(T)] + extra, tenv, cap)
+    if "train" in topics:
+        if attn_train_available(args.build):
+            train["attn"] = run_attn_train(args)
+        else:
+            train["attn"] = {"error": f"not available ({args.build}/attn has no `train` command)"}
+        train["torch"] = run_torch(args, tenv, ["torch_reverse_train.py", "--epochs", str(args.epochs),
+                                                "--threads", str(args.threads)])
 
-    report = build_report(args, machine, torch_cfg, ours, theirs, mem, train, args.placeholder)
+    report = build_report(args, machine, torch_cfg, ours, theirs, mem, train)
     print(report)
     with open(args.out, "w") as f:
         f.write(report)
