@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attn/core/error.h"
+#include "attn/io/json_fields.h"
 
 namespace attn::models {
 
@@ -20,32 +21,12 @@ DType parse_dtype(const std::string& name) {
   fail(kOp, "unknown dtype '", name, "' (expected f32 or f64)");
 }
 
-int64_t read_int(const std::string& key, const json& v) {
-  ATTN_CHECK(v.is_number_integer(), kOp, "key '", key, "' must be an integer, got ", v.type_name(),
-             " ", v.dump());
-  return v.get<int64_t>();
-}
-
-double read_double(const std::string& key, const json& v) {
-  ATTN_CHECK(v.is_number(), kOp, "key '", key, "' must be a number, got ", v.type_name(), " ", v.dump());
-  return v.get<double>();
-}
-
-bool read_bool(const std::string& key, const json& v) {
-  ATTN_CHECK(v.is_boolean(), kOp, "key '", key, "' must be true or false, got ", v.type_name(), " ",
-             v.dump());
-  return v.get<bool>();
-}
-
-// A string key parsed by `parse`; a parse error is reported under the key's name.
+int64_t read_int(const std::string& key, const json& v) { return io::json_int(kOp, key, v); }
+double read_double(const std::string& key, const json& v) { return io::json_double(kOp, key, v); }
+bool read_bool(const std::string& key, const json& v) { return io::json_bool(kOp, key, v); }
 template <class F>
 auto read_enum(const std::string& key, const json& v, F parse) {
-  ATTN_CHECK(v.is_string(), kOp, "key '", key, "' must be a string, got ", v.type_name(), " ", v.dump());
-  try {
-    return parse(v.get<std::string>());
-  } catch (const Error& e) {
-    fail(kOp, "key '", key, "': ", e.what());
-  }
+  return io::json_enum(kOp, key, v, parse);
 }
 
 void check_token(const char* key, int64_t id, int64_t vocab, const char* vocab_name) {

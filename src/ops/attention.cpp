@@ -110,6 +110,20 @@ Tensor resolve_bias(const Tensor& m, const SdpaDims& d, kernels::AttentionMask<T
   return bias;
 }
 
+// The start of both backward nodes: checks the incoming gradient's shape, makes it contiguous
+// in the inputs' dtype, and allocates the zeroed dq, dk, dv the kernels accumulate into.
+struct SdpaGrads {
+  Tensor g, dq, dk, dv;
+};
+SdpaGrads begin_sdpa_backward(const char* node, const Tensor& grad_output, const Tensor& q,
+                              const Tensor& k, const Tensor& v, const SdpaDims& d) {
+  const Shape out_shape{d.B, d.H, d.Tq, d.Dv};
+  ATTN_CHECK(grad_output.shape() == out_shape, node, "gradient ", grad_output.str(), " for output ",
+             shape_str(out_shape));
+  return {grad_output.to(q.dtype()), Tensor::zeros(q.shape(), q.dtype()),
+          Tensor::zeros(k.shape(), k.dtype()), Tensor::zeros(v.shape(), v.dtype())};
+}
+
 struct SdpaBackward : Node {
   Tensor q, k, v;          // contiguous, detached
   Tensor probs;            // [B, H, Tq, Tk], before dropout
@@ -121,13 +135,7 @@ struct SdpaBackward : Node {
 
   std::vector<Tensor> backward(const Tensor& grad_output) override {
     NoGradGuard guard;
-    const Shape out_shape{d.B, d.H, d.Tq, d.Dv};
-    ATTN_CHECK(grad_output.shape() == out_shape, name(), "gradient ", grad_output.str(),
-               " for output ", shape_str(out_shape));
-    const Tensor g = grad_output.to(q.dtype());  // contiguous
-    Tensor dq = Tensor::zeros(q.shape(), q.dtype());
-    Tensor dk = Tensor::zeros(k.shape(), k.dtype());
-    Tensor dv = Tensor::zeros(v.shape(), v.dtype());
+    auto [g, dq, dk, dv] = begin_sdpa_backward(name(), grad_output, q, k, v, d);
     Tensor work = Tensor::empty(probs.shape(), probs.dtype());
     auto run = [&](auto tag) {
       using T = decltype(tag);
@@ -159,13 +167,7 @@ struct FlashSdpaBackward : Node {
 
   std::vector<Tensor> backward(const Tensor& grad_output) override {
     NoGradGuard guard;
-    const Shape out_shape{d.B, d.H, d.Tq, d.Dv};
-    ATTN_CHECK(grad_output.shape() == out_shape, name(), "gradient ", grad_output.str(),
-               " for output ", shape_str(out_shape));
-    const Tensor g = grad_output.to(q.dtype());  // contiguous
-    Tensor dq = Tensor::zeros(q.shape(), q.dtype());
-    Tensor dk = Tensor::zeros(k.shape(), k.dtype());
-    Tensor dv = Tensor::zeros(v.shape(), v.dtype());
+    auto [g, dq, dk, dv] = begin_sdpa_backward(name(), grad_output, q, k, v, d);
     auto run = [&](auto tag) {
       using T = decltype(tag);
       kernels::AttentionMask<T> mask;

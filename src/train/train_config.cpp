@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attn/core/error.h"
+#include "attn/io/json_fields.h"
 #include "attn/io/atomic_file.h"
 
 namespace attn::train {
@@ -17,40 +18,14 @@ constexpr const char* kOp = "TrainConfig";
 using json = nlohmann::json;
 using Setter = std::function<void(const std::string&, const json&)>;
 
-int64_t read_int(const std::string& key, const json& v) {
-  ATTN_CHECK(v.is_number_integer(), kOp, "key '", key, "' must be an integer, got ", v.type_name(), " ", v.dump());
-  return v.get<int64_t>();
-}
-
-uint64_t read_uint(const std::string& key, const json& v) {
-  ATTN_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0), kOp, "key '", key,
-             "' must be a non-negative integer, got ", v.type_name(), " ", v.dump());
-  return v.get<uint64_t>();
-}
-
-double read_double(const std::string& key, const json& v) {
-  ATTN_CHECK(v.is_number(), kOp, "key '", key, "' must be a number, got ", v.type_name(), " ", v.dump());
-  return v.get<double>();
-}
-
-bool read_bool(const std::string& key, const json& v) {
-  ATTN_CHECK(v.is_boolean(), kOp, "key '", key, "' must be true or false, got ", v.type_name(), " ", v.dump());
-  return v.get<bool>();
-}
-
-std::string read_string(const std::string& key, const json& v) {
-  ATTN_CHECK(v.is_string(), kOp, "key '", key, "' must be a string, got ", v.type_name(), " ", v.dump());
-  return v.get<std::string>();
-}
-
+int64_t read_int(const std::string& key, const json& v) { return io::json_int(kOp, key, v); }
+uint64_t read_uint(const std::string& key, const json& v) { return io::json_uint(kOp, key, v); }
+double read_double(const std::string& key, const json& v) { return io::json_double(kOp, key, v); }
+bool read_bool(const std::string& key, const json& v) { return io::json_bool(kOp, key, v); }
+std::string read_string(const std::string& key, const json& v) { return io::json_string(kOp, key, v); }
 template <class F>
 auto read_enum(const std::string& key, const json& v, F parse) {
-  const std::string name = read_string(key, v);
-  try {
-    return parse(name);
-  } catch (const Error& e) {
-    fail(kOp, "key '", key, "': ", e.what());
-  }
+  return io::json_enum(kOp, key, v, parse);
 }
 
 }  // namespace
