@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/compare.py — attn and PyTorch side by side in one run (`make bench`).
 
-Runs our Google Benchmark binaries (build/bench/*_bench, --benchmark_format=json), memory_bench,
+Runs our Google Benchmark binaries (build/bench/*_bench, --benchmark_format=json: attention,
+encoder layer, greedy decoding, GEMM), memory_bench,
 and `attn train --task reverse`, then the PyTorch twins (torch_bench.py, torch_reverse_train.py)
 on the same shapes and thread count; prints one table per topic with both sides and the ratio
 torch / attn (time ratio: above 1 means attn is faster; for GFLOP/s and tokens/s the inverse
@@ -296,6 +297,26 @@ def build_report(args, machine, torch_cfg, ours, theirs, mem, train):
     sections.append((t, "Milliseconds per call; post-norm, ReLU, float32.",
                      table(["pass", "attn ms", "torch ms", "torch / attn"], rows)))
 
+    if "decode" in args.topics.split(","):
+        rows = []
+        for B in (1, 8):
+            a = get(ours, f"decode_greedy/B:{B}/kv:1", "ms")
+            a0 = get(ours, f"decode_greedy/B:{B}/kv:0", "ms")
+            t0 = get(theirs, f"decode_greedy/B:{B}/kv:0", "ms")
+            t1 = get(theirs, f"decode_greedy/B:{B}/kv:1", "ms")
+            tps = lambda ms: fmt(B * 64 / (ms * 1e-3), 0) if ms else "—"
+            rows.append([str(B), fmt(a), tps(a), fmt(a0), fmt(t0), fmt(t1), fmt(ratio(t0, a)), fmt(ratio(t1, a))])
+        sections.append(("Greedy decoding (base model, 64 tokens)",
+                         "6+6 layers, D=512, h=8, d_ff=2048, vocabulary 1000, source length 32, float32, EOS "
+                         "disabled so that every source decodes exactly 64 tokens; milliseconds per batch. attn: "
+                         "`greedy_search` over `TransformerDecoder` with its KV cache (and, for reference, without "
+                         "it). torch: `nn.Transformer` re-running the decoder over the whole prefix at every step "
+                         "(the usual way), and a PyTorch loop with its own KV cache over the same modules "
+                         "(checked to give nn.Transformer's tokens).",
+                         table(["B", "attn ms (KV cache)", "attn tokens/s", "attn ms (no cache)",
+                                "torch ms (recompute)", "torch ms (KV-cache loop)", "recompute / attn",
+                                "KV loop / attn"], rows)))
+
     peak = ours.get("fma_peak")
     peak_gflops = (peak["flop"] / (peak["ms"] * 1e-3) / 1e9) if peak and peak.get("flop") else None
     rows = []
@@ -434,7 +455,7 @@ def main():
     p.add_argument("--epochs", type=int, help="reverse-training epochs (default 25)")
     p.add_argument("--min-time", type=float, help="seconds per repetition (default 0.5)")
     p.add_argument("--reps", type=int, help="repetitions, median reported (default 3)")
-    p.add_argument("--topics", default="attention,encoder_layer,gemm,memory,train")
+    p.add_argument("--topics", default="attention,encoder_layer,decode,gemm,memory,train")
     p.add_argument("--torch-blas", choices=["auto", "openmp", "pthread", "system"], default="auto")
     p.add_argument("--no-torch-hugepages", dest="torch_hugepages", action="store_false")
     p.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
@@ -461,10 +482,12 @@ def main():
         ours.update(run_gbench(args, "attention_bench", f"^attention_forward(_backward)?/T:({tlist})/"))
     if "encoder_layer" in topics:
         ours.update(run_gbench(args, "encoder_layer_bench", "^encoder_layer_"))
+    if "decode" in topics:
+        ours.update(run_gbench(args, "decode_bench", "^decode_greedy/"))
     if "gemm" in topics:
         names = "|".join(f"gemm/M:{M}/N:{N}/K:{K}/" for M, N, K in args.gemm)
         ours.update(run_gbench(args, "gemm_bench", f"^({names}|fma_peak)"))
-    torch_topics = [t for t in ("attention", "encoder_layer", "gemm") if t in topics]
+    torch_topics = [t for t in ("attention", "encoder_layer", "gemm", "decode") if t in topics]
     if torch_topics:
         r = run_torch(args, tenv, ["torch_bench.py", "--threads", str(args.threads), "run", "--topics",
                                    ",".join(torch_topics), "--T", ",".join(map(str, args.T)),

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/torch_bench.py — PyTorch twins of attention_bench, encoder_layer_bench, gemm_bench
+"""bench/torch_bench.py — PyTorch twins of attention_bench, encoder_layer_bench, gemm_bench, decode_bench
 and memory_bench, on the same shapes, dtype (float32) and thread count.
 
   probe       which BLAS library torch loaded, and a 1024 matmul's GFLOP/s
@@ -148,6 +148,110 @@ def encoder_layer_cases(min_time, reps):
     return out
 
 
+# ---- greedy decoding (decode_bench.cpp's twin) ---------------------------------------------------
+
+DEC_VOCAB, DEC_SRC, DEC_NEW, DEC_D, DEC_H = 1000, 32, 64, 512, 8
+
+
+class BaseSeq2Seq(torch.nn.Module):
+    """The paper's base model around torch.nn.Transformer (6+6 layers, D=512, h=8, d_ff=2048,
+    post-norm, ReLU, dropout 0): shared embedding x sqrt(D), sinusoidal positions, output layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.transformer = torch.nn.Transformer(DEC_D, DEC_H, 6, 6, 2048, dropout=0.0, batch_first=True)
+        self.embed = torch.nn.Embedding(DEC_VOCAB, DEC_D)
+        self.out = torch.nn.Linear(DEC_D, DEC_VOCAB)
+        pos = torch.arange(256, dtype=torch.float64).unsqueeze(1)
+        div = torch.pow(10000.0, torch.arange(0, DEC_D, 2, dtype=torch.float64) / DEC_D)
+        pe = torch.zeros(256, DEC_D, dtype=torch.float64)
+        pe[:, 0::2], pe[:, 1::2] = torch.sin(pos / div), torch.cos(pos / div)
+        self.register_buffer("pe", pe.float())
+
+    def embed_at(self, ids, offset):
+        return self.embed(ids) * math.sqrt(DEC_D) + self.pe[offset:offset + ids.size(1)]
+
+    def encode(self, src):
+        return self.transformer.encoder(self.embed_at(src, 0))
+
+
+def greedy_recompute(model, src):
+    """The usual way: the encoder once, then the whole decoder over the prefix at every step."""
+    memory = model.encode(src)
+    ys = torch.ones(src.size(0), 1, dtype=torch.long)  # BOS = 1
+    for _ in range(DEC_NEW):
+        T = ys.size(1)
+        mask = model.transformer.generate_square_subsequent_mask(T)
+        h = model.transformer.decoder(model.embed_at(ys, 0), memory, tgt_mask=mask)
+        ys = torch.cat([ys, model.out(h[:, -1]).argmax(-1, keepdim=True)], 1)
+    return ys[:, 1:]
+
+
+def _heads(x, B):
+    return x.view(B, -1, DEC_H, DEC_D // DEC_H).transpose(1, 2)  # [B, H, T, Dh]
+
+
+def _attend(q, k, v, B):
+    w = torch.softmax(torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(DEC_D // DEC_H), dim=-1)
+    return torch.matmul(w, v).transpose(1, 2).reshape(B, -1, DEC_D)  # [B, T, D]
+
+
+def greedy_kv_cache(model, src):
+    """A PyTorch loop with its own KV cache over the same modules: cross-attention K/V once per
+    source, self-attention K/V grown by one position per step (post-norm layers, as nn.Transformer)."""
+    B, D = src.size(0), DEC_D
+    memory = model.encode(src)
+    layers = model.transformer.decoder.layers
+    cross = []
+    for l in layers:
+        W, b = l.multihead_attn.in_proj_weight, l.multihead_attn.in_proj_bias
+        cross.append((_heads(F.linear(memory, W[D:2 * D], b[D:2 * D]), B),
+                      _heads(F.linear(memory, W[2 * D:], b[2 * D:]), B)))
+    self_k, self_v = [None] * len(layers), [None] * len(layers)
+    tok = torch.ones(B, 1, dtype=torch.long)
+    out = []
+    for t in range(DEC_NEW):
+        x = model.embed_at(tok, t)
+        for i, l in enumerate(layers):
+            sa = l.self_attn
+            q, k, v = F.linear(x, sa.in_proj_weight, sa.in_proj_bias).split(D, dim=-1)
+            k, v = _heads(k, B), _heads(v, B)
+            self_k[i] = k if self_k[i] is None else torch.cat([self_k[i], k], 2)
+            self_v[i] = v if self_v[i] is None else torch.cat([self_v[i], v], 2)
+            x = l.norm1(x + sa.out_proj(_attend(_heads(q, B), self_k[i], self_v[i], B)))
+            ca = l.multihead_attn
+            q = F.linear(x, ca.in_proj_weight[:D], ca.in_proj_bias[:D])
+            x = l.norm2(x + ca.out_proj(_attend(_heads(q, B), cross[i][0], cross[i][1], B)))
+            x = l.norm3(x + l.linear2(F.relu(l.linear1(x))))
+        x = model.transformer.decoder.norm(x)
+        tok = model.out(x[:, -1]).argmax(-1, keepdim=True)
+        out.append(tok)
+    return torch.cat(out, 1)
+
+
+def decode_cases(min_time, reps):
+    torch.manual_seed(0)
+    model = BaseSeq2Seq().eval()
+    out = []
+    for B in (1, 8):
+        src = torch.randint(4, DEC_VOCAB, (B, DEC_SRC), generator=torch.Generator().manual_seed(7))
+        with torch.inference_mode():
+            a, b = greedy_recompute(model, src), greedy_kv_cache(model, src)
+        if a.shape != (B, DEC_NEW) or not torch.equal(a, b):
+            raise SystemExit(f"decode B={B}: the KV-cache loop does not reproduce nn.Transformer's tokens")
+
+        def recompute():
+            with torch.inference_mode():
+                greedy_recompute(model, src)
+
+        def cached():
+            with torch.inference_mode():
+                greedy_kv_cache(model, src)
+        out.append((f"decode_greedy/B:{B}/kv:0", time_it(recompute, min_time, reps)))
+        out.append((f"decode_greedy/B:{B}/kv:1", time_it(cached, min_time, reps)))
+    return out
+
+
 GEMM_SHAPES = "256x256x256,512x512x512,1024x1024x1024,2048x2048x2048,4096x4096x4096," \
               "1024x1536x512,1024x2048x512,1024x512x2048"  # as in gemm_bench.cpp
 
@@ -182,6 +286,8 @@ def cmd_run(args):
         results += attention_cases([int(t) for t in args.T.split(",")], args.min_time, args.reps)
     if "encoder_layer" in topics:
         results += encoder_layer_cases(args.min_time, args.reps)
+    if "decode" in topics:
+        results += decode_cases(args.min_time, args.reps)
     if "gemm" in topics:
         shapes = [tuple(int(x) for x in s.split("x")) for s in args.gemm.split(",") if s]
         results += gemm_cases(shapes, args.min_time, args.reps)
@@ -218,7 +324,7 @@ def main():
     pr = sub.add_parser("probe")
     pr.add_argument("--min-time", type=float, default=0.5)
     r = sub.add_parser("run")
-    r.add_argument("--topics", default="attention,encoder_layer,gemm")
+    r.add_argument("--topics", default="attention,encoder_layer,gemm,decode")
     r.add_argument("--T", default="128,512,1024,2048,4096")
     r.add_argument("--gemm", default=GEMM_SHAPES, help="MxNxK shapes, comma-separated")
     r.add_argument("--min-time", type=float, default=0.5)

@@ -1,0 +1,75 @@
+// bench/decode_bench.cpp — greedy decoding speed of the paper's base model (§3, Table 3: 6+6
+// layers, D=512, h=8, d_ff=2048; vocabulary 1000 shared, source length 32, float32, eval mode):
+// 64 target tokens for a batch of 1 and of 8 sources, through decode::greedy_search and the
+// TransformerDecoder, with the KV cache (the default) and without it (the whole prefix re-run
+// every step). EOS is disabled so that every case decodes exactly 64 tokens per source.
+// Twin: `torch_bench.py run --topics decode` (nn.Transformer re-running the decoder over the
+// prefix, and a hand-written PyTorch KV-cache loop). Not here: beam search, sampling.
+#include "attn/autograd/tape.h"
+#include "attn/decode/greedy.h"
+#include "attn/decode/transformer_decoder.h"
+#include "attn/models/encoder_decoder.h"
+#include "bench_common.h"
+
+namespace attn::bench {
+namespace {
+
+constexpr int64_t kSrcLen = 32, kNewTokens = 64, kVocab = 1000;
+
+models::ModelConfig base_config() {
+  models::ModelConfig c = models::ModelConfig::paper_base();
+  c.src_vocab_size = kVocab;
+  c.tgt_vocab_size = kVocab;
+  c.dropout = 0.0;
+  c.attention_dropout = 0.0;
+  c.max_len = 256;
+  return c;
+}
+
+// Source ids in [4, V): no PAD, BOS or EOS inside a source.
+Tensor random_sources(int64_t batch) {
+  Tensor src = Tensor::empty({batch, kSrcLen}, DType::I64);  // [B, S]
+  Rng rng(7);
+  int64_t* p = src.data<int64_t>();
+  for (int64_t i = 0; i < batch * kSrcLen; ++i) p[i] = 4 + static_cast<int64_t>(rng.next_u64() % (kVocab - 4));
+  return src;
+}
+
+void decode_greedy(benchmark::State& state) {
+  const int64_t batch = state.range(0);
+  const bool kv_cache = state.range(1) != 0;
+  models::EncoderDecoderModel model(base_config());
+  model.eval();
+  const Tensor src = random_sources(batch);  // [B, S]
+  decode::GreedyOptions options;
+  options.bos = model.config().bos_id;
+  options.eos = -1;  // run to the limit: always kNewTokens tokens
+  options.pad = model.config().pad_id;
+  options.max_len = kNewTokens;
+  NoGradGuard no_grad;
+  for (auto _ : state) {
+    decode::TransformerDecoder decoder(model, kv_cache);
+    const auto out = decode::greedy_search(decoder, src, options);
+    if (static_cast<int64_t>(out.size()) != batch || static_cast<int64_t>(out[0].tokens.size()) != kNewTokens) {
+      state.SkipWithError("greedy_search did not decode 64 tokens per source");
+      break;
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["tokens_per_s"] =
+      benchmark::Counter(static_cast<double>(batch * kNewTokens), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+BENCHMARK(decode_greedy)
+    ->ArgNames({"B", "kv"})
+    ->Args({1, 1})
+    ->Args({8, 1})
+    ->Args({1, 0})
+    ->Args({8, 0})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace attn::bench
+
+ATTN_BENCH_MAIN()
