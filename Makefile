@@ -11,7 +11,9 @@ WERROR   ?= $(if $(CI),ON,OFF)
 
 DEB_PACKAGES := build-essential cmake pkg-config libopenblas-dev libopenblas0-openmp \
   nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev \
-  python3 python3-torch python3-numpy
+  python3 python3-torch python3-numpy \
+  libsentencepiece-dev sentencepiece python3-nltk libicu-dev \
+  openmpi-bin libopenmpi-dev
 
 .PHONY: all deps build test demo bench clean
 
@@ -26,6 +28,12 @@ deps:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends $$missing; \
 	else echo "attn: all Debian packages present"; fi
+	@# node and npm run the GPT-2 tokenizer check (tests/npm). Debian's nodejs and npm packages
+	@# unless a node with npm is already installed (a nodesource nodejs bundles npm and conflicts
+	@# with Debian's npm package).
+	@if command -v node >/dev/null && command -v npm >/dev/null; then echo "attn: node and npm present"; \
+	else SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends nodejs npm; fi
 
 build:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DATTN_WERROR=$(WERROR)

@@ -3,15 +3,20 @@
 // forced mean negative log-likelihood per target token (EOS included, no label smoothing);
 // token and exact-sequence accuracy are measured on greedy outputs (or --beam), as the
 // training run's val_token_acc / val_exact_acc. Without --task or --data the run's own
-// validation data (train_config.json) is used. No BLEU: the tasks here are exact.
+// validation data (train_config.json) is used. --metric bleu,chrf adds corpus BLEU and chrF
+// (sacreBLEU's defaults, train/metrics.h) of the detokenized outputs, as `attn translate` prints
+// them, against the references; attn eval --hyp FILE --ref FILE... scores existing outputs.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "attn/core/error.h"
+#include "attn/train/metrics.h"
 #include "attn/train/trainer.h"
 #include "commands.h"
 #include "infer_io.h"
@@ -35,7 +40,142 @@ struct EvalOptions {
   SearchSettings search;
   int64_t max_len = 0;
   bool json = false;
+  // Corpus metrics: of the model's outputs, or of --hyp against --ref without a model.
+  std::string metric;
+  std::string hyp;
+  std::vector<std::string> refs;
+  std::string bleu_tokenize = "13a";
+  std::string bleu_smooth = "exp";
 };
+
+// The metrics of --metric: a comma-separated subset of bleu, chrf, chrf++.
+struct MetricChoice {
+  bool bleu = false, chrf = false, chrf_pp = false;
+  bool any() const { return bleu || chrf || chrf_pp; }
+};
+
+MetricChoice parse_metrics(const std::string& list) {
+  MetricChoice m;
+  size_t at = 0;
+  while (at <= list.size()) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    const std::string name = list.substr(at, comma - at);
+    if (name == "bleu")
+      m.bleu = true;
+    else if (name == "chrf")
+      m.chrf = true;
+    else if (name == "chrf++")
+      m.chrf_pp = true;
+    else
+      fail("eval", "unknown metric '", name, "' in --metric '", list,
+           "' (expected a comma-separated list of bleu, chrf, chrf++)");
+    at = comma + 1;
+  }
+  return m;
+}
+
+// Corpus scores of hypotheses against reference streams (refs[k][i]: the k-th reference of line i).
+struct CorpusScores {
+  std::optional<train::BleuScore> bleu;
+  std::optional<train::ChrfScore> chrf, chrf_pp;
+};
+
+CorpusScores score_corpus(const MetricChoice& m, const EvalOptions& o, const std::vector<std::string>& hyps,
+                          const std::vector<std::vector<std::string>>& refs) {
+  CorpusScores s;
+  if (m.bleu) {
+    train::BleuOptions b;
+    b.tokenize = train::parse_bleu_tokenize(o.bleu_tokenize);
+    b.smooth = train::parse_bleu_smooth(o.bleu_smooth);
+    s.bleu = train::corpus_bleu(hyps, refs, b);
+  }
+  if (m.chrf) s.chrf = train::corpus_chrf(hyps, refs);
+  if (m.chrf_pp) {
+    train::ChrfOptions c;
+    c.word_order = 2;
+    s.chrf_pp = train::corpus_chrf(hyps, refs, c);
+  }
+  return s;
+}
+
+void add_json(nlohmann::ordered_json& j, const CorpusScores& s) {
+  if (s.bleu) {
+    nlohmann::ordered_json b;
+    b["score"] = s.bleu->score;
+    b["precisions"] = s.bleu->precisions;
+    b["bp"] = s.bleu->bp;
+    b["ratio"] = s.bleu->ratio();
+    b["hyp_len"] = s.bleu->stats.hyp_len;
+    b["ref_len"] = s.bleu->stats.ref_len;
+    b["counts"] = s.bleu->stats.correct;
+    b["totals"] = s.bleu->stats.total;
+    b["signature"] = s.bleu->signature();
+    j["bleu"] = b;
+  }
+  for (const auto* c : {&s.chrf, &s.chrf_pp}) {
+    if (!*c) continue;
+    nlohmann::ordered_json f;
+    f["score"] = (*c)->score;
+    f["name"] = (*c)->name();
+    f["signature"] = (*c)->signature();
+    j[c == &s.chrf ? "chrf" : "chrf++"] = f;
+  }
+}
+
+// sacreBLEU's lines: "BLEU = 37.99 83.3/60.0/25.0/16.7 (BP = ...)  nrefs:1|case:mixed|...".
+void print_scores(const CorpusScores& s, const char* indent) {
+  if (s.bleu) std::printf("%s%s  %s\n", indent, s.bleu->format().c_str(), s.bleu->signature().c_str());
+  for (const auto* c : {&s.chrf, &s.chrf_pp})
+    if (*c) std::printf("%s%s  %s\n", indent, (*c)->format().c_str(), (*c)->signature().c_str());
+}
+
+// The lines of a text file (LineReader: no "\r", no byte-order mark); invalid UTF-8 is an error
+// naming the file and line.
+std::vector<std::string> read_lines(const std::string& path, const char* flag) {
+  std::ifstream in(path, std::ios::binary);
+  ATTN_CHECK(in, "eval", "cannot read ", flag, " file '", path, "'");
+  std::vector<std::string> out;
+  LineReader reader(in);
+  std::string line;
+  while (reader.next(line)) {
+    const int64_t bad = train::utf8_error_offset(line);
+    ATTN_CHECK(bad < 0, "eval", flag, " '", path, "' line ", reader.line_number(), ": invalid UTF-8 at byte ", bad);
+    out.push_back(line);
+  }
+  return out;
+}
+
+// attn eval --hyp FILE --ref FILE...: no model, only the corpus metrics.
+int run_score_files(const EvalOptions& o) {
+  ATTN_CHECK(!o.refs.empty(), "eval", "--hyp needs at least one --ref file");
+  const MetricChoice m = parse_metrics(o.metric.empty() ? std::string("bleu,chrf") : o.metric);
+  const std::vector<std::string> hyps = read_lines(o.hyp, "--hyp");
+  ATTN_CHECK(!hyps.empty(), "eval", "--hyp file '", o.hyp, "' is empty");
+  std::vector<std::vector<std::string>> refs;
+  for (const std::string& path : o.refs) {
+    refs.push_back(read_lines(path, "--ref"));
+    ATTN_CHECK(refs.back().size() == hyps.size(), "eval", "--hyp '", o.hyp, "' has ", hyps.size(), " lines but --ref '",
+               path, "' has ", refs.back().size());
+  }
+  for (size_t i = 0; i < hyps.size(); ++i) {
+    bool any = false;
+    for (const auto& r : refs) any = any || !r[i].empty();
+    ATTN_CHECK(any, "eval", "--ref '", o.refs.front(), "' line ", i + 1,
+               " is empty: every line needs a reference (an empty hypothesis is fine)");
+  }
+  const CorpusScores s = score_corpus(m, o, hyps, refs);
+  if (o.json) {
+    nlohmann::ordered_json j;
+    j["hyp"] = o.hyp;
+    j["refs"] = o.refs;
+    j["segments"] = hyps.size();
+    add_json(j, s);
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  print_scores(s, "");
+  return 0;
+}
 
 // The task's symbols must have the ids the model was trained with.
 void check_task_vocab(const ModelFolder& f, const train::TaskConfig& c) {
@@ -52,7 +192,9 @@ void check_task_vocab(const ModelFolder& f, const train::TaskConfig& c) {
 
 // source<TAB>target pairs of `path`; empty lines are skipped, every other problem is an error
 // naming the file and line.
-std::vector<train::Example> read_pairs(const ModelFolder& f, const std::string& path, bool ids) {
+// The raw target field of each pair is appended to *ref_texts when given.
+std::vector<train::Example> read_pairs(const ModelFolder& f, const std::string& path, bool ids,
+                                       std::vector<std::string>* ref_texts = nullptr) {
   std::ifstream in(path);
   ATTN_CHECK(in, "eval", "cannot read --data file '", path, "'");
   TokenCodec src_codec;
@@ -75,15 +217,39 @@ std::vector<train::Example> read_pairs(const ModelFolder& f, const std::string& 
     train::Example ex;
     ex.src = src_codec.read(line.substr(0, tab), n, "source");
     ex.tgt = tgt_codec.read(line.substr(tab + 1), n, "target");
+    if (ref_texts) ref_texts->push_back(line.substr(tab + 1));
     out.push_back(std::move(ex));
   }
   ATTN_CHECK(!out.empty(), "eval", "--data file '", path, "' holds no source<TAB>target pairs");
   return out;
 }
 
+// Detokenized outputs (as `attn translate` prints them, same search settings) of the sources.
+std::vector<std::string> translate_all(const ModelFolder& f, const std::vector<train::Example>& examples,
+                                       int64_t batch_size, const SearchSettings& search, bool ids) {
+  TokenCodec codec;
+  codec.vocab = ids ? nullptr : &*f.vocab;
+  codec.vocab_size = f.tgt_vocab_size;
+  codec.pad = f.pad;
+  codec.command = "eval";
+  std::vector<std::string> out;
+  for (size_t start = 0; start < examples.size(); start += static_cast<size_t>(batch_size)) {
+    const size_t end = std::min(examples.size(), start + static_cast<size_t>(batch_size));
+    std::vector<std::vector<int64_t>> srcs;
+    for (size_t i = start; i < end; ++i) srcs.push_back(examples[i].src);
+    for (const auto& found : search_batch(f, srcs, search)) out.push_back(codec.write(found.front().tokens));
+  }
+  return out;
+}
+
 int run_eval(const EvalOptions& o) {
   ATTN_CHECK(o.threads >= 0, "eval", "--threads must be >= 0, got ", o.threads);
   if (o.threads > 0) train::set_num_threads(o.threads);
+  if (!o.hyp.empty()) return run_score_files(o);
+  ATTN_CHECK(!o.model_dir.empty(), "eval",
+             "give --model DIR to evaluate a model, or --hyp FILE --ref FILE to score outputs");
+  ATTN_CHECK(o.refs.empty(), "eval", "--ref goes with --hyp (a model is scored against its --data or task targets)");
+  const MetricChoice metrics = o.metric.empty() ? MetricChoice{} : parse_metrics(o.metric);
   ATTN_CHECK(o.max_len >= 0, "eval", "--max-len must be >= 1 (0: source length + 50), got ", o.max_len);
   SearchSettings search = o.search;
   if (o.max_len > 0) search.max_len = o.max_len;
@@ -93,10 +259,11 @@ int run_eval(const EvalOptions& o) {
   const ModelFolder f = open_model_folder(o.model_dir, "eval", text_data);
 
   std::vector<train::Example> examples;
+  std::vector<std::string> ref_texts;  // the references of --metric: raw target text of --data
   std::string what;
   const std::optional<RunTask> run_task = task_from_train_config(f.train_config);
   if (!o.data.empty()) {
-    examples = read_pairs(f, o.data, o.ids);
+    examples = read_pairs(f, o.data, o.ids, &ref_texts);
     what = o.data;
   } else if (!o.task.empty() || run_task) {
     train::TaskConfig c = run_task ? run_task->task : train::TaskConfig{};
@@ -121,11 +288,24 @@ int run_eval(const EvalOptions& o) {
     ATTN_CHECK(!valid.empty(), "eval", "nothing to evaluate on: give --task NAME or --data FILE ('", o.model_dir,
                "' records no task or validation file)");
     ATTN_CHECK(f.vocab || o.ids, "eval", "'", o.model_dir, "' has no vocab.json to tokenize '", valid, "'");
-    examples = read_pairs(f, valid, o.ids);
+    examples = read_pairs(f, valid, o.ids, &ref_texts);
     what = valid;
+  }
+  if (ref_texts.empty()) {  // a task: its targets as the vocabulary writes them
+    TokenCodec codec;
+    codec.vocab = f.vocab ? &*f.vocab : nullptr;
+    codec.vocab_size = f.tgt_vocab_size;
+    codec.pad = f.pad;
+    codec.command = "eval";
+    for (const train::Example& ex : examples) ref_texts.push_back(codec.write(ex.tgt));
   }
 
   const EvalMetrics m = evaluate(f, examples, o.batch_size, search);
+  CorpusScores scores;
+  if (metrics.any()) {
+    const bool ids = o.ids || !f.vocab;
+    scores = score_corpus(metrics, o, translate_all(f, examples, o.batch_size, search, ids), {ref_texts});
+  }
   const std::string decoding =
       search.beam == 1 ? std::string("greedy") : str_cat("beam ", search.beam, ", alpha ", search.alpha);
   if (o.json) {
@@ -139,6 +319,7 @@ int run_eval(const EvalOptions& o) {
     j["token_acc"] = m.token_acc;
     j["exact_acc"] = m.exact_acc;
     j["forced_token_acc"] = m.forced_token_acc;
+    add_json(j, scores);
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
@@ -150,6 +331,7 @@ int run_eval(const EvalOptions& o) {
   std::printf("token_acc:        %.6f (%s)\n", m.token_acc, decoding.c_str());
   std::printf("exact_acc:        %.6f (%s)\n", m.exact_acc, decoding.c_str());
   std::printf("forced_token_acc: %.6f (teacher-forced argmax)\n", m.forced_token_acc);
+  print_scores(scores, "");
   return 0;
 }
 
@@ -158,7 +340,8 @@ int run_eval(const EvalOptions& o) {
 void register_eval(CLI::App& app, Action* action) {
   auto o = std::make_shared<EvalOptions>();
   CLI::App* cmd = app.add_subcommand("eval", "loss, token accuracy and exact match of a model on a task or a TSV file");
-  cmd->add_option("--model", o->model_dir, "model folder (config.json, model.safetensors, vocab.json)")->required();
+  CLI::Option* model =
+      cmd->add_option("--model", o->model_dir, "model folder (config.json, model.safetensors, vocab.json)");
   CLI::Option* task = cmd->add_option("--task", o->task, "synthetic task: reverse, copy or sort (default: the run's)");
   CLI::Option* data = cmd->add_option("--data", o->data, "source<TAB>target file to evaluate on");
   task->excludes(data);
@@ -176,6 +359,16 @@ void register_eval(CLI::App& app, Action* action) {
   cmd->add_option("--max-len", o->max_len, "at most this many generated tokens; 0 = source length + 50")
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "print the metrics as JSON");
+  cmd->add_option("--metric", o->metric,
+                  "corpus metrics of the detokenized outputs: comma-separated bleu, chrf, chrf++ "
+                  "(sacreBLEU's defaults; with --hyp: bleu,chrf)");
+  CLI::Option* hyp = cmd->add_option("--hyp", o->hyp, "score this file of outputs (one per line) instead of a model");
+  cmd->add_option("--ref", o->refs, "with --hyp: reference file, line by line; repeat for more references")
+      ->expected(1, -1);
+  cmd->add_option("--tokenize", o->bleu_tokenize, "BLEU tokenizer: 13a, or none for pre-tokenized text")
+      ->capture_default_str();
+  cmd->add_option("--smooth", o->bleu_smooth, "BLEU smoothing: exp, none, floor or add-k")->capture_default_str();
+  hyp->excludes(model)->excludes(task)->excludes(data);
   cmd->add_option("--threads", o->threads, "OpenMP/BLAS threads; 0 = the runtime's default");
   cmd->callback([o, action] { *action = [o] { return run_eval(*o); }; });
 }

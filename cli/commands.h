@@ -20,5 +20,7 @@ void register_inspect(CLI::App& app, Action* action);
 // Training and checkpoint averaging (cmd_train.cpp, cmd_average.cpp).
 void register_train(CLI::App& app, Action* action);
 void register_average(CLI::App& app, Action* action);
+// Subword vocabularies: attn vocab train|encode|decode (cmd_vocab.cpp).
+void register_vocab(CLI::App& app, Action* action);
 
 }  // namespace attn::cli

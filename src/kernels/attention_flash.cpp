@@ -1,8 +1,9 @@
 // kernels/attention_flash.cpp — tiled exact attention with an online softmax (paper §3.2.1,
 // Eq. 1; FlashAttention-2, Dao 2023, Algorithms 1 and 2) on CPU: tile products through
 // kernels::gemm, masks applied inside the tiles, tiles that causal or a sliding window hide
-// entirely skipped, only L = m + log l saved, P recomputed in the backward. No dropout, no
-// weights output, no SIMD of its own: exp and the row loops are plain C++.
+// entirely skipped, only L = m + log l saved, P recomputed in the backward. Grouped-query
+// attention reads K/V head h / (H / Hkv); ALiBi biases are computed inside the tiles. No
+// dropout, no weights output, no SIMD of its own: exp and the row loops are plain C++.
 // Derivation: docs/derivations/attention.md ("Tiled forward" and "Recomputing backward").
 #include "kernels/attention_flash.h"
 
@@ -54,7 +55,7 @@ Span visible_queries(const AttentionMask<T>& m, int64_t j0, int64_t j1, int64_t 
 template <class T>
 bool tile_needs_mask(const AttentionMask<T>& m, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                      int64_t Tq, int64_t Tk) {
-  if (m.bias || m.key_padding) return true;
+  if (m.bias || m.key_padding || m.alibi) return true;
   const int64_t off = Tk - Tq;
   if (m.causal && j1 - 1 > i0 + off) return true;                  // crosses the diagonal
   if (m.window > 0 && j0 <= i1 - 1 + off - m.window) return true;  // crosses the left edge
@@ -191,9 +192,10 @@ void row_dots(T* dd, const T* dos, const T* os, int64_t Tq, int64_t Dv) {
 
 template <class T>
 void attention_flash_forward(T* out, T* lse, const T* q, const T* k, const T* v,
-                             const AttentionMask<T>& mask, int64_t B, int64_t H, int64_t Tq,
-                             int64_t Tk, int64_t Dh, int64_t Dv, T scale, FlashTiles tiles) {
-  const int64_t BH = B * H, Br = tiles.q, Bc = tiles.k;
+                             const AttentionMask<T>& mask, int64_t B, int64_t H, int64_t Hkv,
+                             int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv, T scale,
+                             FlashTiles tiles) {
+  const int64_t BH = B * H, Br = tiles.q, Bc = tiles.k, group = H / Hkv;
   const int64_t n_qt = (Tq + Br - 1) / Br;  // query tiles per slice
   const int64_t items = BH * n_qt;          // (slice, query tile) work items
   const bool parallel = items > 1 && BH * Tq * Tk * (Dh + Dv) >= kParallelWork;
@@ -205,9 +207,10 @@ void attention_flash_forward(T* out, T* lse, const T* q, const T* k, const T* v,
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads) if (parallel)
   for (int64_t item = 0; item < items; ++item) {
     const int64_t bh = item / n_qt, i0 = (item % n_qt) * Br;
+    const int64_t bkv = (bh / H) * Hkv + (bh % H) / group;  // the K/V head query head h reads
     T* s = scratch.data() + omp_get_thread_num() * per_thread;
-    forward_query_tile(out + bh * Tq * Dv, lse + bh * Tq, q + bh * Tq * Dh, k + bh * Tk * Dh,
-                       v + bh * Tk * Dv, mask, bh / H, bh % H, i0, std::min(Br, Tq - i0), Tq, Tk,
+    forward_query_tile(out + bh * Tq * Dv, lse + bh * Tq, q + bh * Tq * Dh, k + bkv * Tk * Dh,
+                       v + bkv * Tk * Dv, mask, bh / H, bh % H, i0, std::min(Br, Tq - i0), Tq, Tk,
                        Dh, Dv, scale, Bc, s, s + Br * Bc, s + Br * Bc + Br);
   }
 }
@@ -216,21 +219,22 @@ void attention_flash_forward(T* out, T* lse, const T* q, const T* k, const T* v,
 // L = logsumexp_rows(S) from the forward. Local derivatives as in the naive kernel
 // (dS = P ∘ (dP - rowsum(dP ∘ P))), with rowsum(dP ∘ P) = rowsum(dO ∘ O) and P = exp(S - L).
 // Two ways to share the work, both deterministic for a given thread count:
-//   B*H >= threads: one slice per iteration, each thread owns its slice's dq, dk, dv;
-//   B*H <  threads: slice by slice, key tiles split round-robin across threads, each thread
-//                   owns its key tiles' dk, dv rows and a private dq [Tq, Dh], summed after.
+//   B*Hkv >= threads: one K/V head per iteration, its query heads in order; each thread owns
+//                     that K/V head's dk, dv and its query heads' dq;
+//   B*Hkv <  threads: slice by slice, key tiles split round-robin across threads, each thread
+//                     owns its key tiles' dk, dv rows and a private dq [Tq, Dh], summed after.
 template <class T>
 void attention_flash_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const T* lse,
                               const T* q, const T* k, const T* v, const AttentionMask<T>& mask,
-                              int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv,
-                              T scale, FlashTiles tiles) {
-  const int64_t BH = B * H, Br = tiles.q, Bc = tiles.k;
+                              int64_t B, int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t Dh,
+                              int64_t Dv, T scale, FlashTiles tiles) {
+  const int64_t BH = B * H, BHkv = B * Hkv, Br = tiles.q, Bc = tiles.k, group = H / Hkv;
   if (BH == 0 || Tq == 0 || Tk == 0) return;  // no keys: the output was constant 0
   const int64_t n_kt = (Tk + Bc - 1) / Bc;
   const bool big = BH * Tq * Tk * (Dh + Dv) >= kParallelWork;
   const int max_threads = big ? omp_get_max_threads() : 1;
-  const bool by_slice = BH >= max_threads || n_kt == 1;
-  const int n_threads = by_slice ? static_cast<int>(std::min<int64_t>(max_threads, BH))
+  const bool by_slice = BHkv >= max_threads || n_kt == 1;
+  const int n_threads = by_slice ? static_cast<int>(std::min<int64_t>(max_threads, BHkv))
                                  : static_cast<int>(std::min<int64_t>(max_threads, n_kt));
   // Per-thread scratch, allocated once: P [Br, Bc], dP [Br, Bc], D [Tq], and with key-tile
   // splitting a private dQ [Tq, Dh].
@@ -239,22 +243,26 @@ void attention_flash_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, 
 
   if (by_slice) {
 #pragma omp parallel for schedule(static) num_threads(n_threads) if (n_threads > 1)
-    for (int64_t bh = 0; bh < BH; ++bh) {
+    for (int64_t bkv = 0; bkv < BHkv; ++bkv) {
       T* p = scratch.data() + omp_get_thread_num() * per_thread;
       T* dp = p + Br * Bc;
       T* dd = dp + Br * Bc;  // [Tq]
-      const T* dos = dout + bh * Tq * Dv;
-      row_dots(dd, dos, out + bh * Tq * Dv, Tq, Dv);
-      for (int64_t j0 = 0; j0 < Tk; j0 += Bc)
-        backward_key_tile(dq + bh * Tq * Dh, dk + bh * Tk * Dh, dv + bh * Tk * Dv, dos,
-                          lse + bh * Tq, dd, q + bh * Tq * Dh, k + bh * Tk * Dh, v + bh * Tk * Dv,
-                          mask, bh / H, bh % H, j0, std::min(Bc, Tk - j0), Tq, Tk, Dh, Dv, scale,
-                          Br, Bc, p, dp);
+      for (int64_t g = 0; g < group; ++g) {
+        const int64_t bh = (bkv / Hkv) * H + (bkv % Hkv) * group + g;  // query head of this K/V head
+        const T* dos = dout + bh * Tq * Dv;
+        row_dots(dd, dos, out + bh * Tq * Dv, Tq, Dv);
+        for (int64_t j0 = 0; j0 < Tk; j0 += Bc)
+          backward_key_tile(dq + bh * Tq * Dh, dk + bkv * Tk * Dh, dv + bkv * Tk * Dv, dos,
+                            lse + bh * Tq, dd, q + bh * Tq * Dh, k + bkv * Tk * Dh, v + bkv * Tk * Dv,
+                            mask, bh / H, bh % H, j0, std::min(Bc, Tk - j0), Tq, Tk, Dh, Dv, scale,
+                            Br, Bc, p, dp);
+      }
     }
     return;
   }
 
   for (int64_t bh = 0; bh < BH; ++bh) {
+    const int64_t bkv = (bh / H) * Hkv + (bh % H) / group;
     const T* dos = dout + bh * Tq * Dv;
     T* dq_s = dq + bh * Tq * Dh;  // [Tq, Dh]
 #pragma omp parallel num_threads(n_threads)
@@ -271,8 +279,8 @@ void attention_flash_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, 
 #pragma omp for schedule(static, 1)
       for (int64_t kt = 0; kt < n_kt; ++kt) {
         const int64_t j0 = kt * Bc;
-        backward_key_tile(dq_t, dk + bh * Tk * Dh, dv + bh * Tk * Dv, dos, lse + bh * Tq, dd,
-                          q + bh * Tq * Dh, k + bh * Tk * Dh, v + bh * Tk * Dv, mask, bh / H,
+        backward_key_tile(dq_t, dk + bkv * Tk * Dh, dv + bkv * Tk * Dv, dos, lse + bh * Tq, dd,
+                          q + bh * Tq * Dh, k + bkv * Tk * Dh, v + bkv * Tk * Dv, mask, bh / H,
                           bh % H, j0, std::min(Bc, Tk - j0), Tq, Tk, Dh, Dv, scale, Br, Bc, p, dp);
       }
       // dQ = sum of the threads' shares, in thread order; rows split across threads.
@@ -288,22 +296,22 @@ void attention_flash_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, 
 
 template void attention_flash_forward<float>(float*, float*, const float*, const float*,
                                              const float*, const AttentionMask<float>&, int64_t,
-                                             int64_t, int64_t, int64_t, int64_t, int64_t, float,
-                                             FlashTiles);
+                                             int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                             float, FlashTiles);
 template void attention_flash_forward<double>(double*, double*, const double*, const double*,
                                               const double*, const AttentionMask<double>&, int64_t,
-                                              int64_t, int64_t, int64_t, int64_t, int64_t, double,
-                                              FlashTiles);
+                                              int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                              double, FlashTiles);
 template void attention_flash_backward<float>(float*, float*, float*, const float*, const float*,
                                               const float*, const float*, const float*,
                                               const float*, const AttentionMask<float>&, int64_t,
-                                              int64_t, int64_t, int64_t, int64_t, int64_t, float,
-                                              FlashTiles);
+                                              int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                              float, FlashTiles);
 template void attention_flash_backward<double>(double*, double*, double*, const double*,
                                                const double*, const double*, const double*,
                                                const double*, const double*,
                                                const AttentionMask<double>&, int64_t, int64_t,
-                                               int64_t, int64_t, int64_t, int64_t, double,
+                                               int64_t, int64_t, int64_t, int64_t, int64_t, double,
                                                FlashTiles);
 
 }  // namespace attn::kernels

@@ -1,8 +1,9 @@
 // kernels/attention_naive.cpp — the reference attention kernel pair (paper §3.2.1, Eq. 1).
 // Each (b, h) slice is independent: scores by one GEMM, a max-subtracted softmax per row,
 // the output by a second GEMM; the backward is four GEMMs around the softmax Jacobian.
-// Parallel over B*H with OpenMP (BLAS runs single-threaded inside the region). No tiling,
-// no SIMD: this is the slow, obvious version the tiled kernel is tested against.
+// Parallel over B*H with OpenMP (BLAS runs single-threaded inside the region); the backward
+// over B*Hkv key/value heads, each summing its query heads in order (grouped-query attention).
+// No tiling, no SIMD: this is the slow, obvious version the tiled kernel is tested against.
 // Derivation: docs/derivations/attention.md.
 #include "kernels/attention_naive.h"
 
@@ -46,14 +47,16 @@ void masked_softmax_rows(T* s, int64_t Tq, int64_t Tk) {
 template <class T>
 void attention_naive_forward(T* out, T* probs, T* work, const T* q, const T* k, const T* v,
                              const AttentionMask<T>& mask, const T* dropout_scale, int64_t B,
-                             int64_t H, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv, T scale) {
-  const int64_t BH = B * H;
+                             int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv,
+                             T scale) {
+  const int64_t BH = B * H, group = H / Hkv;
 #pragma omp parallel for schedule(static) if (BH > 1 && BH * Tq * Tk * (Dh + Dv) >= 32768)
   for (int64_t bh = 0; bh < BH; ++bh) {
     const int64_t b = bh / H, h = bh % H;
-    const T* qs = q + bh * Tq * Dh;  // [Tq, Dh]
-    const T* ks = k + bh * Tk * Dh;  // [Tk, Dh]
-    const T* vs = v + bh * Tk * Dv;  // [Tk, Dv]
+    const int64_t bkv = b * Hkv + h / group;  // the K/V head query head h reads
+    const T* qs = q + bh * Tq * Dh;   // [Tq, Dh]
+    const T* ks = k + bkv * Tk * Dh;  // [Tk, Dh]
+    const T* vs = v + bkv * Tk * Dv;  // [Tk, Dv]
     T* os = out + bh * Tq * Dv;      // [Tq, Dv]
     T* ps = probs + bh * Tq * Tk;    // [Tq, Tk]
     if (Tk == 0) {  // no keys: every row is fully masked
@@ -86,66 +89,72 @@ void attention_naive_forward(T* out, T* probs, T* work, const T* q, const T* k, 
 //   dQ  = scale * dS K                          [Tq, Dh]
 //   dK  = scale * dS^T Q                        [Tk, Dh]
 // Masked and fully-masked entries have P = 0, hence dS = 0: no gradient reaches them and a
-// fully masked row contributes nothing (and no NaN) anywhere.
+// fully masked row contributes nothing (and no NaN) anywhere. With grouped-query attention a
+// K/V head is used by H / Hkv query heads, so its dK and dV are the sums of theirs: one thread
+// owns one K/V head and adds its query heads one after the other.
 template <class T>
 void attention_naive_backward(T* dq, T* dk, T* dv, T* work, const T* dout, const T* probs,
                               const T* dropout_scale, const T* q, const T* k, const T* v,
-                              int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv,
-                              T scale) {
-  const int64_t BH = B * H;
+                              int64_t B, int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t Dh,
+                              int64_t Dv, T scale) {
+  const int64_t BHkv = B * Hkv, group = H / Hkv;
   if (Tk == 0) return;  // the output was constant 0: no gradient anywhere
-#pragma omp parallel for schedule(static) if (BH > 1 && BH * Tq * Tk * (Dh + Dv) >= 32768)
-  for (int64_t bh = 0; bh < BH; ++bh) {
-    const T* qs = q + bh * Tq * Dh;      // [Tq, Dh]
-    const T* ks = k + bh * Tk * Dh;      // [Tk, Dh]
-    const T* vs = v + bh * Tk * Dv;      // [Tk, Dv]
-    const T* dos = dout + bh * Tq * Dv;  // [Tq, Dv]
-    const T* ps = probs + bh * Tq * Tk;  // [Tq, Tk]
-    const T* ds = dropout_scale ? dropout_scale + bh * Tq * Tk : nullptr;  // [Tq, Tk]
-    T* ws = work + bh * Tq * Tk;         // [Tq, Tk]
-    T* dqs = dq + bh * Tq * Dh;          // [Tq, Dh]
-    T* dks = dk + bh * Tk * Dh;          // [Tk, Dh]
-    T* dvs = dv + bh * Tk * Dv;          // [Tk, Dv]
-    // dV += (P ∘ D)^T dO
-    if (ds) {
-      for (int64_t e = 0; e < Tq * Tk; ++e) ws[e] = ps[e] * ds[e];
-      gemm<T>(true, false, Tk, Dv, Tq, T(1), ws, Tk, dos, Dv, T(1), dvs, Dv);
-    } else {
-      gemm<T>(true, false, Tk, Dv, Tq, T(1), ps, Tk, dos, Dv, T(1), dvs, Dv);
+#pragma omp parallel for schedule(static) if (BHkv > 1 && B * H * Tq * Tk * (Dh + Dv) >= 32768)
+  for (int64_t bkv = 0; bkv < BHkv; ++bkv) {
+    const T* ks = k + bkv * Tk * Dh;     // [Tk, Dh]
+    const T* vs = v + bkv * Tk * Dv;     // [Tk, Dv]
+    T* dks = dk + bkv * Tk * Dh;         // [Tk, Dh]
+    T* dvs = dv + bkv * Tk * Dv;         // [Tk, Dv]
+    for (int64_t g = 0; g < group; ++g) {
+      const int64_t bh = (bkv / Hkv) * H + (bkv % Hkv) * group + g;  // query head of this K/V head
+      const T* qs = q + bh * Tq * Dh;      // [Tq, Dh]
+      const T* dos = dout + bh * Tq * Dv;  // [Tq, Dv]
+      const T* ps = probs + bh * Tq * Tk;  // [Tq, Tk]
+      const T* ds = dropout_scale ? dropout_scale + bh * Tq * Tk : nullptr;  // [Tq, Tk]
+      T* ws = work + bh * Tq * Tk;         // [Tq, Tk]
+      T* dqs = dq + bh * Tq * Dh;          // [Tq, Dh]
+      // dV += (P ∘ D)^T dO
+      if (ds) {
+        for (int64_t e = 0; e < Tq * Tk; ++e) ws[e] = ps[e] * ds[e];
+        gemm<T>(true, false, Tk, Dv, Tq, T(1), ws, Tk, dos, Dv, T(1), dvs, Dv);
+      } else {
+        gemm<T>(true, false, Tk, Dv, Tq, T(1), ps, Tk, dos, Dv, T(1), dvs, Dv);
+      }
+      // dP = (dO V^T) ∘ D, into work
+      gemm<T>(false, true, Tq, Tk, Dv, T(1), dos, Dv, vs, Dv, T(0), ws, Tk);
+      if (ds)
+        for (int64_t e = 0; e < Tq * Tk; ++e) ws[e] *= ds[e];
+      // dS = P ∘ (dP - rowsum(dP ∘ P)), in place
+      for (int64_t i = 0; i < Tq; ++i) {
+        T* wrow = ws + i * Tk;
+        const T* prow = ps + i * Tk;
+        T dot = 0;
+        for (int64_t j = 0; j < Tk; ++j) dot += wrow[j] * prow[j];
+        for (int64_t j = 0; j < Tk; ++j) wrow[j] = prow[j] * (wrow[j] - dot);
+      }
+      // dQ += scale * dS K,  dK += scale * dS^T Q
+      gemm<T>(false, false, Tq, Dh, Tk, scale, ws, Tk, ks, Dh, T(1), dqs, Dh);
+      gemm<T>(true, false, Tk, Dh, Tq, scale, ws, Tk, qs, Dh, T(1), dks, Dh);
     }
-    // dP = (dO V^T) ∘ D, into work
-    gemm<T>(false, true, Tq, Tk, Dv, T(1), dos, Dv, vs, Dv, T(0), ws, Tk);
-    if (ds)
-      for (int64_t e = 0; e < Tq * Tk; ++e) ws[e] *= ds[e];
-    // dS = P ∘ (dP - rowsum(dP ∘ P)), in place
-    for (int64_t i = 0; i < Tq; ++i) {
-      T* wrow = ws + i * Tk;
-      const T* prow = ps + i * Tk;
-      T dot = 0;
-      for (int64_t j = 0; j < Tk; ++j) dot += wrow[j] * prow[j];
-      for (int64_t j = 0; j < Tk; ++j) wrow[j] = prow[j] * (wrow[j] - dot);
-    }
-    // dQ += scale * dS K,  dK += scale * dS^T Q
-    gemm<T>(false, false, Tq, Dh, Tk, scale, ws, Tk, ks, Dh, T(1), dqs, Dh);
-    gemm<T>(true, false, Tk, Dh, Tq, scale, ws, Tk, qs, Dh, T(1), dks, Dh);
   }
 }
 
 template void attention_naive_forward<float>(float*, float*, float*, const float*, const float*,
                                              const float*, const AttentionMask<float>&,
                                              const float*, int64_t, int64_t, int64_t, int64_t,
-                                             int64_t, int64_t, float);
+                                             int64_t, int64_t, int64_t, float);
 template void attention_naive_forward<double>(double*, double*, double*, const double*,
                                               const double*, const double*,
                                               const AttentionMask<double>&, const double*, int64_t,
-                                              int64_t, int64_t, int64_t, int64_t, int64_t, double);
+                                              int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                              double);
 template void attention_naive_backward<float>(float*, float*, float*, float*, const float*,
                                               const float*, const float*, const float*,
                                               const float*, const float*, int64_t, int64_t,
-                                              int64_t, int64_t, int64_t, int64_t, float);
+                                              int64_t, int64_t, int64_t, int64_t, int64_t, float);
 template void attention_naive_backward<double>(double*, double*, double*, double*, const double*,
                                                const double*, const double*, const double*,
                                                const double*, const double*, int64_t, int64_t,
-                                               int64_t, int64_t, int64_t, int64_t, double);
+                                               int64_t, int64_t, int64_t, int64_t, int64_t, double);
 
 }  // namespace attn::kernels

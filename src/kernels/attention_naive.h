@@ -4,6 +4,8 @@
 // It does not check shapes, allocate, or draw random numbers: src/ops/attention.cpp resolves
 // the masks into AttentionMask, draws the dropout mask, and owns every buffer.
 // The tiled online-softmax twin (attention_flash) must match it for every mask kind.
+// Grouped-query attention: k and v hold Hkv heads (Hkv divides H) and query head h reads K/V
+// head h / (H / Hkv); the overloads without Hkv are multi-head attention (Hkv = H).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,7 @@ namespace attn::kernels {
 // Finite bias values are added to the scores. Bias rows are contiguous [Tq, Tk] blocks; a
 // stride of 0 broadcasts the block over that dimension. With causal and a window W, query i
 // sees exactly the keys i' - W < j <= i', i' = i + (Tk - Tq) (the op always sets both).
+// ALiBi adds -alibi[h] * |i' - j| to every score of head h, computed on the fly.
 template <class T>
 struct AttentionMask {
   const T* bias = nullptr;  // [B or 1, H or 1, Tq, Tk]
@@ -26,7 +29,8 @@ struct AttentionMask {
   int64_t bias_stride_h = 0;
   const uint8_t* key_padding = nullptr;  // [B, Tk], nonzero = padding
   bool causal = false;
-  int64_t window = 0;  // 0 = no sliding window
+  int64_t window = 0;       // 0 = no sliding window
+  const T* alibi = nullptr;  // [H] ALiBi slopes; null = none
 };
 
 // Adds the bias to columns [j0, j1) of score row i of slice (b, h) and writes -inf into the
@@ -38,6 +42,12 @@ inline void apply_attention_mask_row(T* row, const AttentionMask<T>& m, int64_t 
   if (m.bias) {
     const T* brow = m.bias + b * m.bias_stride_b + h * m.bias_stride_h + i * Tk;
     for (int64_t j = j0; j < j1; ++j) row[j - j0] += brow[j];
+  }
+  if (m.alibi) {
+    // Distance to the query's own (bottom-right aligned) position, i' = i + (Tk - Tq).
+    const T slope = m.alibi[h];
+    const int64_t self = i + (Tk - Tq);
+    for (int64_t j = j0; j < j1; ++j) row[j - j0] -= slope * static_cast<T>(j > self ? j - self : self - j);
   }
   if (m.key_padding) {
     const uint8_t* pad = m.key_padding + b * Tk;
@@ -61,18 +71,34 @@ inline void apply_attention_mask_row(T* row, const AttentionMask<T>& m, int64_t 
 // probability exactly 0; a row whose keys are all masked gets probabilities 0 and output 0.
 // dropout_scale [B, H, Tq, Tk] (null = no dropout) holds D = keep / (1 - p), 0 or 1/(1-p);
 // work [B, H, Tq, Tk] is scratch, needed only with dropout (may be null otherwise).
-// q [B, H, Tq, Dh], k [B, H, Tk, Dh], v [B, H, Tk, Dv], all contiguous.
+// q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], v [B, Hkv, Tk, Dv], all contiguous.
 template <class T>
 void attention_naive_forward(T* out, T* probs, T* work, const T* q, const T* k, const T* v,
                              const AttentionMask<T>& mask, const T* dropout_scale, int64_t B,
-                             int64_t H, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv, T scale);
+                             int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv,
+                             T scale);
+template <class T>
+inline void attention_naive_forward(T* out, T* probs, T* work, const T* q, const T* k, const T* v,
+                                    const AttentionMask<T>& mask, const T* dropout_scale, int64_t B,
+                                    int64_t H, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv, T scale) {
+  attention_naive_forward<T>(out, probs, work, q, k, v, mask, dropout_scale, B, H, H, Tq, Tk, Dh, Dv, scale);
+}
 
 // Given dout = dL/dout, accumulates (+=) dq, dk, dv, which the caller zeroed. probs and
 // dropout_scale are what the forward saved; work [B, H, Tq, Tk] is scratch (always needed).
+// With Hkv < H each K/V head gathers the gradients of its H / Hkv query heads.
 template <class T>
 void attention_naive_backward(T* dq, T* dk, T* dv, T* work, const T* dout, const T* probs,
                               const T* dropout_scale, const T* q, const T* k, const T* v,
-                              int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv,
-                              T scale);
+                              int64_t B, int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t Dh,
+                              int64_t Dv, T scale);
+template <class T>
+inline void attention_naive_backward(T* dq, T* dk, T* dv, T* work, const T* dout, const T* probs,
+                                     const T* dropout_scale, const T* q, const T* k, const T* v,
+                                     int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv,
+                                     T scale) {
+  attention_naive_backward<T>(dq, dk, dv, work, dout, probs, dropout_scale, q, k, v, B, H, H, Tq, Tk, Dh, Dv,
+                              scale);
+}
 
 }  // namespace attn::kernels

@@ -1,6 +1,7 @@
 // ModelConfig: validation, strict JSON reading and writing, and the presets.
 #include "attn/models/config.h"
 
+#include <cmath>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -69,6 +70,16 @@ void ModelConfig::validate() const {
              "attention_dropout must be in [0, 1), got ", attention_dropout);
   ATTN_CHECK(norm_eps > 0.0, kOp, "norm_eps must be positive, got ", norm_eps);
   ATTN_CHECK(max_len > 0, kOp, "max_len must be positive, got ", max_len);
+  ATTN_CHECK(n_kv_heads >= 0 && n_kv_heads <= n_heads && (n_kv_heads == 0 || n_heads % n_kv_heads == 0), kOp,
+             "n_kv_heads ", n_kv_heads, " must divide n_heads ", n_heads, " (0 = n_heads)");
+  ATTN_CHECK(rope_theta > 0.0 && std::isfinite(rope_theta), kOp, "rope_theta must be positive, got ", rope_theta);
+  ATTN_CHECK(positional != nn::PositionalKind::Rope || (d_model / n_heads) % 2 == 0, kOp,
+             "rope needs an even head dimension; d_model / n_heads = ", d_model / n_heads);
+  ATTN_CHECK(sliding_window >= 0, kOp, "sliding_window must be >= 0 (0 = none), got ", sliding_window);
+  ATTN_CHECK(sliding_window == 0 || arch == Arch::DecoderOnly, kOp,
+             "sliding_window is causal self-attention and needs arch decoder_only, got ", arch_name(arch));
+  ATTN_CHECK(activation != nn::Activation::SwiGLU || arch != Arch::EncoderOnly, kOp,
+             "activation swiglu is a gated FFN; encoder_only's masked-LM head applies the activation element-wise");
   ATTN_CHECK(dtype == DType::F32 || dtype == DType::F64, kOp, "dtype must be f32 or f64, got ",
              dtype_name(dtype));
   ATTN_CHECK(src_vocab_size > 0, kOp, "src_vocab_size must be positive, got ", src_vocab_size);
@@ -101,6 +112,12 @@ nn::LayerOptions ModelConfig::layer_options() const {
   o.norm = norm;
   o.norm_eps = norm_eps;
   o.dtype = dtype;
+  o.attention.n_kv_heads = n_kv_heads;
+  o.attention.rope = positional == nn::PositionalKind::Rope;
+  o.attention.rope_options.theta = rope_theta;
+  o.attention.rope_options.pairing = rope_pairing;
+  o.attention.alibi = positional == nn::PositionalKind::Alibi;
+  o.attention.window = sliding_window;
   return o;
 }
 
@@ -121,6 +138,12 @@ json ModelConfig::to_json() const {
   j["final_norm"] = final_norm;
   j["positional"] = nn::positional_kind_name(positional);
   j["max_len"] = max_len;
+  // The descendants' keys only when set, so that a paper model's config stays as it was.
+  const ModelConfig defaults;
+  if (rope_theta != defaults.rope_theta) j["rope_theta"] = rope_theta;
+  if (rope_pairing != defaults.rope_pairing) j["rope_pairing"] = rope_pairing_name(rope_pairing);
+  if (n_kv_heads != defaults.n_kv_heads) j["n_kv_heads"] = n_kv_heads;
+  if (sliding_window != defaults.sliding_window) j["sliding_window"] = sliding_window;
   j["src_vocab_size"] = src_vocab_size;
   j["tgt_vocab_size"] = tgt_vocab_size;
   j["share_embeddings"] = share_embeddings;
@@ -158,6 +181,11 @@ ModelConfig ModelConfig::from_json(const json& j) {
       {"positional",
        [&](const std::string& k, const json& v) { c.positional = read_enum(k, v, nn::parse_positional_kind); }},
       {"max_len", int_field(c.max_len)},
+      {"rope_theta", num_field(c.rope_theta)},
+      {"rope_pairing",
+       [&](const std::string& k, const json& v) { c.rope_pairing = read_enum(k, v, parse_rope_pairing); }},
+      {"n_kv_heads", int_field(c.n_kv_heads)},
+      {"sliding_window", int_field(c.sliding_window)},
       {"src_vocab_size", int_field(c.src_vocab_size)},
       {"tgt_vocab_size", int_field(c.tgt_vocab_size)},
       {"share_embeddings", bool_field(c.share_embeddings)},

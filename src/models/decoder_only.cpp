@@ -1,6 +1,10 @@
-// DecoderOnlyModel: a GPT-style causal language model built from the encoder layer class.
+// DecoderOnlyModel: a GPT-style causal language model built from the encoder layer class, with
+// cached decoding over left-padded prompt batches (per-row positions).
 #include "attn/models/decoder_only.h"
 
+#include <cmath>
+
+#include "attn/autograd/tape.h"
 #include "attn/ops/ops.h"
 
 namespace attn::models {
@@ -37,5 +41,67 @@ Tensor DecoderOnlyModel::logits(const Tensor& hidden) const {
 }
 
 Tensor DecoderOnlyModel::forward(const Tensor& ids) { return logits(hidden(ids)); }
+
+}  // namespace attn::models
+
+namespace attn::models {
+
+namespace {
+constexpr const char* kCached = "DecoderOnlyModel";
+}  // namespace
+
+nn::KVCache DecoderOnlyModel::init_cache(int64_t rows) const {
+  ATTN_CHECK(!grad_mode_enabled() && !is_training(), kCached,
+             "init_cache is for inference: call it under NoGradGuard with the model in eval mode");
+  ATTN_CHECK(rows >= 1, kCached, "init_cache needs at least one row, got ", rows);
+  nn::KVCache cache(blocks_->num_layers());
+  cache.set_left_pad(std::vector<int64_t>(static_cast<size_t>(rows), 0));
+  return cache;
+}
+
+Tensor DecoderOnlyModel::prefill_hidden(const Tensor& ids, nn::KVCache& cache) {
+  ATTN_CHECK(!grad_mode_enabled() && !is_training(), kCached,
+             "prefill is for inference: call it under NoGradGuard with the model in eval mode");
+  ATTN_CHECK(ids.defined() && ids.dtype() == DType::I64 && ids.dim() == 2 && ids.size(1) >= 1, kCached,
+             "ids must be i64 [N, T] with T >= 1, got ", ids.defined() ? ids.str() : "undefined");
+  const int64_t n = ids.size(0), t = ids.size(1);
+  ATTN_CHECK(cache.num_layers() == blocks_->num_layers() && cache.rows() == n, kCached, "the cache holds ",
+             cache.rows(), " rows for ", cache.num_layers(), " layers; expected ", n, " rows for ",
+             blocks_->num_layers(), " layers (init_cache first)");
+  const auto tokens = ids.to_vector<int64_t>();
+  std::vector<int> is_pad(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) is_pad[i] = config_.pad_id >= 0 && tokens[i] == config_.pad_id ? 1 : 0;
+  if (cache.length() == 0) {
+    // Leading PAD tokens are left padding: the row's positions start after them.
+    std::vector<int64_t> left(static_cast<size_t>(n), 0);
+    for (int64_t r = 0; r < n; ++r)
+      while (left[r] < t && is_pad[static_cast<size_t>(r * t + left[r])]) ++left[r];
+    cache.set_left_pad(left);
+  }
+  const Tensor positions = cache.next_positions(t);  // [N, T]
+  Tensor x = embedding_->forward(ids);               // [N, T, D]
+  if (config_.scale_embeddings) x = scale(x, std::sqrt(static_cast<double>(config_.d_model)));  // [N, T, D]
+  if (positions_) x = positions_->forward_at(x, positions);  // [N, T, D]
+  x = dropout_->forward(x);                                  // [N, T, D] (identity in eval mode)
+  cache.append_self_padding(is_pad, t);
+  nn::AttentionMasks masks;
+  masks.positions = positions;
+  return blocks_->forward_cached(x, cache, masks);  // [N, T, D]
+}
+
+Tensor DecoderOnlyModel::prefill(const Tensor& ids, nn::KVCache& cache) {
+  const Tensor hidden = prefill_hidden(ids, cache);                         // [N, T, D]
+  const int64_t n = hidden.size(0), t = hidden.size(1);
+  const Tensor last = hidden.slice(1, t - 1, t);                           // [N, 1, D]
+  return logits(last).reshape({n, config_.vocab_size()});                  // [N, V]
+}
+
+Tensor DecoderOnlyModel::decode_step(const Tensor& token, int64_t position, nn::KVCache& cache) {
+  ATTN_CHECK(token.defined() && token.dtype() == DType::I64 && token.dim() == 1, kCached,
+             "decode_step's token must be i64 [N], got ", token.defined() ? token.str() : "undefined");
+  ATTN_CHECK(position == cache.length(), kCached, "position ", position, " but the cache holds ", cache.length(),
+             " positions");
+  return prefill(token.reshape({token.size(0), 1}), cache);  // [N, V]
+}
 
 }  // namespace attn::models

@@ -1,7 +1,8 @@
-// MultiHeadAttention (paper §3.2.2): project, split heads, attend, join heads, project.
-// Masks arrive in nn.MultiheadAttention's forms and are brought to the forms the fused op
-// takes (ops/attention.h): a 3-D [B*H, Tq, Tk] mask becomes [B, H, Tq, Tk], and a float key
-// padding mask is folded into an additive attn_mask.
+// MultiHeadAttention (paper §3.2.2): project, split heads, (rotate q and k), attend, join
+// heads, project. Masks arrive in nn.MultiheadAttention's forms and are brought to the forms
+// the fused op takes (ops/attention.h): a 3-D [B*H, Tq, Tk] mask becomes [B, H, Tq, Tk], and a
+// float key padding mask is folded into an additive attn_mask. Grouped-query K/V heads, ALiBi
+// and the sliding window are handed to the fused op, which handles them inside its kernels.
 #include "attn/nn/attention.h"
 
 #include <cmath>
@@ -24,44 +25,69 @@ Tensor additive_mask(const Tensor& m, DType dtype) {
   return Tensor::from_vector<double>(values, m.shape()).to(dtype);  // same shape as m
 }
 
+// start .. start + n-1 as I64 [n]: the default positions of RoPE.
+Tensor arange_positions(int64_t start, int64_t n) {
+  std::vector<int64_t> p(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) p[static_cast<size_t>(i)] = start + i;
+  return Tensor::from_vector<int64_t>(p, {n});  // [n]
+}
+
 }  // namespace
 
 MultiHeadAttention::MultiHeadAttention(int64_t d_model, int64_t n_heads, double dropout, DType dtype,
-                                       Rng& rng)
-    : d_model_(d_model), n_heads_(n_heads), head_dim_(n_heads > 0 ? d_model / n_heads : 0),
-      dropout_(dropout) {
+                                       Rng& rng, const AttentionOptions& options)
+    : d_model_(d_model), n_heads_(n_heads), n_kv_heads_(options.n_kv_heads > 0 ? options.n_kv_heads : n_heads),
+      head_dim_(n_heads > 0 ? d_model / n_heads : 0), dropout_(dropout), options_(options) {
   ATTN_CHECK(d_model > 0 && n_heads > 0, kOp, "d_model and n_heads must be positive, got ", d_model,
              " and ", n_heads);
   ATTN_CHECK(d_model % n_heads == 0, kOp, "d_model ", d_model, " is not divisible by n_heads ", n_heads);
   ATTN_CHECK(dropout >= 0.0 && dropout < 1.0, kOp, "dropout must be in [0, 1), got ", dropout);
   ATTN_CHECK(is_floating(dtype), kOp, "dtype must be f32 or f64, got ", dtype_name(dtype));
-  const int64_t D = d_model_;
-  in_proj_weight_ = register_parameter("in_proj_weight", Tensor::zeros({3 * D, D}, dtype));  // [3D, D]
-  in_proj_bias_ = register_parameter("in_proj_bias", Tensor::zeros({3 * D}, dtype));        // [3D]
+  ATTN_CHECK(options.n_kv_heads >= 0 && n_kv_heads_ <= n_heads && n_heads % n_kv_heads_ == 0, kOp,
+             "n_kv_heads ", options.n_kv_heads, " must divide n_heads ", n_heads, " (0 = n_heads)");
+  ATTN_CHECK(!options.rope || head_dim_ % 2 == 0, kOp, "RoPE pairs features: the head dimension d_model / n_heads = ",
+             head_dim_, " must be even");
+  ATTN_CHECK(!options.rope || (options.rope_options.theta > 0.0 && std::isfinite(options.rope_options.theta)), kOp,
+             "rope theta must be positive, got ", options.rope_options.theta);
+  ATTN_CHECK(!(options.rope && options.alibi), kOp, "RoPE and ALiBi are alternatives; choose one");
+  ATTN_CHECK(options.window >= 0, kOp, "window must be >= 0 (0 = none), got ", options.window);
+  const int64_t D = d_model_, rows = D + 2 * n_kv_heads_ * head_dim_;  // 3D without grouping
+  in_proj_weight_ = register_parameter("in_proj_weight", Tensor::zeros({rows, D}, dtype));  // [D + 2*Hkv*Dh, D]
+  in_proj_bias_ = register_parameter("in_proj_bias", Tensor::zeros({rows}, dtype));        // [D + 2*Hkv*Dh]
   out_proj_ = register_module("out_proj", std::make_shared<Linear>(D, D, true, dtype, rng));
   // nn.MultiheadAttention._reset_parameters: xavier on the packed matrix, zero biases.
   xavier_uniform_(in_proj_weight_, rng);
   constant_(out_proj_->bias(), 0.0);
   rng_.seed_with(rng.next_u64());
+  if (options.alibi) alibi_ = Tensor::from_vector<double>(alibi_slopes(n_heads_), {n_heads_}).to(dtype);  // [H]
 }
 
 Tensor MultiHeadAttention::project(const Tensor& x, int64_t i) const {
-  const int64_t D = d_model_;
-  Tensor w = slice(in_proj_weight_, 0, i * D, (i + 1) * D);  // [D, D], rows of W_Q, W_K or W_V
-  Tensor b = slice(in_proj_bias_, 0, i * D, (i + 1) * D);    // [D]
-  return linear(x, w, b);                                    // [B, T, D]
+  const int64_t D = d_model_, kv = n_kv_heads_ * head_dim_;
+  const int64_t begin = i == 0 ? 0 : D + (i - 1) * kv, end = i == 0 ? D : begin + kv;
+  Tensor w = slice(in_proj_weight_, 0, begin, end);  // [D or Hkv*Dh, D], rows of W_Q, W_K or W_V
+  Tensor b = slice(in_proj_bias_, 0, begin, end);    // [D or Hkv*Dh]
+  return linear(x, w, b);                            // [B, T, D or Hkv*Dh]
 }
 
-Tensor MultiHeadAttention::split_heads(const Tensor& x) const {
+Tensor MultiHeadAttention::split_heads(const Tensor& x) const { return split_heads(x, n_heads_); }
+
+Tensor MultiHeadAttention::split_heads(const Tensor& x, int64_t heads) const {
   const int64_t B = x.size(0), T = x.size(1);
-  Tensor heads = reshape(x, {B, T, n_heads_, head_dim_});  // [B, T, H, Dh]
-  return transpose(heads, 1, 2);                            // [B, H, T, Dh]
+  Tensor split = reshape(x, {B, T, heads, head_dim_});  // [B, T, heads, Dh]
+  return transpose(split, 1, 2);                        // [B, heads, T, Dh]
 }
 
 Tensor MultiHeadAttention::join_heads(const Tensor& x) const {
   const int64_t B = x.size(0), T = x.size(2);
   Tensor swapped = transpose(x, 1, 2);          // [B, T, H, Dh]
   return reshape(swapped, {B, T, d_model_});    // [B, T, D] (a copy: swapped is strided)
+}
+
+SdpaOptions MultiHeadAttention::base_options() const {
+  SdpaOptions o;
+  o.alibi_slopes = alibi_;  // [H] or undefined
+  return o;
 }
 
 Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
@@ -91,8 +117,12 @@ AttentionOutput MultiHeadAttention::run(const Tensor& query, const Tensor& key, 
   const int64_t B = query.size(0), Tq = query.size(1), Tk = key.size(1);
 
   // Masks: bring nn.MultiheadAttention's forms to the fused op's.
-  SdpaOptions options;
+  SdpaOptions options = base_options();
   options.causal = masks.causal;
+  if (options_.window > 0) {
+    ATTN_CHECK(masks.causal, kOp, "a sliding window (", options_.window, ") needs causal self-attention");
+    options.window = options_.window;
+  }
   Tensor attn_mask = masks.attn_mask;
   if (attn_mask.defined() && attn_mask.dim() == 3) {
     ATTN_CHECK(attn_mask.shape() == (Shape{B * H, Tq, Tk}), kOp, "a 3-D attn_mask must be [B*H, Tq, Tk] = ",
@@ -117,10 +147,16 @@ AttentionOutput MultiHeadAttention::run(const Tensor& query, const Tensor& key, 
   options.rng = &rng_;
   options.need_weights = need_weights || capture_;
 
-  // The paper's Q W_Q, K W_K, V W_V, each split into H heads of Dh = D / H.
-  Tensor q = split_heads(project(query, 0));  // [B, H, Tq, Dh]
-  Tensor k = split_heads(project(key, 1));    // [B, H, Tk, Dh]
-  Tensor v = split_heads(project(value, 2));  // [B, H, Tk, Dh]
+  // The paper's Q W_Q, K W_K, V W_V, split into H query heads and Hkv key/value heads of Dh = D / H.
+  Tensor q = split_heads(project(query, 0));                // [B, H, Tq, Dh]
+  Tensor k = split_heads(project(key, 1), n_kv_heads_);     // [B, Hkv, Tk, Dh]
+  Tensor v = split_heads(project(value, 2), n_kv_heads_);   // [B, Hkv, Tk, Dh]
+  if (options_.rope) {
+    ATTN_CHECK(Tq == Tk, kOp, "RoPE is for self-attention; got query ", query.str(), " and key ", key.str());
+    const Tensor positions = masks.positions.defined() ? masks.positions : arange_positions(0, Tq);  // [B, T] or [T]
+    q = rotary_embedding(q, positions, options_.rope_options);  // [B, H, T, Dh]
+    k = rotary_embedding(k, positions, options_.rope_options);  // [B, Hkv, T, Dh]
+  }
   // softmax(q k^T / sqrt(Dh) + mask) v per head.
   SdpaResult attended = scaled_dot_product_attention(q, k, v, options);  // out [B, H, Tq, Dh]
   Tensor concat_heads = join_heads(attended.out);                         // [B, Tq, D]
@@ -139,40 +175,79 @@ void MultiHeadAttention::project_memory_kv(const Tensor& memory, Tensor& k, Tens
              "memory must be [B, S, ", d_model_, "], got ", memory.defined() ? memory.str() : "undefined");
   ATTN_CHECK(memory.dtype() == in_proj_weight_.dtype(), kOp, "memory must be ", dtype_name(in_proj_weight_.dtype()),
              ", got ", memory.str());
-  k = split_heads(project(memory, 1)).contiguous();  // [B, H, S, Dh]
-  v = split_heads(project(memory, 2)).contiguous();  // [B, H, S, Dh]
+  k = split_heads(project(memory, 1), n_kv_heads_).contiguous();  // [B, Hkv, S, Dh]
+  v = split_heads(project(memory, 2), n_kv_heads_).contiguous();  // [B, Hkv, S, Dh]
 }
 
 Tensor MultiHeadAttention::forward_step_self(const Tensor& x, Tensor& k_cache, Tensor& v_cache,
-                                             const Tensor& key_padding_mask) {
+                                             const Tensor& key_padding_mask, const Tensor& positions) {
   ATTN_CHECK(x.defined() && x.dim() == 3 && x.size(1) == 1 && x.size(2) == d_model_, kOp,
              "a step's x must be [N, 1, ", d_model_, "], got ", x.defined() ? x.str() : "undefined");
+  AttentionMasks masks;
+  masks.key_padding_mask = key_padding_mask;
+  masks.positions = positions;
+  return forward_cached_self(x, k_cache, v_cache, masks);  // [N, 1, D]
+}
+
+Tensor MultiHeadAttention::forward_cached_self(const Tensor& x, Tensor& k_cache, Tensor& v_cache,
+                                               const AttentionMasks& masks) {
+  ATTN_CHECK(x.defined() && x.dim() == 3 && x.size(2) == d_model_, kOp, "cached self-attention's x must be [N, T, ",
+             d_model_, "], got ", x.defined() ? x.str() : "undefined");
   ATTN_CHECK(x.dtype() == in_proj_weight_.dtype(), kOp, "x must be ", dtype_name(in_proj_weight_.dtype()),
              ", got ", x.str());
-  Tensor k_new = split_heads(project(x, 1));  // [N, H, 1, Dh]
-  Tensor v_new = split_heads(project(x, 2));  // [N, H, 1, Dh]
-  if (k_cache.defined()) {
-    ATTN_CHECK(k_cache.dim() == 4 && k_cache.size(0) == x.size(0) && v_cache.shape() == k_cache.shape(), kOp,
-               "cached keys must be [", x.size(0), ", H, T, Dh] like the values, got ", k_cache.str(), " and ",
-               v_cache.defined() ? v_cache.str() : "undefined");
-    k_cache = concat({k_cache, k_new}, 2);  // [N, H, T+1, Dh]
-    v_cache = concat({v_cache, v_new}, 2);  // [N, H, T+1, Dh]
-  } else {
-    k_cache = k_new.contiguous();  // [N, H, 1, Dh]
-    v_cache = v_new.contiguous();  // [N, H, 1, Dh]
+  const int64_t N = x.size(0), T = x.size(1), Hkv = n_kv_heads_;
+  if (k_cache.defined())
+    ATTN_CHECK(k_cache.dim() == 4 && k_cache.size(0) == N && k_cache.size(1) == Hkv && k_cache.size(3) == head_dim_ &&
+                   v_cache.defined() && v_cache.shape() == k_cache.shape(),
+               kOp, "cached keys must be [", N, ", ", Hkv, ", T, ", head_dim_, "] like the values, got ", k_cache.str(),
+               " and ", v_cache.defined() ? v_cache.str() : "undefined");
+  const int64_t held = k_cache.defined() ? k_cache.size(2) : 0;
+  Tensor q = split_heads(project(x, 0));             // [N, H, T, Dh]
+  Tensor k_new = split_heads(project(x, 1), Hkv);    // [N, Hkv, T, Dh]
+  Tensor v_new = split_heads(project(x, 2), Hkv);    // [N, Hkv, T, Dh]
+  if (options_.rope) {
+    // Keys are cached rotated: each is rotated once, by its own position.
+    const Tensor positions = masks.positions.defined() ? masks.positions : arange_positions(held, T);  // [N, T] or [T]
+    q = rotary_embedding(q, positions, options_.rope_options);          // [N, H, T, Dh]
+    k_new = rotary_embedding(k_new, positions, options_.rope_options);  // [N, Hkv, T, Dh]
   }
-  return forward_step_cached(x, k_cache, v_cache, key_padding_mask);  // [N, 1, D]
+  if (k_cache.defined()) {
+    k_cache = concat({k_cache, k_new}, 2);  // [N, Hkv, T' + T, Dh]
+    v_cache = concat({v_cache, v_new}, 2);  // [N, Hkv, T' + T, Dh]
+  } else {
+    k_cache = k_new.contiguous();  // [N, Hkv, T, Dh]
+    v_cache = v_new.contiguous();  // [N, Hkv, T, Dh]
+  }
+  const int64_t Tk = k_cache.size(2);
+  SdpaOptions options = base_options();
+  options.causal = T > 1;  // bottom-right: new query i sees the cache and new keys <= i
+  if (options_.window > 0) options.window = options_.window;  // and only the last W of those
+  if (masks.key_padding_mask.defined()) {
+    ATTN_CHECK(masks.key_padding_mask.dtype() == DType::Bool && masks.key_padding_mask.shape() == (Shape{N, Tk}),
+               kOp, "cached self-attention's key_padding_mask must be bool [", N, ", ", Tk, "], got ",
+               masks.key_padding_mask.str());
+    options.key_padding_mask = masks.key_padding_mask;
+  }
+  SdpaResult attended = scaled_dot_product_attention(q, k_cache, v_cache, options);  // out [N, H, T, Dh]
+  if (options_.window > 0 && Tk > options_.window) {
+    // Positions older than the window are never seen again.
+    k_cache = k_cache.slice(2, Tk - options_.window, Tk).contiguous();  // [N, Hkv, W, Dh]
+    v_cache = v_cache.slice(2, Tk - options_.window, Tk).contiguous();  // [N, Hkv, W, Dh]
+  }
+  return out_proj_->forward(join_heads(attended.out));  // [N, T, D]
 }
 
 Tensor MultiHeadAttention::forward_step_cached(const Tensor& query, const Tensor& k, const Tensor& v,
                                                const Tensor& key_padding_mask) {
-  const int64_t D = d_model_, H = n_heads_;
+  const int64_t D = d_model_, Hkv = n_kv_heads_;
+  ATTN_CHECK(!options_.rope && !options_.alibi && options_.window == 0, kOp,
+             "forward_step_cached is cross-attention, which has no rope, alibi or window");
   ATTN_CHECK(query.defined() && query.dim() == 3 && query.size(1) == 1 && query.size(2) == D, kOp,
              "a step's query must be [N, 1, ", D, "], got ", query.defined() ? query.str() : "undefined");
   const int64_t N = query.size(0);
-  ATTN_CHECK(k.defined() && v.defined() && k.dim() == 4 && k.size(0) == N && k.size(1) == H &&
+  ATTN_CHECK(k.defined() && v.defined() && k.dim() == 4 && k.size(0) == N && k.size(1) == Hkv &&
                  k.size(3) == head_dim_ && v.shape() == k.shape(),
-             kOp, "cached k and v must be [", N, ", ", H, ", Tk, ", head_dim_, "], got ",
+             kOp, "cached k and v must be [", N, ", ", Hkv, ", Tk, ", head_dim_, "], got ",
              k.defined() ? k.str() : "undefined", " and ", v.defined() ? v.str() : "undefined");
   ATTN_CHECK(query.dtype() == in_proj_weight_.dtype() && k.dtype() == query.dtype() && v.dtype() == query.dtype(),
              kOp, "query, k and v must be ", dtype_name(in_proj_weight_.dtype()), ", got ", query.str(), ", ",

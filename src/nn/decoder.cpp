@@ -8,11 +8,13 @@ namespace attn::nn {
 
 DecoderLayer::DecoderLayer(const LayerOptions& o, Rng& rng) : options_(o) {
   // Registration order gives nn.TransformerDecoderLayer's state_dict order.
-  self_attn_ = register_module(
-      "self_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.n_heads, o.attention_dropout, o.dtype, rng));
+  self_attn_ = register_module("self_attn", std::make_shared<MultiHeadAttention>(
+                                                o.d_model, o.n_heads, o.attention_dropout, o.dtype, rng, o.attention));
+  AttentionOptions cross;  // grouped K/V heads only: no positions, no causal mask over memory
+  cross.n_kv_heads = o.attention.n_kv_heads;
   cross_attn_ = register_module(
       "multihead_attn",
-      std::make_shared<MultiHeadAttention>(o.d_model, o.n_heads, o.attention_dropout, o.dtype, rng));
+      std::make_shared<MultiHeadAttention>(o.d_model, o.n_heads, o.attention_dropout, o.dtype, rng, cross));
   ff_ = std::make_shared<FeedForward>(o.d_model, o.d_ff, o.activation, o.dropout, o.dtype, rng);
   register_module("linear1", ff_->linear1());
   register_module("dropout", ff_->dropout());
@@ -115,7 +117,10 @@ Tensor Decoder::forward_step(const Tensor& x_t, KVCache& cache) {
   ATTN_CHECK(cache.num_layers() == num_layers(), "Decoder", "the cache has ", cache.num_layers(),
              " layers, the decoder ", num_layers());
   ATTN_CHECK(cache.length() >= 1, "Decoder", "append the step's target padding flags to the cache first");
-  const Tensor self_padding = cache.self_padding();  // [N, T+1] or undefined
+  // The positions the layers hold (all of them, or the last W under a sliding window) + this one.
+  const int64_t held =
+      num_layers() > 0 && cache.layer(0).self_k.defined() ? cache.layer(0).self_k.size(2) : 0;
+  const Tensor self_padding = cache.self_padding_last(held + 1);  // [N, T'+1] or undefined
   Tensor h = x_t;                                    // [N, 1, D]
   for (int64_t i = 0; i < num_layers(); ++i)
     h = layer(i).forward_step(h, cache.layer(i), self_padding, cache.memory_padding());  // [N, 1, D]

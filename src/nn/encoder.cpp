@@ -1,5 +1,6 @@
 // EncoderLayer and Encoder (paper §3.1): self-attention and FFN sublayers, each wrapped in a
-// residual connection and a norm, post-norm (the paper) or pre-norm.
+// residual connection and a norm, post-norm (the paper) or pre-norm; and the cached causal path
+// of a GPT block, where only the self-attention differs (it reads and grows the KV cache).
 #include "attn/nn/encoder.h"
 
 #include "attn/ops/ops.h"
@@ -8,8 +9,8 @@ namespace attn::nn {
 
 EncoderLayer::EncoderLayer(const LayerOptions& o, Rng& rng) : options_(o) {
   // Registration order gives nn.TransformerEncoderLayer's state_dict order.
-  self_attn_ = register_module(
-      "self_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.n_heads, o.attention_dropout, o.dtype, rng));
+  self_attn_ = register_module("self_attn", std::make_shared<MultiHeadAttention>(
+                                                o.d_model, o.n_heads, o.attention_dropout, o.dtype, rng, o.attention));
   ff_ = std::make_shared<FeedForward>(o.d_model, o.d_ff, o.activation, o.dropout, o.dtype, rng);
   register_module("linear1", ff_->linear1());
   register_module("dropout", ff_->dropout());
@@ -35,6 +36,28 @@ Tensor EncoderLayer::forward(const Tensor& x, const AttentionMasks& masks) {
   return norm2_->forward(add(out, dropout2_->forward(ff)));                 // [B, T, D]
 }
 
+Tensor EncoderLayer::prefill(const Tensor& x, LayerKV& kv, const AttentionMasks& masks) {
+  ATTN_CHECK(x.dim() == 3 && x.size(2) == options_.d_model, "EncoderLayer", "expected x [N, T, ",
+             options_.d_model, "], got ", x.str());
+  auto attend = [&](const Tensor& h) { return self_attn_->forward_cached_self(h, kv.self_k, kv.self_v, masks); };
+  if (options_.norm_first) {
+    Tensor out = add(x, dropout1_->forward(attend(norm1_->forward(x))));  // [N, T, D]
+    return add(out, dropout2_->forward(ff_->forward(norm2_->forward(out))));  // [N, T, D]
+  }
+  Tensor out = norm1_->forward(add(x, dropout1_->forward(attend(x))));      // [N, T, D]
+  return norm2_->forward(add(out, dropout2_->forward(ff_->forward(out))));  // [N, T, D]
+}
+
+Tensor EncoderLayer::forward_step(const Tensor& x, LayerKV& kv, const Tensor& key_padding_mask,
+                                  const Tensor& positions) {
+  ATTN_CHECK(x.dim() == 3 && x.size(1) == 1 && x.size(2) == options_.d_model, "EncoderLayer",
+             "expected a step x [N, 1, ", options_.d_model, "], got ", x.str());
+  AttentionMasks masks;
+  masks.key_padding_mask = key_padding_mask;
+  masks.positions = positions;
+  return prefill(x, kv, masks);  // [N, 1, D]
+}
+
 Encoder::Encoder(const LayerOptions& options, int64_t n_layers, bool final_norm, Rng& rng) {
   ATTN_CHECK(n_layers >= 0, "Encoder", "n_layers must be non-negative, got ", n_layers);
   auto list = register_module("layers", std::make_shared<ModuleList>());
@@ -50,6 +73,25 @@ Tensor Encoder::forward(const Tensor& x, const AttentionMasks& masks) {
   Tensor h = x;  // [B, S, D]
   for (auto& layer : layers_) h = layer->forward(h, masks);  // [B, S, D]
   if (norm_) h = norm_->forward(h);                          // [B, S, D]
+  return h;
+}
+
+Tensor Encoder::forward_cached(const Tensor& x, KVCache& cache, const AttentionMasks& masks) {
+  ATTN_CHECK(cache.num_layers() == num_layers(), "Encoder", "the cache has ", cache.num_layers(),
+             " layers, the stack ", num_layers());
+  ATTN_CHECK(x.dim() == 3, "Encoder", "expected x [N, T, D], got ", x.str());
+  const int64_t T = x.size(1);
+  // Every layer holds the same positions; the new ones join them (a window may have dropped
+  // the oldest, and then their flags are dropped too).
+  const int64_t held =
+      num_layers() > 0 && cache.layer(0).self_k.defined() ? cache.layer(0).self_k.size(2) : 0;
+  ATTN_CHECK(cache.length() >= held + T, "Encoder", "append the new positions' padding flags to the cache first");
+  AttentionMasks layer_masks;
+  layer_masks.key_padding_mask = cache.self_padding_last(held + T);  // [N, T' + T] or undefined
+  layer_masks.positions = masks.positions;
+  Tensor h = x;  // [N, T, D]
+  for (int64_t i = 0; i < num_layers(); ++i) h = layer(i).prefill(h, cache.layer(i), layer_masks);  // [N, T, D]
+  if (norm_) h = norm_->forward(h);  // [N, T, D]
   return h;
 }
 

@@ -1,4 +1,5 @@
-// FeedForward (paper §3.3): two linear maps with a non-linearity and dropout between them.
+// FeedForward (paper §3.3): two linear maps with a non-linearity (or SwiGLU's gate) and dropout
+// between them.
 #include "attn/nn/feed_forward.h"
 
 #include "attn/ops/ops.h"
@@ -10,6 +11,7 @@ const char* activation_name(Activation a) {
     case Activation::ReLU: return "relu";
     case Activation::GELU: return "gelu";
     case Activation::GELUTanh: return "gelu_tanh";
+    case Activation::SwiGLU: return "swiglu";
   }
   return "?";
 }
@@ -18,7 +20,8 @@ Activation parse_activation(const std::string& name) {
   if (name == "relu") return Activation::ReLU;
   if (name == "gelu") return Activation::GELU;
   if (name == "gelu_tanh") return Activation::GELUTanh;
-  fail("activation", "unknown activation '", name, "' (expected relu, gelu or gelu_tanh)");
+  if (name == "swiglu") return Activation::SwiGLU;
+  fail("activation", "unknown activation '", name, "' (expected relu, gelu, gelu_tanh or swiglu)");
 }
 
 Tensor apply_activation(Activation a, const Tensor& x) {
@@ -26,21 +29,32 @@ Tensor apply_activation(Activation a, const Tensor& x) {
     case Activation::ReLU: return relu(x);
     case Activation::GELU: return gelu(x, GeluApprox::None);
     case Activation::GELUTanh: return gelu(x, GeluApprox::Tanh);
+    case Activation::SwiGLU: break;
   }
-  return x;
+  fail("activation", "swiglu is a gated feed-forward, not an element-wise activation (x ", x.str(), ")");
+}
+
+Tensor swiglu(const Tensor& x) {
+  ATTN_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) % 2 == 0, "swiglu",
+             "x must be [..., 2F] (gate and up halves), got ", x.defined() ? x.str() : "undefined");
+  const int64_t F = x.size(-1) / 2;
+  const std::vector<Tensor> halves = split(x, {F, F}, x.dim() - 1);  // gate [..., F], up [..., F]
+  return mul(silu(halves[0]), halves[1]);                            // [..., F]
 }
 
 FeedForward::FeedForward(int64_t d_model, int64_t d_ff, Activation activation, double dropout,
                          DType dtype, Rng& rng)
     : activation_(activation) {
-  linear1_ = register_module("linear1", std::make_shared<Linear>(d_model, d_ff, true, dtype, rng));
+  const int64_t hidden = is_gated(activation) ? 2 * d_ff : d_ff;  // SwiGLU: gate and up halves
+  linear1_ = register_module("linear1", std::make_shared<Linear>(d_model, hidden, true, dtype, rng));
   dropout_ = register_module("dropout", std::make_shared<Dropout>(dropout, rng.next_u64()));
   linear2_ = register_module("linear2", std::make_shared<Linear>(d_ff, d_model, true, dtype, rng));
 }
 
 Tensor FeedForward::forward(const Tensor& x) {
-  Tensor hidden = linear1_->forward(x);              // [..., F]  x W_1^T + b_1
-  hidden = apply_activation(activation_, hidden);    // [..., F]  phi(.)
+  Tensor hidden = linear1_->forward(x);              // [..., F] ([..., 2F] gated)  x W_1^T + b_1
+  hidden = is_gated(activation_) ? swiglu(hidden)    // [..., F]  silu(gate) * up
+                                 : apply_activation(activation_, hidden);  // [..., F]  phi(.)
   hidden = dropout_->forward(hidden);                // [..., F]
   return linear2_->forward(hidden);                  // [..., D]  . W_2^T + b_2
 }

@@ -16,6 +16,8 @@ const char* positional_kind_name(PositionalKind kind) {
     case PositionalKind::None: return "none";
     case PositionalKind::Sinusoidal: return "sinusoidal";
     case PositionalKind::Learned: return "learned";
+    case PositionalKind::Rope: return "rope";
+    case PositionalKind::Alibi: return "alibi";
   }
   return "?";
 }
@@ -24,7 +26,10 @@ PositionalKind parse_positional_kind(const std::string& name) {
   if (name == "none") return PositionalKind::None;
   if (name == "sinusoidal") return PositionalKind::Sinusoidal;
   if (name == "learned") return PositionalKind::Learned;
-  fail("positional", "unknown positional encoding '", name, "' (expected sinusoidal, learned or none)");
+  if (name == "rope") return PositionalKind::Rope;
+  if (name == "alibi") return PositionalKind::Alibi;
+  fail("positional", "unknown positional encoding '", name,
+       "' (expected sinusoidal, learned, rope, alibi or none)");
 }
 
 Tensor sinusoidal_table(int64_t length, int64_t dim, DType dtype, int64_t offset) {
@@ -46,6 +51,22 @@ Tensor PositionalEncoding::forward(const Tensor& x, int64_t offset) const {
   ATTN_CHECK(x.dim() == 3 && x.size(2) == dim_, "PositionalEncoding", "expected x [B, T, ", dim_,
              "], got ", x.str());
   return add(x, table(x.size(1), offset));  // [B, T, D] + [T, D] -> [B, T, D]
+}
+
+Tensor PositionalEncoding::forward_at(const Tensor& x, const Tensor& positions) const {
+  ATTN_CHECK(x.dim() == 3 && x.size(2) == dim_, "PositionalEncoding", "expected x [B, T, ", dim_, "], got ", x.str());
+  ATTN_CHECK(positions.defined() && positions.dtype() == DType::I64 &&
+                 positions.shape() == (Shape{x.size(0), x.size(1)}),
+             "PositionalEncoding", "positions must be i64 [", x.size(0), ", ", x.size(1), "] like x ", x.str(), ", got ",
+             positions.defined() ? positions.str() : "undefined");
+  int64_t lo = 0, hi = -1;
+  for (int64_t p : positions.to_vector<int64_t>()) {
+    lo = std::min(lo, p);
+    hi = std::max(hi, p);
+  }
+  ATTN_CHECK(lo >= 0, "PositionalEncoding", "positions must be >= 0, got ", lo);
+  // table() checks the range (learned positions end at max_len); embedding() gathers the rows.
+  return add(x, embedding(table(hi + 1, 0), positions));  // [B, T, D] + [B, T, D]
 }
 
 SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(int64_t dim, DType dtype)
@@ -88,7 +109,9 @@ Tensor LearnedPositionalEmbedding::table(int64_t length, int64_t offset) const {
 std::shared_ptr<PositionalEncoding> make_positional(PositionalKind kind, int64_t max_len, int64_t dim,
                                                     DType dtype, Rng& rng, double init_std) {
   switch (kind) {
-    case PositionalKind::None: return nullptr;
+    case PositionalKind::None:
+    case PositionalKind::Rope:
+    case PositionalKind::Alibi: return nullptr;  // none, or inside attention
     case PositionalKind::Sinusoidal: return std::make_shared<SinusoidalPositionalEncoding>(dim, dtype);
     case PositionalKind::Learned:
       return std::make_shared<LearnedPositionalEmbedding>(max_len, dim, dtype, rng, init_std);

@@ -3,6 +3,8 @@
 // nodes (SdpaBackward saves P; FlashSdpaBackward saves only out and the log-sum-exp).
 // Masks follow nn.MultiheadAttention (Bool true = masked out; float is added; a -inf float
 // entry counts as masked); causal is bottom-right aligned; fully masked rows give zeros.
+// Grouped-query K/V heads and ALiBi slopes go to the kernels as they are. Also the ALiBi
+// slope schedule and the rotary_embedding op (RoPE) with its tape node.
 // Multi-head projections live in nn/attention; this op sees heads already split.
 #include <cmath>
 #include <limits>
@@ -10,6 +12,7 @@
 #include "attn/ops/ops.h"
 #include "kernels/attention_flash.h"
 #include "kernels/attention_naive.h"
+#include "kernels/attention_rope.h"
 #include "ops/attention_impl.h"
 
 namespace attn {
@@ -18,9 +21,9 @@ namespace {
 
 constexpr const char* kOp = "scaled_dot_product_attention";
 
-// Sizes of one call, read off q [B, H, Tq, Dh], k [B, H, Tk, Dh], v [B, H, Tk, Dv].
+// Sizes of one call, read off q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], v [B, Hkv, Tk, Dv].
 struct SdpaDims {
-  int64_t B = 0, H = 0, Tq = 0, Tk = 0, Dh = 0, Dv = 0;
+  int64_t B = 0, H = 0, Hkv = 0, Tq = 0, Tk = 0, Dh = 0, Dv = 0;
 };
 
 SdpaDims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v) {
@@ -36,11 +39,14 @@ SdpaDims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v) {
   d.H = q.size(1);
   d.Tq = q.size(2);
   d.Dh = q.size(3);
+  d.Hkv = k.size(1);
   d.Tk = k.size(2);
   d.Dv = v.size(3);
-  ATTN_CHECK(k.size(0) == d.B && v.size(0) == d.B && k.size(1) == d.H && v.size(1) == d.H, kOp,
+  ATTN_CHECK(k.size(0) == d.B && v.size(0) == d.B && v.size(1) == d.Hkv, kOp,
              "batch and head dimensions must agree; got q ", q.str(), ", k ", k.str(), ", v ",
              v.str());
+  ATTN_CHECK(d.Hkv >= 1 && d.H % d.Hkv == 0, kOp, "k and v must have H heads or a divisor of H ",
+             "(grouped-query attention); got q ", q.str(), ", k ", k.str(), ", v ", v.str());
   ATTN_CHECK(k.size(3) == d.Dh, kOp, "q and k head dimensions differ; got q ", q.str(), ", k ",
              k.str());
   ATTN_CHECK(v.size(2) == d.Tk, kOp, "k and v lengths differ; got k ", k.str(), ", v ", v.str());
@@ -74,6 +80,12 @@ void check_options(const SdpaOptions& o, const SdpaDims& d, DType dtype) {
   ATTN_CHECK(o.dropout_p == 0.0 || o.rng != nullptr, kOp, "dropout_p ", o.dropout_p,
              " > 0 needs options.rng");
   ATTN_CHECK(std::isfinite(o.scale), kOp, "scale must be finite; got ", o.scale);
+  if (o.alibi_slopes.defined()) {
+    ATTN_CHECK(o.alibi_slopes.dtype() == dtype && o.alibi_slopes.shape() == (Shape{d.H}), kOp,
+               "alibi_slopes must be ", dtype_name(dtype), " [H] = [", d.H, "]; got ", o.alibi_slopes.str());
+    for (double m : o.alibi_slopes.to_vector<double>())
+      ATTN_CHECK(std::isfinite(m), kOp, "alibi_slopes must be finite; got ", m);
+  }
   ATTN_CHECK(o.window >= 0, kOp, "window must be >= 0 (0 = none); got ", o.window);
 }
 
@@ -142,7 +154,7 @@ struct SdpaBackward : Node {
       kernels::attention_naive_backward<T>(
           dq.data<T>(), dk.data<T>(), dv.data<T>(), work.data<T>(), g.data<T>(), probs.data<T>(),
           dropout_scale.defined() ? dropout_scale.data<T>() : nullptr, q.data<T>(), k.data<T>(),
-          v.data<T>(), d.B, d.H, d.Tq, d.Tk, d.Dh, d.Dv, static_cast<T>(scale));
+          v.data<T>(), d.B, d.H, d.Hkv, d.Tq, d.Tk, d.Dh, d.Dv, static_cast<T>(scale));
     };
     if (q.dtype() == DType::F32) run(float{}); else run(double{});
     return {dq, dk, dv};
@@ -157,6 +169,7 @@ struct FlashSdpaBackward : Node {
   Tensor q, k, v;       // contiguous, detached
   Tensor out, lse;      // [B, H, Tq, Dv], [B, H, Tq]
   Tensor bias, padding;  // resolved attn_mask [Bm, Hm, Tq, Tk] and key_padding_mask [B, Tk]; optional
+  Tensor alibi;          // ALiBi slopes [H]; optional
   int64_t bias_stride_b = 0, bias_stride_h = 0;
   bool causal = false;
   int64_t window = 0;
@@ -177,18 +190,19 @@ struct FlashSdpaBackward : Node {
         mask.bias_stride_h = bias_stride_h;
       }
       if (padding.defined()) mask.key_padding = static_cast<const uint8_t*>(padding.raw_data());
+      if (alibi.defined()) mask.alibi = alibi.data<T>();
       mask.causal = causal;
       mask.window = window;
       kernels::attention_flash_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), g.data<T>(),
                                            out.data<T>(), lse.data<T>(), q.data<T>(), k.data<T>(),
-                                           v.data<T>(), mask, d.B, d.H, d.Tq, d.Tk, d.Dh, d.Dv,
+                                           v.data<T>(), mask, d.B, d.H, d.Hkv, d.Tq, d.Tk, d.Dh, d.Dv,
                                            static_cast<T>(scale));
     };
     if (q.dtype() == DType::F32) run(float{}); else run(double{});
     return {dq, dk, dv};
   }
 
-  void release() override { q = k = v = out = lse = bias = padding = Tensor(); }
+  void release() override { q = k = v = out = lse = bias = padding = alibi = Tensor(); }
 };
 
 template <class T>
@@ -212,12 +226,17 @@ SdpaResult sdpa_impl(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
   }
   mask.causal = o.causal || o.window > 0;
   mask.window = o.window;
+  Tensor alibi;
+  if (o.alibi_slopes.defined()) {
+    alibi = o.alibi_slopes.contiguous().clone();  // [H], immune to later edits
+    mask.alibi = alibi.data<T>();
+  }
 
   if (impl == detail::SdpaImpl::Flash) {
     Tensor out = Tensor::empty({d.B, d.H, d.Tq, d.Dv}, dtype_of<T>);  // [B, H, Tq, Dv]
     Tensor lse = Tensor::empty({d.B, d.H, d.Tq}, dtype_of<T>);        // [B, H, Tq]
     kernels::attention_flash_forward<T>(out.data<T>(), lse.data<T>(), q.data<T>(), k.data<T>(),
-                                        v.data<T>(), mask, d.B, d.H, d.Tq, d.Tk, d.Dh, d.Dv,
+                                        v.data<T>(), mask, d.B, d.H, d.Hkv, d.Tq, d.Tk, d.Dh, d.Dv,
                                         static_cast<T>(scale));
     if (needs_grad({&q_in, &k_in, &v_in})) {
       auto node = std::make_shared<FlashSdpaBackward>();
@@ -228,6 +247,7 @@ SdpaResult sdpa_impl(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
       node->lse = lse;
       node->bias = bias;
       node->padding = padding.defined() ? padding.clone() : padding;  // [B, Tk], cheap; immune to later edits
+      node->alibi = alibi;
       node->bias_stride_b = mask.bias_stride_b;
       node->bias_stride_h = mask.bias_stride_h;
       node->causal = mask.causal;
@@ -258,7 +278,7 @@ SdpaResult sdpa_impl(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                       work.defined() ? work.data<T>() : nullptr, q.data<T>(),
                                       k.data<T>(), v.data<T>(), mask,
                                       dropout_scale.defined() ? dropout_scale.data<T>() : nullptr,
-                                      d.B, d.H, d.Tq, d.Tk, d.Dh, d.Dv, static_cast<T>(scale));
+                                      d.B, d.H, d.Hkv, d.Tq, d.Tk, d.Dh, d.Dv, static_cast<T>(scale));
 
   SdpaResult result;
   const bool record = needs_grad({&q_in, &k_in, &v_in});
@@ -303,6 +323,113 @@ SdpaResult scaled_dot_product_attention_impl(const Tensor& q, const Tensor& k, c
 SdpaResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                         const SdpaOptions& options) {
   return detail::scaled_dot_product_attention_impl(q, k, v, options, detail::SdpaImpl::Auto);
+}
+
+
+// ---- ALiBi slopes and RoPE -------------------------------------------------------------------
+
+namespace {
+
+// The ALiBi paper's slopes for a power of two n: start = 2^(-8/n), m_h = start^(h + 1).
+std::vector<double> power_of_two_slopes(int64_t n) {
+  const double start = std::pow(2.0, -8.0 / static_cast<double>(n));
+  std::vector<double> out(static_cast<size_t>(n));
+  double m = start;
+  for (auto& x : out) {
+    x = m;
+    m *= start;
+  }
+  return out;
+}
+
+// Rotates x by the positions' angles (sign +1) or back (the backward, into a zeroed dx).
+struct RopeBackward : Node {
+  Tensor positions;  // contiguous I64 [B, T] or [T]
+  int64_t pos_stride_b = 0;
+  Shape shape;  // x's [B, H, T, Dh]
+  RopeOptions options;
+  const char* name() const override { return "RopeBackward"; }
+  std::vector<Tensor> backward(const Tensor& grad_output) override {
+    NoGradGuard guard;
+    ATTN_CHECK(grad_output.shape() == shape, name(), "gradient ", grad_output.str(), " for output ", shape_str(shape));
+    const Tensor g = grad_output.contiguous();
+    Tensor dx = Tensor::zeros(shape, g.dtype());
+    const bool half = options.pairing == RopePairing::Half;
+    if (g.dtype() == DType::F32)
+      kernels::rope_backward<float>(dx.data<float>(), g.data<float>(), positions.data<int64_t>(), pos_stride_b,
+                                    shape[0], shape[1], shape[2], shape[3], options.theta, half);
+    else
+      kernels::rope_backward<double>(dx.data<double>(), g.data<double>(), positions.data<int64_t>(), pos_stride_b,
+                                     shape[0], shape[1], shape[2], shape[3], options.theta, half);
+    return {dx};
+  }
+  void release() override { positions = Tensor(); }
+};
+
+}  // namespace
+
+std::vector<double> alibi_slopes(int64_t n_heads) {
+  ATTN_CHECK(n_heads >= 1, "alibi_slopes", "n_heads must be >= 1, got ", n_heads);
+  int64_t p = 1;  // the largest power of two <= n_heads
+  while (p * 2 <= n_heads) p *= 2;
+  std::vector<double> slopes = power_of_two_slopes(p);
+  if (p == n_heads) return slopes;
+  // The interleaving rule: the remaining n - p slopes are 2p's slopes at positions 0, 2, 4, ...
+  const std::vector<double> extra = power_of_two_slopes(2 * p);
+  for (size_t i = 0; static_cast<int64_t>(slopes.size()) < n_heads; i += 2) slopes.push_back(extra[i]);
+  return slopes;
+}
+
+const char* rope_pairing_name(RopePairing pairing) {
+  switch (pairing) {
+    case RopePairing::Interleaved: return "interleaved";
+    case RopePairing::Half: return "half";
+  }
+  return "?";
+}
+
+RopePairing parse_rope_pairing(const std::string& name) {
+  if (name == "interleaved") return RopePairing::Interleaved;
+  if (name == "half") return RopePairing::Half;
+  fail("rope", "unknown RoPE pairing '", name, "' (expected interleaved or half)");
+}
+
+Tensor rotary_embedding(const Tensor& x_in, const Tensor& positions_in, const RopeOptions& options) {
+  constexpr const char* op = "rotary_embedding";
+  ATTN_CHECK(x_in.defined() && positions_in.defined(), op, "x and positions must be defined");
+  ATTN_CHECK(x_in.dim() == 4 && is_floating(x_in.dtype()), op, "x must be f32 or f64 [B, H, T, Dh], got ", x_in.str());
+  const int64_t B = x_in.size(0), H = x_in.size(1), T = x_in.size(2), Dh = x_in.size(3);
+  ATTN_CHECK(Dh % 2 == 0, op, "the head dimension must be even to pair features, got ", x_in.str());
+  ATTN_CHECK(positions_in.dtype() == DType::I64 &&
+                 (positions_in.shape() == (Shape{B, T}) || positions_in.shape() == (Shape{T})),
+             op, "positions must be i64 [B, T] = [", B, ", ", T, "] or [T] = [", T, "], got ", positions_in.str(),
+             " for x ", x_in.str());
+  ATTN_CHECK(options.theta > 0.0 && std::isfinite(options.theta), op, "theta must be positive, got ", options.theta);
+  const Tensor positions = positions_in.contiguous().clone();  // immune to later edits
+  for (int64_t p : positions.to_vector<int64_t>()) ATTN_CHECK(p >= 0, op, "positions must be >= 0, got ", p);
+  const int64_t stride = positions.dim() == 2 ? T : 0;
+  const bool half = options.pairing == RopePairing::Half;
+  Tensor x;
+  {
+    NoGradGuard guard;
+    x = x_in.contiguous().detach();
+  }
+  Tensor out = Tensor::empty(x.shape(), x.dtype());  // [B, H, T, Dh]
+  if (x.dtype() == DType::F32)
+    kernels::rope_forward<float>(out.data<float>(), x.data<float>(), positions.data<int64_t>(), stride, B, H, T, Dh,
+                                 options.theta, half);
+  else
+    kernels::rope_forward<double>(out.data<double>(), x.data<double>(), positions.data<int64_t>(), stride, B, H, T,
+                                  Dh, options.theta, half);
+  if (needs_grad({&x_in})) {
+    auto node = std::make_shared<RopeBackward>();
+    node->positions = positions;
+    node->pos_stride_b = stride;
+    node->shape = x.shape();
+    node->options = options;
+    attach_node(out, node, {x_in});
+  }
+  return out;
 }
 
 }  // namespace attn

@@ -254,6 +254,374 @@ def param_count_case():
          {"count": n, "d_model": 32, "n_heads": 4, "d_ff": 64})
 
 
+# ---- GPT-2: a Hugging Face-style folder and PyTorch's forward over its tensors ---------------
+
+def gpt2_bytes_to_unicode():
+    """OpenAI's bytes_to_unicode: printable bytes map to themselves, the other 68 to U+0100...."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+GPT2_MERGES = ["Ġ t", "h e", "Ġt he", "i n", "Ġ a", "e r", "o n", "Ġ s", "r e", "a t", "e n", "Ġ w", "o r",
+               "i s", "Ġ o", "l l", "Ġ he", "Ġ c", "a n", "e d", "Ġc at", "Ġ h", "Ġh i", "Ġhi ll"]
+
+
+def gpt2_vocab():
+    """256 byte tokens (in byte order), one token per merge, then <|endoftext|>."""
+    byte_map = gpt2_bytes_to_unicode()
+    vocab = {byte_map[b]: b for b in range(256)}
+    for m in GPT2_MERGES:
+        vocab.setdefault(m.replace(" ", ""), len(vocab))
+    vocab["<|endoftext|>"] = len(vocab)
+    return vocab
+
+
+def gpt2_encode_ascii(text, vocab):
+    """GPT-2 BPE for lowercase ASCII words separated by single spaces (there the pattern's
+    pieces are just ' ?[a-z]+'): each piece's bytes merged by lowest rank, as encoder.py."""
+    import re
+    byte_map = gpt2_bytes_to_unicode()
+    ranks = {tuple(m.split(" ")): r for r, m in enumerate(GPT2_MERGES)}
+    assert re.fullmatch(r"[a-z]+( [a-z]+)*", text)
+    ids = []
+    for piece in re.findall(r" ?[a-z]+", text):
+        word = [byte_map[b] for b in piece.encode()]
+        while len(word) > 1:
+            pairs = [(ranks.get((a, b), 1 << 30), i) for i, (a, b) in enumerate(zip(word, word[1:]))]
+            rank, _ = min(pairs)
+            if rank == 1 << 30:
+                break
+            a, b = GPT2_MERGES[rank].split(" ")
+            merged, i = [], 0
+            while i < len(word):
+                if i + 1 < len(word) and word[i] == a and word[i + 1] == b:
+                    merged.append(a + b)
+                    i += 2
+                else:
+                    merged.append(word[i])
+                    i += 1
+            word = merged
+        ids += [vocab[w] for w in word]
+    return ids
+
+
+def gpt2_forward(sd, cfg, ids):
+    """GPT2LMHeadModel's forward in eval mode over Hugging Face's tensor names; Conv1D is
+    y = x W + b with W [in, out] (addmm, as transformers.pytorch_utils.Conv1D)."""
+    import math
+    D, H, L, eps = cfg["n_embd"], cfg["n_head"], cfg["n_layer"], cfg["layer_norm_epsilon"]
+    B, T = ids.shape
+    Dh = D // H
+
+    def conv1d(x, name):
+        y = torch.addmm(sd[name + ".bias"], x.reshape(-1, x.shape[-1]), sd[name + ".weight"])
+        return y.view(*x.shape[:-1], -1)
+
+    def ln(x, name):
+        return F.layer_norm(x, (D,), sd[name + ".weight"], sd[name + ".bias"], eps)
+
+    def gelu_new(x):
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+    keep = torch.tril(torch.ones(T, T, dtype=torch.bool))  # HF's causal "bias" buffer
+    x = sd["wte.weight"][ids] + sd["wpe.weight"][torch.arange(T)]
+    for layer in range(L):
+        p = f"h.{layer}."
+        q, k, v = conv1d(ln(x, p + "ln_1"), p + "attn.c_attn").split(D, dim=2)
+        q, k, v = (t.view(B, T, H, Dh).transpose(1, 2) for t in (q, k, v))
+        w = (q @ k.transpose(-1, -2)) / math.sqrt(Dh)
+        w = torch.where(keep, w, torch.tensor(torch.finfo(w.dtype).min, dtype=w.dtype))
+        a = (torch.softmax(w, dim=-1) @ v).transpose(1, 2).reshape(B, T, D)
+        x = x + conv1d(a, p + "attn.c_proj")
+        x = x + conv1d(gelu_new(conv1d(ln(x, p + "ln_2"), p + "mlp.c_fc")), p + "mlp.c_proj")
+    return ln(x, "ln_f") @ sd["wte.weight"].T  # lm_head tied to wte
+
+
+def gpt2_greedy(sd, cfg, prompt, steps):
+    """Greedy continuation, recomputing the whole prefix each step. Fails when the top two
+    logits of a step are within 1e-3 (a near tie that rounding could flip)."""
+    seq = prompt.clone()
+    for _ in range(steps):
+        last = gpt2_forward(sd, cfg, seq)[:, -1]
+        top = torch.topk(last, 2, dim=-1).values
+        assert (top[:, 0] - top[:, 1]).min() > 1e-3, "near tie in the greedy fixture; change the seed"
+        seq = torch.cat([seq, last.argmax(-1, keepdim=True)], dim=1)
+    return seq
+
+
+def gpt2_cases():
+    """A random small GPT-2 saved as a Hugging Face folder OUT/gpt2_small (config.json with the
+    usual extra keys, model.safetensors under HF names with the old mask buffers, vocab.json,
+    merges.txt), and gpt2_small_{f32,f64}.safetensors with PyTorch's logits and greedy
+    continuations in each dtype (the f64 case upcasts the stored f32 weights)."""
+    vocab = gpt2_vocab()
+    V = len(vocab)
+    cfg = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "activation_function": "gelu_new",
+           "n_embd": 32, "n_head": 4, "n_layer": 2, "n_inner": None, "n_positions": 24, "n_ctx": 24,
+           "vocab_size": V, "layer_norm_epsilon": 1e-5, "attn_pdrop": 0.1, "embd_pdrop": 0.1, "resid_pdrop": 0.1,
+           "bos_token_id": vocab["<|endoftext|>"], "eos_token_id": vocab["<|endoftext|>"],
+           "initializer_range": 0.02, "summary_type": "cls_index", "use_cache": True,
+           "task_specific_params": {"text-generation": {"do_sample": True, "max_length": 50}}}
+    D, L, P, Fdim = cfg["n_embd"], cfg["n_layer"], cfg["n_positions"], 4 * cfg["n_embd"]
+    torch.manual_seed(90)
+
+    def rand(*shape, std=0.3, mean=0.0):
+        return torch.randn(*shape) * std + mean
+
+    sd = {"wte.weight": rand(V, D, std=0.5), "wpe.weight": rand(P, D, std=0.2)}
+    for layer in range(L):
+        p = f"h.{layer}."
+        sd.update({p + "ln_1.weight": rand(D, std=0.1, mean=1.0), p + "ln_1.bias": rand(D, std=0.1),
+                   p + "attn.c_attn.weight": rand(D, 3 * D), p + "attn.c_attn.bias": rand(3 * D, std=0.1),
+                   p + "attn.c_proj.weight": rand(D, D), p + "attn.c_proj.bias": rand(D, std=0.1),
+                   p + "ln_2.weight": rand(D, std=0.1, mean=1.0), p + "ln_2.bias": rand(D, std=0.1),
+                   p + "mlp.c_fc.weight": rand(D, Fdim), p + "mlp.c_fc.bias": rand(Fdim, std=0.1),
+                   p + "mlp.c_proj.weight": rand(Fdim, D, std=0.15), p + "mlp.c_proj.bias": rand(D, std=0.1)})
+    sd.update({"ln_f.weight": rand(D, std=0.1, mean=1.0), "ln_f.bias": rand(D, std=0.1)})
+
+    folder = os.path.join(OUT, "gpt2_small")
+    os.makedirs(folder, exist_ok=True)
+    stored = dict(sd)
+    for layer in range(L):  # the causal-mask buffers older checkpoints carry
+        stored[f"h.{layer}.attn.bias"] = torch.tril(torch.ones(P, P, dtype=torch.bool)).view(1, 1, P, P)
+    attn_safetensors.save(os.path.join(folder, "model.safetensors"), stored, {"format": "pt"})
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    with open(os.path.join(folder, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump(vocab, f, ensure_ascii=False)
+    with open(os.path.join(folder, "merges.txt"), "w", encoding="utf-8") as f:
+        f.write("#version: 0.2\n" + "\n".join(GPT2_MERGES) + "\n")
+
+    g = torch.Generator().manual_seed(91)
+    ids = torch.randint(0, V, (2, 9), generator=g)
+    prompt_text = "the cat is on the hill"
+    prompt = torch.tensor([gpt2_encode_ascii(prompt_text, vocab)])
+    steps = P - prompt.shape[1]
+    for dname, dtype in DTYPES.items():
+        sdt = {k: v.to(dtype) for k, v in sd.items()}
+        with torch.no_grad():
+            logits = gpt2_forward(sdt, cfg, ids)
+            greedy = gpt2_greedy(sdt, cfg, prompt, steps)
+        save(f"gpt2_small_{dname}", {"in.ids": ids, "in.prompt": prompt, "out.logits": logits, "out.greedy": greedy},
+             {"folder": "gpt2_small", "prompt_text": prompt_text, "steps": steps})
+
+
+# ---- the descendants (issue 5): RoPE, ALiBi, grouped-query attention, sliding window, SwiGLU,
+# RMSNorm, pre-norm; written here from their papers' formulas with plain torch ops -------------
+
+def rope_interleaved_ref(x, pos, theta):
+    """RoPE on pairs (2i, 2i+1), as complex multiplication (Meta's LLaMA reference code):
+    x [B, H, T, Dh], pos [B, T]."""
+    Dh = x.shape[-1]
+    freqs = 1.0 / (theta ** (torch.arange(0, Dh, 2, dtype=torch.float64) / Dh))
+    angles = pos.to(torch.float64)[:, None, :, None] * freqs  # [B, 1, T, Dh/2]
+    rot = torch.polar(torch.ones_like(angles), angles)
+    xc = torch.view_as_complex(x.to(torch.float64).reshape(*x.shape[:-1], Dh // 2, 2).contiguous())
+    return torch.view_as_real(xc * rot).reshape(x.shape).to(x.dtype)
+
+
+def rope_half_ref(x, pos, theta):
+    """RoPE on pairs (i, i + Dh/2), as Hugging Face's rotate_half: x cos + rotate_half(x) sin."""
+    Dh = x.shape[-1]
+    freqs = 1.0 / (theta ** (torch.arange(0, Dh, 2, dtype=torch.float64) / Dh))
+    angles = pos.to(torch.float64)[:, None, :, None] * freqs
+    emb = torch.cat([angles, angles], dim=-1)
+    cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+    x1, x2 = x[..., : Dh // 2], x[..., Dh // 2:]
+    return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+
+
+def alibi_slopes_ref(n):
+    """The ALiBi paper's get_slopes (ofirpress/attention_with_linear_biases)."""
+    import math
+
+    def power_of_2(n):
+        start = 2 ** (-2 ** -(math.log2(n) - 3))
+        return [start * start ** i for i in range(n)]
+
+    if math.log2(n).is_integer():
+        return power_of_2(n)
+    closest = 2 ** math.floor(math.log2(n))
+    return power_of_2(closest) + alibi_slopes_ref(2 * closest)[0::2][: n - closest]
+
+
+def attention_ref(q, k, v, causal=False, window=0, slopes=None, kpm=None):
+    """softmax(q k^T / sqrt(Dh) + bias) v with K/V heads repeated for grouped-query attention,
+    bottom-right causal alignment, a sliding window and ALiBi's -m |i' - j|."""
+    H, Hkv, Tq, Tk = q.shape[1], k.shape[1], q.shape[2], k.shape[2]
+    k = k.repeat_interleave(H // Hkv, dim=1)
+    v = v.repeat_interleave(H // Hkv, dim=1)
+    s = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+    i = torch.arange(Tq)[:, None] + (Tk - Tq)
+    j = torch.arange(Tk)[None, :]
+    if slopes is not None:
+        m = torch.tensor(slopes, dtype=q.dtype)[:, None, None]
+        s = s - m * (i - j).abs().to(q.dtype)
+    masked = torch.zeros(Tq, Tk, dtype=torch.bool)
+    if causal:
+        masked = masked | (j > i)
+    if window:
+        masked = masked | (j <= i - window)
+    s = s.masked_fill(masked, float("-inf"))
+    if kpm is not None:
+        s = s.masked_fill(kpm[:, None, None, :], float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
+def rope_cases():
+    B, H, T, Dh = 2, 3, 5, 8
+    for dname, dtype in DTYPES.items():
+        for pairing, ref in (("interleaved", rope_interleaved_ref), ("half", rope_half_ref)):
+            torch.manual_seed(80)
+            x = torch.randn(B, H, T, Dh, dtype=dtype, requires_grad=True)
+            pos = torch.tensor([[0, 1, 2, 3, 4], [7, 8, 9, 52, 1000]])
+            y = ref(x, pos, 10000.0)
+            W = torch.randn_like(y)
+            (y * W).sum().backward()
+            save(f"rope_{pairing}_{dname}", {"in.x": x.detach(), "in.positions": pos, "in.grad_weight": W,
+                                            "out.out": y.detach(), "grad_in.x": x.grad.detach()},
+                 {"theta": 10000.0, "pairing": pairing})
+
+
+def alibi_gqa_cases():
+    """Attention with ALiBi (6 heads: not a power of two), 2 K/V heads, causal and bottom-right
+    (Tq < Tk), key padding, and a sliding window variant; the slopes themselves."""
+    B, H, Hkv, Tq, Tk, Dh = 2, 6, 2, 4, 7, 4
+    for dname, dtype in DTYPES.items():
+        for window in (0, 3):
+            torch.manual_seed(81)
+            q = torch.randn(B, H, Tq, Dh, dtype=dtype, requires_grad=True)
+            k = torch.randn(B, Hkv, Tk, Dh, dtype=dtype, requires_grad=True)
+            v = torch.randn(B, Hkv, Tk, Dh, dtype=dtype, requires_grad=True)
+            kpm = padding(B, Tk, [0, 2])
+            kpm[1] = torch.tensor([0, 1, 0, 0, 0, 0, 0], dtype=torch.bool)
+            slopes = alibi_slopes_ref(H)
+            y = attention_ref(q, k, v, causal=True, window=window, slopes=slopes, kpm=kpm)
+            W = torch.randn_like(y)
+            (y * W).sum().backward()
+            save(f"alibi_gqa_w{window}_{dname}",
+                 {"in.q": q.detach(), "in.k": k.detach(), "in.v": v.detach(), "in.key_padding_mask": kpm,
+                  "in.grad_weight": W, "out.out": y.detach(), "out.slopes": torch.tensor(slopes, dtype=torch.float64),
+                  "grad_in.q": q.grad.detach(), "grad_in.k": k.grad.detach(), "grad_in.v": v.grad.detach()},
+                 {"window": window, "n_heads": H, "n_kv_heads": Hkv})
+    for n in (1, 3, 5, 8, 12, 20):
+        save(f"alibi_slopes_{n}_f64", {"out.slopes": torch.tensor(alibi_slopes_ref(n), dtype=torch.float64)}, {"n": n})
+
+
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x^2) + eps) * weight (torch 2.4's nn.RMSNorm, written out)."""
+
+    def __init__(self, d, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class VariantSelfAttention(nn.Module):
+    """Causal self-attention with packed in_proj [D + 2 Hkv Dh, D] (q rows, then k, then v),
+    RoPE or ALiBi, grouped K/V heads and a sliding window; attn's state_dict names."""
+
+    def __init__(self, D, H, Hkv, positional, pairing, theta, window):
+        super().__init__()
+        self.D, self.H, self.Hkv, self.Dh = D, H, Hkv, D // H
+        self.positional, self.pairing, self.theta, self.window = positional, pairing, theta, window
+        rows = D + 2 * Hkv * self.Dh
+        self.in_proj_weight = nn.Parameter(torch.randn(rows, D) / D ** 0.5)
+        self.in_proj_bias = nn.Parameter(torch.randn(rows) * 0.3)
+        self.out_proj = nn.Linear(D, D)
+
+    def forward(self, x, kpm):
+        B, T, _ = x.shape
+        qkv = F.linear(x, self.in_proj_weight, self.in_proj_bias)
+        kv = self.Hkv * self.Dh
+        q, k, v = qkv[..., : self.D], qkv[..., self.D: self.D + kv], qkv[..., self.D + kv:]
+        q = q.view(B, T, self.H, self.Dh).transpose(1, 2)
+        k = k.view(B, T, self.Hkv, self.Dh).transpose(1, 2)
+        v = v.view(B, T, self.Hkv, self.Dh).transpose(1, 2)
+        slopes = None
+        if self.positional == "rope":
+            pos = torch.arange(T)[None, :].expand(B, T)
+            ref = rope_half_ref if self.pairing == "half" else rope_interleaved_ref
+            q, k = ref(q, pos, self.theta), ref(k, pos, self.theta)
+        elif self.positional == "alibi":
+            slopes = alibi_slopes_ref(self.H)
+        o = attention_ref(q, k, v, causal=True, window=self.window, slopes=slopes, kpm=kpm)
+        return self.out_proj(o.transpose(1, 2).reshape(B, T, self.D))
+
+
+class VariantBlock(nn.Module):
+    """attn's EncoderLayer used as a causal block: post-norm or pre-norm residuals around the
+    attention above and an FFN (relu/gelu, or SwiGLU with linear1 = [gate; up] [2F, D])."""
+
+    def __init__(self, D, H, Hkv, F_, act, norm, norm_first, positional, pairing, theta, window, eps):
+        super().__init__()
+        self.self_attn = VariantSelfAttention(D, H, Hkv, positional, pairing, theta, window)
+        self.linear1 = nn.Linear(D, 2 * F_ if act == "swiglu" else F_)
+        self.linear2 = nn.Linear(F_, D)
+        make = (lambda: RMSNorm(D, eps)) if norm == "rms" else (lambda: nn.LayerNorm(D, eps=eps))
+        self.norm1, self.norm2 = make(), make()
+        self.act, self.norm_first = act, norm_first
+
+    def ffn(self, x):
+        h = self.linear1(x)
+        if self.act == "swiglu":
+            gate, up = h.chunk(2, dim=-1)
+            h = F.silu(gate) * up
+        else:
+            h = F.relu(h) if self.act == "relu" else F.gelu(h)
+        return self.linear2(h)
+
+    def forward(self, x, kpm):
+        if self.norm_first:
+            x = x + self.self_attn(self.norm1(x), kpm)
+            return x + self.ffn(self.norm2(x))
+        x = self.norm1(x + self.self_attn(x, kpm))
+        return self.norm2(x + self.ffn(x))
+
+
+def variant_block_cases():
+    D, H, F_, B, T = 16, 4, 24, 2, 7
+    variants = {
+        "llama": dict(Hkv=2, act="swiglu", norm="rms", norm_first=True, positional="rope", pairing="half",
+                      theta=10000.0, window=0),
+        "rope_interleaved": dict(Hkv=4, act="gelu", norm="layer", norm_first=False, positional="rope",
+                                 pairing="interleaved", theta=500.0, window=0),
+        "alibi_mqa_window": dict(Hkv=1, act="relu", norm="layer", norm_first=True, positional="alibi",
+                                 pairing="interleaved", theta=10000.0, window=3),
+        "gqa_swiglu_window": dict(Hkv=2, act="swiglu", norm="rms", norm_first=False, positional="none",
+                                  pairing="interleaved", theta=10000.0, window=4),
+    }
+    for name, v in variants.items():
+        for dname, dtype in DTYPES.items():
+            torch.manual_seed(82)
+            block = VariantBlock(D, H, F_=F_, eps=1e-5, **v).to(dtype)
+            with torch.no_grad():
+                for pname, p in block.named_parameters():
+                    if "norm" in pname:
+                        p.uniform_(0.5, 1.5) if "weight" in pname else p.uniform_(-0.5, 0.5)
+            x = torch.randn(B, T, D, dtype=dtype, requires_grad=True)
+            kpm = padding(B, T, [0, 2])
+            y = block(x, kpm)
+            W = torch.randn_like(y)
+            (y * W).sum().backward()
+            t = params_of(block)
+            t.update(grads_of(block))
+            t.update({"in.x": x.detach(), "in.key_padding_mask": kpm, "in.grad_weight": W,
+                      "out.out": y.detach(), "grad_in.x": x.grad.detach()})
+            meta = {"d_model": D, "n_heads": H, "d_ff": F_, "norm_eps": 1e-5, **v}
+            save(f"variant_block_{name}_{dname}", t, meta)
+
+
 if __name__ == "__main__":
     mha_cases()
     layer_cases()
@@ -262,4 +630,8 @@ if __name__ == "__main__":
     adam_cases()
     export_cases()
     param_count_case()
+    rope_cases()
+    alibi_gqa_cases()
+    variant_block_cases()
+    gpt2_cases()
     print(f"wrote {len(os.listdir(OUT))} fixtures to {OUT} with torch {torch.__version__}")

@@ -2,6 +2,9 @@
 // validated once (paper §3 and Table 3). JSON in and out with strict keys: an unknown key
 // or a wrong type is an error naming the key; absent keys keep their defaults. The defaults
 // are the paper's base model (N=6, D=512, d_ff=2048, h=8, dropout 0.1, shared 37k vocabulary).
+// The descendants of the paper (issue 5) are options too: "positional": "rope" / "alibi"
+// (with rope_theta, rope_pairing), n_kv_heads (grouped-query attention), sliding_window and
+// "activation": "swiglu"; docs/conventions.md states their conventions.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +17,7 @@
 #include "attn/nn/layer_options.h"
 #include "attn/nn/norm.h"
 #include "attn/nn/positional.h"
+#include "attn/ops/attention.h"
 
 namespace attn::models {
 
@@ -32,13 +36,24 @@ struct ModelConfig {
   int64_t d_ff = 2048;
   double dropout = 0.1;            // sublayer outputs, embeddings + positions, inside the FFN
   double attention_dropout = 0.1;  // attention weights
-  nn::Activation activation = nn::Activation::ReLU;
+  nn::Activation activation = nn::Activation::ReLU;  // relu, gelu, gelu_tanh, or swiglu (gated FFN)
   bool norm_first = false;  // false: post-norm (the paper); true: pre-norm
   nn::NormKind norm = nn::NormKind::Layer;
   double norm_eps = 1e-5;
   bool final_norm = true;  // a norm after each stack (nn.Transformer always has one)
+  // sinusoidal / learned are added to the embeddings; rope / alibi act inside every
+  // self-attention (cross-attention has none); none = no position information.
   nn::PositionalKind positional = nn::PositionalKind::Sinusoidal;
   int64_t max_len = 1024;  // bound of learned positions
+  double rope_theta = 10000.0;                         // RoPE base, > 0
+  RopePairing rope_pairing = RopePairing::Interleaved;  // RoPE's feature pairs: (2i, 2i+1) or (i, i + Dh/2)
+  // Key/value heads of every attention: 0 = n_heads (multi-head attention); a divisor of
+  // n_heads below it = grouped-query attention (1 = multi-query). in_proj_weight is then
+  // [D + 2 * n_kv_heads * D / n_heads, D] and the KV cache holds n_kv_heads heads.
+  int64_t n_kv_heads = 0;
+  // Sliding-window attention (decoder_only only): each position sees itself and the W - 1
+  // before it; the KV cache keeps W positions. 0 = full causal attention.
+  int64_t sliding_window = 0;
   // Single-stack models (decoder_only, encoder_only) use src_vocab_size as their vocabulary;
   // their tgt_vocab_size must be 0 or equal to it.
   int64_t src_vocab_size = 37000;
@@ -59,7 +74,9 @@ struct ModelConfig {
   // The per-layer options of the stacks.
   nn::LayerOptions layer_options() const;
 
-  // Every field, enums as their names ("encoder_decoder", "relu", "layer", "sinusoidal", "f32").
+  // Every field, enums as their names ("encoder_decoder", "relu", "layer", "sinusoidal", "f32");
+  // rope_theta, rope_pairing, n_kv_heads and sliding_window only when they differ from their
+  // defaults (a paper model's config keeps the keys it always had).
   nlohmann::json to_json() const;
   // Reads the keys present over the defaults; unknown keys and wrong types are errors naming
   // the key. Does not validate (call validate()).

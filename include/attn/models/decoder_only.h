@@ -4,12 +4,17 @@
 // [V, D] without bias, tied to the embedding or not. state_dict names:
 //   embedding.weight, [pos_embedding.weight,] layers.N.*, [norm.*,] lm_head.weight
 // (with tie_output, lm_head.weight is an alias of embedding.weight, stored once).
+// Cached decoding: init_cache, prefill (a whole prompt batch at once) and decode_step (one
+// token per row), the decoder-only twin of EncoderDecoderModel's. Batched prompts of different
+// lengths are LEFT-padded with PAD, so that every row's next token lands at the same cache
+// index; a row's positions start at its first real token (see nn::KVCache::left_pad).
 #pragma once
 
 #include <memory>
 
 #include "attn/models/model.h"
 #include "attn/nn/encoder.h"
+#include "attn/nn/kv_cache.h"
 #include "attn/nn/linear.h"
 
 namespace attn::models {
@@ -24,6 +29,23 @@ class DecoderOnlyModel : public Model {
   Tensor hidden(const Tensor& ids);
   // hidden [B, T, D] -> logits [B, T, V].
   Tensor logits(const Tensor& hidden) const;
+
+  // ---- incremental decoding (inference only: NoGradGuard and eval mode, both checked) ----
+  // An empty cache for `rows` sequences.
+  nn::KVCache init_cache(int64_t rows) const;
+  // ids I64 [N, T]: the next T tokens of every row, all at once (the prompt). On an empty
+  // cache the rows may be left-padded: row r's leading PAD tokens are recorded as its left
+  // padding and its first real token gets position 0; PAD keys are masked everywhere. On a
+  // non-empty cache the chunk continues every row. Appends the tokens' K/V to `cache` and
+  // returns the logits of the chunk's LAST column, [N, V] (the next-token distribution).
+  // Each row's logits equal forward()'s for that row alone without the padding (to rounding).
+  Tensor prefill(const Tensor& ids, nn::KVCache& cache);
+  // The same, returning the last block's (normed) output for every new position, [N, T, D].
+  Tensor prefill_hidden(const Tensor& ids, nn::KVCache& cache);
+  // token I64 [N], the token at cache index `position` (= cache.length()) of every row ->
+  // logits [N, V] for the next token. Appends the step's K/V (and PAD flag) to `cache`.
+  // Learned positions beyond max_len - 1 are an error.
+  Tensor decode_step(const Tensor& token, int64_t position, nn::KVCache& cache);
 
   nn::Encoder& blocks() { return *blocks_; }
   nn::Embedding& embedding() { return *embedding_; }

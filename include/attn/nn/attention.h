@@ -4,8 +4,11 @@
 // order), "in_proj_bias" [3D], "out_proj.weight" [D, D], "out_proj.bias" [D]. Batch-first.
 // Heads are split [B, T, D] -> [B, H, T, Dh] with a reshape and a transpose (never a bare
 // reshape), attended with the fused scaled_dot_product_attention op, and joined back.
-// Incremental decoding steps against cached keys/values (nn/kv_cache.h) are the *_step methods.
-// Not here: separate kdim/vdim, bias_k/bias_v, add_zero_attn, RoPE/ALiBi.
+// Incremental decoding against cached keys/values (nn/kv_cache.h) is forward_cached_self and
+// the *_step methods. The descendants are AttentionOptions: grouped-query attention (fewer
+// key/value heads; then in_proj is [D + 2*Hkv*Dh, D]), RoPE on q and k, ALiBi biases, and a
+// sliding window (the cache then keeps only W positions).
+// Not here: separate kdim/vdim, bias_k/bias_v, add_zero_attn.
 #pragma once
 
 #include <memory>
@@ -29,6 +32,27 @@ struct AttentionMasks {
   Tensor key_padding_mask;
   // Query i sees keys j <= i + (Tk - Tq) only (the decoder's masked self-attention, §3.2.3).
   bool causal = false;
+  // I64 [B, Tq] or [Tq]: the positions of the queries (and, in self-attention, of the new
+  // keys), for position-aware attention (RoPE). Undefined = 0 .. Tq-1. Left-padded batches
+  // pass each row's own positions.
+  Tensor positions;
+};
+
+// What makes an attention one of the paper's descendants; the defaults are the paper's.
+// rope, alibi and window are for self-attention (query and key positions are the same).
+struct AttentionOptions {
+  // Key/value heads Hkv: 0 or n_heads = multi-head attention; a divisor of n_heads below it =
+  // grouped-query attention (1 = multi-query). Query head h uses key/value head h / (H / Hkv).
+  int64_t n_kv_heads = 0;
+  // Rotary position embedding of q and k (ops/attention.h: rotary_embedding), by the positions
+  // in AttentionMasks::positions (default 0 .. T-1).
+  bool rope = false;
+  RopeOptions rope_options;
+  // ALiBi: head h adds -m_h * |i - j| to its scores, m = alibi_slopes(n_heads).
+  bool alibi = false;
+  // Sliding window W > 0: with a causal mask, query i sees keys i - W < j <= i (itself
+  // included); the incremental path keeps only the last W positions' keys and values.
+  int64_t window = 0;
 };
 
 // The output and, on request, the per-head attention weights.
@@ -41,8 +65,11 @@ class MultiHeadAttention : public Module {
  public:
   // Initialisation as nn.MultiheadAttention: in_proj_weight xavier-uniform, both biases zero,
   // out_proj.weight nn.Linear's default. `dropout` applies to the attention weights in training;
-  // its generator is seeded from `rng`.
-  MultiHeadAttention(int64_t d_model, int64_t n_heads, double dropout, DType dtype, Rng& rng);
+  // its generator is seeded from `rng`. Parameters: in_proj_weight [3D, D] and in_proj_bias
+  // [3D] (PyTorch's) with n_heads key/value heads; with Hkv < n_heads they are
+  // [D + 2*Hkv*Dh, D] and [D + 2*Hkv*Dh]: rows W_Q [D], then W_K [Hkv*Dh], then W_V [Hkv*Dh].
+  MultiHeadAttention(int64_t d_model, int64_t n_heads, double dropout, DType dtype, Rng& rng,
+                     const AttentionOptions& options = {});
 
   // query [B, Tq, D], key [B, Tk, D], value [B, Tk, D] -> [B, Tq, D].
   // Self-attention passes the same tensor three times; cross-attention passes the encoder
@@ -54,20 +81,30 @@ class MultiHeadAttention : public Module {
                                        const AttentionMasks& masks = {});
 
   // Incremental decoding (inference only: call under NoGradGuard in eval mode; no dropout, no
-  // attention capture). memory [B, S, D] -> its keys k and values v [B, H, S, Dh], projected
-  // once per source for cross-attention.
+  // attention capture). Cached keys and values have Hkv heads. memory [B, S, D] -> its keys k
+  // and values v [B, Hkv, S, Dh], projected once per source for cross-attention.
   void project_memory_kv(const Tensor& memory, Tensor& k, Tensor& v) const;
-  // One self-attention step: x [N, 1, D]. Its key and value are appended to k_cache and v_cache
-  // ([N, H, T, Dh] -> [N, H, T+1, Dh]; undefined = empty) and the query attends over all of
-  // them (every cached position is in the past, so no causal mask is needed).
-  // key_padding_mask Bool [N, T+1] or undefined. -> [N, 1, D].
-  Tensor forward_step_self(const Tensor& x, Tensor& k_cache, Tensor& v_cache, const Tensor& key_padding_mask);
-  // One query step against cached keys/values: query [N, 1, D], k and v [N, H, Tk, Dh],
-  // key_padding_mask Bool [N, Tk] or undefined. -> [N, 1, D].
+  // One self-attention step: x [N, 1, D]; forward_cached_self with T = 1. positions I64 [N, 1]
+  // (RoPE) or undefined. key_padding_mask Bool [N, T' + 1] or undefined. -> [N, 1, D].
+  Tensor forward_step_self(const Tensor& x, Tensor& k_cache, Tensor& v_cache, const Tensor& key_padding_mask,
+                           const Tensor& positions = Tensor());
+  // One query step against cached keys/values (cross-attention, without rope, alibi or a
+  // window): query [N, 1, D], k and v [N, Hkv, Tk, Dh], key_padding_mask Bool [N, Tk] or
+  // undefined. -> [N, 1, D].
   Tensor forward_step_cached(const Tensor& query, const Tensor& k, const Tensor& v, const Tensor& key_padding_mask);
+  // Causal self-attention of T new positions x [N, T, D] over the cached ones and themselves
+  // (a prompt's prefill, or T = 1 for a step): their keys and values (rotated by RoPE) are
+  // appended to k_cache and v_cache ([N, Hkv, T', Dh] -> [N, Hkv, T' + T, Dh]; undefined =
+  // empty) and new query i sees every cached key and new keys <= i (and with a window W only
+  // the last W; the cache then keeps only its last W positions). masks.key_padding_mask: Bool
+  // [N, T' + T] or undefined; masks.positions: I64 [N, T] or [T], the new positions (RoPE;
+  // undefined = T' .. T' + T - 1); masks.causal and attn_mask are ignored. -> [N, T, D].
+  Tensor forward_cached_self(const Tensor& x, Tensor& k_cache, Tensor& v_cache, const AttentionMasks& masks);
 
-  // [B, T, D] -> [B, H, T, Dh]: reshape to [B, T, H, Dh], then swap T and H.
+  // [B, T, D] -> [B, H, T, Dh]: reshape to [B, T, H, Dh], then swap T and H. With `heads`
+  // given, [B, T, heads*Dh] -> [B, heads, T, Dh] (the key/value heads).
   Tensor split_heads(const Tensor& x) const;
+  Tensor split_heads(const Tensor& x, int64_t heads) const;
   // [B, H, T, Dh] -> [B, T, D]: swap back, then merge H and Dh.
   Tensor join_heads(const Tensor& x) const;
 
@@ -78,21 +115,28 @@ class MultiHeadAttention : public Module {
 
   int64_t d_model() const { return d_model_; }
   int64_t n_heads() const { return n_heads_; }
+  int64_t n_kv_heads() const { return n_kv_heads_; }
   int64_t head_dim() const { return head_dim_; }
   double dropout() const { return dropout_; }
-  const Tensor& in_proj_weight() const { return in_proj_weight_; }  // [3D, D]
-  const Tensor& in_proj_bias() const { return in_proj_bias_; }      // [3D]
+  const AttentionOptions& options() const { return options_; }
+  const Tensor& in_proj_weight() const { return in_proj_weight_; }  // [D + 2*Hkv*Dh, D] ([3D, D])
+  const Tensor& in_proj_bias() const { return in_proj_bias_; }      // [D + 2*Hkv*Dh]
   Linear& out_proj() { return *out_proj_; }
   Rng& rng() { return rng_; }
 
  private:
-  // x [B, T, D] @ W_i^T + b_i for i = 0 (query), 1 (key), 2 (value) -> [B, T, D].
+  // x [B, T, D] @ W_i^T + b_i for i = 0 (query, -> [B, T, D]), 1 (key) and 2 (value)
+  // (-> [B, T, Hkv*Dh]).
   Tensor project(const Tensor& x, int64_t i) const;
   AttentionOutput run(const Tensor& query, const Tensor& key, const Tensor& value,
                       const AttentionMasks& masks, bool need_weights);
+  // The sdpa options every call shares: ALiBi slopes.
+  SdpaOptions base_options() const;
 
-  int64_t d_model_, n_heads_, head_dim_;
+  int64_t d_model_, n_heads_, n_kv_heads_, head_dim_;
   double dropout_;
+  AttentionOptions options_;
+  Tensor alibi_;  // [H] slopes in the parameters' dtype; undefined without ALiBi
   Rng rng_;
   Tensor in_proj_weight_, in_proj_bias_;
   std::shared_ptr<Linear> out_proj_;

@@ -33,7 +33,8 @@ class DecoderLayer : public Module {
   // One decoding step (inference only: NoGradGuard, eval mode). x_t [N, 1, D] is the newest
   // position; its self-attention K/V are appended to cache.self_k/self_v and it attends over
   // them and over cache.cross_k/cross_v, through the same sublayers and norms as forward().
-  // self_padding Bool [N, T+1] / memory_padding Bool [N, S], or undefined. -> [N, 1, D].
+  // self_padding Bool [N, T'+1] (the cached positions and this one) / memory_padding Bool
+  // [N, S], or undefined. With RoPE, this position is the number of cached ones. -> [N, 1, D].
   Tensor forward_step(const Tensor& x_t, LayerKV& cache, const Tensor& self_padding, const Tensor& memory_padding);
 
   MultiHeadAttention& self_attn() { return *self_attn_; }

@@ -3,7 +3,9 @@
 //   post-norm (paper): x = norm1(x + dropout1(SA(x)));      x = norm2(x + dropout2(FFN(x)))
 //   pre-norm:          x = x + dropout1(SA(norm1(x)));      x = x + dropout2(FFN(norm2(x)))
 // Names: self_attn.*, linear1.*, linear2.*, norm1.*, norm2.* per layer; "layers.N." and an
-// optional final "norm." in the stack. The same layer with a causal mask is a GPT block.
+// optional final "norm." in the stack. The same layer with a causal mask is a GPT block, and
+// for that use it decodes incrementally against a KV cache (nn/kv_cache.h): prefill() runs a
+// whole prompt at once, forward_step() one new position.
 #pragma once
 
 #include <memory>
@@ -13,6 +15,7 @@
 #include "attn/nn/attention.h"
 #include "attn/nn/dropout.h"
 #include "attn/nn/feed_forward.h"
+#include "attn/nn/kv_cache.h"
 #include "attn/nn/layer_options.h"
 #include "attn/nn/module.h"
 #include "attn/nn/norm.h"
@@ -25,6 +28,18 @@ class EncoderLayer : public Module {
 
   // x [B, T, D] -> [B, T, D]; masks as in MultiHeadAttention (key padding, causal, ...).
   Tensor forward(const Tensor& x, const AttentionMasks& masks = {});
+
+  // Cached causal decoding (inference only: NoGradGuard, eval mode), through the same
+  // sublayers and norms as forward() with masks.causal set.
+  // prefill: x [N, T, D], T new positions (a prompt, or the next chunk of one) attend causally
+  // over kv's cached positions and themselves; their keys/values are appended to kv.self_k/v.
+  // masks.key_padding_mask Bool [N, T' + T] (cached + new) or undefined; masks.positions the
+  // new positions (I64 [N, T]). -> [N, T, D], equal to forward()'s rows for those positions.
+  Tensor prefill(const Tensor& x, LayerKV& kv, const AttentionMasks& masks);
+  // forward_step: one new position x [N, 1, D]; key_padding_mask Bool [N, T' + 1] or
+  // undefined; positions I64 [N, 1] or undefined. -> [N, 1, D].
+  Tensor forward_step(const Tensor& x, LayerKV& kv, const Tensor& key_padding_mask,
+                      const Tensor& positions = Tensor());
 
   MultiHeadAttention& self_attn() { return *self_attn_; }
   FeedForward& feed_forward() { return *ff_; }
@@ -47,6 +62,10 @@ class Encoder : public Module {
 
   // x [B, S, D] -> [B, S, D].
   Tensor forward(const Tensor& x, const AttentionMasks& masks = {});
+  // Cached causal decoding through every layer (EncoderLayer::prefill) and the final norm:
+  // x [N, T, D] new positions -> [N, T, D]. The caller has appended their PAD flags to `cache`;
+  // the key padding mask is taken from there, masks.positions is passed on. Inference only.
+  Tensor forward_cached(const Tensor& x, KVCache& cache, const AttentionMasks& masks);
 
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
   EncoderLayer& layer(int64_t i) { return *layers_.at(static_cast<size_t>(i)); }

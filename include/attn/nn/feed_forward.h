@@ -1,7 +1,11 @@
 // attn/nn/feed_forward.h — the position-wise feed-forward network (paper §3.3, Eq. 2):
-//   FFN(x) = linear2(dropout(phi(linear1(x)))),  phi = ReLU (paper), GELU or GELU-tanh.
-// Children "linear1" [F, D], "dropout", "linear2" [D, F]: nn.TransformerEncoderLayer's names,
-// which the encoder and decoder layers re-register at their own level. No SwiGLU here.
+//   FFN(x) = linear2(dropout(phi(linear1(x)))),  phi = ReLU (paper), GELU or GELU-tanh;
+// or the gated SwiGLU FFN (Shazeer 2020, "GLU Variants Improve Transformer"), as in LLaMA:
+//   [gate, up] = linear1(x),  FFN(x) = linear2(dropout(silu(gate) * up)).
+// Children "linear1" [F, D] ([2F, D] for SwiGLU: rows 0..F-1 the gate W, rows F..2F-1 the up
+// W, each with its bias), "dropout", "linear2" [D, F]: nn.TransformerEncoderLayer's names,
+// which the encoder and decoder layers re-register at their own level. SwiGLU thus has 3*D*F
+// weights where the others have 2*D*F (LLaMA shrinks F to 2/3 to compensate; set d_ff so).
 #pragma once
 
 #include <memory>
@@ -14,13 +18,17 @@
 
 namespace attn::nn {
 
-enum class Activation { ReLU, GELU, GELUTanh };
+enum class Activation { ReLU, GELU, GELUTanh, SwiGLU };
 
-// "relu" / "gelu" / "gelu_tanh", and back (an unknown name is an error).
+// "relu" / "gelu" / "gelu_tanh" / "swiglu", and back (an unknown name is an error).
 const char* activation_name(Activation a);
 Activation parse_activation(const std::string& name);
-// phi(x), element-wise.
+// True for SwiGLU: not element-wise; linear1 produces twice d_ff features.
+inline bool is_gated(Activation a) { return a == Activation::SwiGLU; }
+// phi(x), element-wise; SwiGLU is not element-wise and is an error here (see swiglu).
 Tensor apply_activation(Activation a, const Tensor& x);
+// SwiGLU's gate: x [..., 2F] = [gate, up] -> silu(gate) * up [..., F].
+Tensor swiglu(const Tensor& x);
 
 class FeedForward : public Module {
  public:

@@ -2,7 +2,10 @@
 // is auto-regressive, so at step t only the new position's keys and values are new).
 // Per decoder layer: the self-attention K/V of every position decoded so far, grown by one
 // position per step, and the cross-attention K/V of the encoder output, computed once per
-// source. Rows (hypotheses) are reordered together for beam search. Typed, no string maps;
+// source. Rows (hypotheses) are reordered together for beam search. Decoder-only models
+// (GPT style) use the self-attention part only, with left-padded prompts: each row records
+// how many PAD positions precede its first token, so that its positions stay its own. With a
+// sliding window the layers keep only the last W positions' K/V. Typed, no string maps;
 // no paged storage or preallocated capacity (growing concatenates).
 #pragma once
 
@@ -15,7 +18,9 @@ namespace attn::nn {
 
 // One decoder layer's cached keys and values, already split into heads.
 struct LayerKV {
-  Tensor self_k, self_v;    // [N, H, T, Dh]; undefined before the first step
+  // [N, Hkv, T', Dh]; undefined before the first step. T' = T, or min(T, W) with a sliding
+  // window W; Hkv = the layer's key/value heads (n_heads without grouped-query attention).
+  Tensor self_k, self_v;
   Tensor cross_k, cross_v;  // [N, H, S, Dh]
 };
 
@@ -29,9 +34,19 @@ class KVCache {
   const LayerKV& layer(int64_t i) const;
   std::vector<LayerKV>& layers() { return layers_; }
 
-  // Rows N (0 before anything is cached) and cached target length T (0 before the first step).
+  // Rows N (0 before anything is cached or set) and the number of positions appended so far,
+  // T (0 before the first step; with a sliding window more than the layers keep).
   int64_t rows() const;
   int64_t length() const;
+
+  // Left padding of decoder-only prompts: left_pad[r] PAD positions precede row r's first
+  // token, and cache index t of row r holds position t - left_pad[r] (clamped at 0 for the
+  // PAD positions themselves). Empty = no left padding. Reordered with the rows.
+  void set_left_pad(std::vector<int64_t> left_pad);
+  const std::vector<int64_t>& left_pad() const { return left_pad_; }
+  // The positions of the next `count` cache indices of every row: I64 [N, count] with entry
+  // (r, t) = max(0, length() + t - left_pad[r]). N = rows().
+  Tensor next_positions(int64_t count) const;
 
   // Source key padding Bool [N, S] (true = PAD) or undefined: reordered with the rows.
   const Tensor& memory_padding() const { return memory_padding_; }
@@ -40,12 +55,17 @@ class KVCache {
   // Target key padding: one flag per row for the position just decoded (is_pad [N]); and the
   // whole mask Bool [N, T], undefined when no cached position is PAD.
   void append_self_padding(const std::vector<int>& is_pad);
+  // Flags for `count` new positions at once: is_pad [N * count], row-major.
+  void append_self_padding(const std::vector<int>& is_pad, int64_t count);
   Tensor self_padding() const;
+  // The last `columns` (<= T) columns of that mask, Bool [N, columns]; undefined when none of
+  // them is PAD. What a layer that keeps only its last `columns` positions needs.
+  Tensor self_padding_last(int64_t columns) const;
 
   // Keeps row rows[i] as the new row i (rows may repeat and drop rows), for every tensor.
   void reorder(const std::vector<int64_t>& rows);
 
-  // Bytes held by the cached tensors: 2 * layers * N * H * (T + S) * Dh * sizeof(dtype).
+  // Bytes held by the cached tensors: 2 * layers * N * Hkv * (T' + S) * Dh * sizeof(dtype).
   int64_t memory_bytes() const;
 
  private:
@@ -53,13 +73,15 @@ class KVCache {
   Tensor memory_padding_;      // Bool [N, S] or undefined
   std::vector<int> self_pad_;  // [N * T] row-major flags
   int64_t self_pad_len_ = 0;   // T of self_pad_
+  std::vector<int64_t> left_pad_;  // [N] or empty
 };
 
 // The bytes a KVCache of an encoder-decoder holds after `tgt_len` decoding steps for `rows`
 // hypotheses over sources of `src_len` tokens: self-attention K and V [rows, H, tgt_len, Dh]
 // plus cross-attention K and V [rows, H, src_len, Dh] in each of `layers` decoder layers,
 // i.e. 2 * layers * rows * H * (tgt_len + src_len) * Dh * sizeof(dtype). What memory_bytes()
-// reports for such a cache; `attn info --batch --length` prints it.
+// reports for such a cache; `attn info --batch --length` prints it. With grouped-query
+// attention pass the key/value heads as `heads`; with a sliding window W, min(tgt_len, W).
 struct KVCacheSize {
   int64_t self_bytes = 0;   // the part that grows with every step
   int64_t cross_bytes = 0;  // computed once per source

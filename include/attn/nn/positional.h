@@ -2,7 +2,8 @@
 // Sinusoidal: PE[p, 2i] = sin(p / 10000^(2i/D)), PE[p, 2i+1] = cos(p / 10000^(2i/D)),
 // for any length (computed in double, cached, grown on demand). Learned: a table
 // "weight" [max_len, D] (as nn.Embedding), bounded by max_len with a clear error beyond it.
-// RoPE and ALiBi act inside attention, not on the embeddings, and are not here.
+// RoPE and ALiBi are kinds too, but act inside attention (nn/attention.h, AttentionOptions),
+// not on the embeddings: for them make_positional() builds nothing.
 #pragma once
 
 #include <cstdint>
@@ -14,9 +15,9 @@
 
 namespace attn::nn {
 
-enum class PositionalKind { None, Sinusoidal, Learned };
+enum class PositionalKind { None, Sinusoidal, Learned, Rope, Alibi };
 
-// "none" / "sinusoidal" / "learned", and back (an unknown name is an error).
+// "none" / "sinusoidal" / "learned" / "rope" / "alibi", and back (an unknown name is an error).
 const char* positional_kind_name(PositionalKind kind);
 PositionalKind parse_positional_kind(const std::string& name);
 
@@ -31,6 +32,9 @@ class PositionalEncoding : public Module {
   virtual Tensor table(int64_t length, int64_t offset = 0) const = 0;
   // x [B, T, D] -> x + table(T, offset) broadcast over B.
   Tensor forward(const Tensor& x, int64_t offset = 0) const;
+  // x [B, T, D] -> x + the rows of the given positions, I64 [B, T] (each batch row its own
+  // positions: left-padded prompts). Positions must be >= 0 (and < max_len when learned).
+  Tensor forward_at(const Tensor& x, const Tensor& positions) const;
   int64_t dim() const { return dim_; }
 
  protected:
@@ -65,7 +69,12 @@ class LearnedPositionalEmbedding : public PositionalEncoding {
   Tensor weight_;
 };
 
-// The positional encoding a config names; nullptr for PositionalKind::None.
+// True for the kinds added to the embeddings (sinusoidal, learned).
+inline bool is_absolute(PositionalKind kind) {
+  return kind == PositionalKind::Sinusoidal || kind == PositionalKind::Learned;
+}
+
+// The positional encoding a config names; nullptr for None, Rope and Alibi.
 std::shared_ptr<PositionalEncoding> make_positional(PositionalKind kind, int64_t max_len, int64_t dim,
                                                     DType dtype, Rng& rng, double init_std);
 

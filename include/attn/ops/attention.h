@@ -10,9 +10,14 @@
 // O(B*H*Tq) beyond the inputs) runs whenever need_weights is false and dropout_p == 0; the
 // naive pair, which stores the [B, H, Tq, Tk] weights, runs otherwise. Both give the same
 // result within floating-point rounding.
+// Descendants of Eq. 1, inside the same kernels: grouped-query attention (k and v with fewer
+// heads than q), ALiBi biases computed on the fly (never a [Tq, Tk] tensor per head), sliding
+// windows; and rotary position embedding (RoPE) as its own op on q and k before attention.
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "attn/core/tensor.h"
 
@@ -37,6 +42,10 @@ struct SdpaOptions {
   Rng* rng = nullptr;  // required when dropout_p > 0
   // Return the attention weights [B, H, Tq, Tk] (after masking, before dropout).
   bool need_weights = false;
+  // ALiBi (Press et al. 2022, "Train Short, Test Long"): per-head slopes m_h, [H] in q's dtype
+  // (alibi_slopes() below). Adds -m_h * |i' - j| to score (i, j), i' = i + (Tk - Tq), which
+  // under a causal mask is the paper's -m_h * (i' - j). Optional; a constant (no gradient).
+  Tensor alibi_slopes;
 
   static SdpaOptions causal_mask() { SdpaOptions o; o.causal = true; return o; }
   static SdpaOptions padding(Tensor key_padding) { SdpaOptions o; o.key_padding_mask = std::move(key_padding); return o; }
@@ -48,9 +57,40 @@ struct SdpaResult {
   Tensor weights;  // [B, H, Tq, Tk] when need_weights, else undefined (not differentiable)
 };
 
-// q [B, H, Tq, Dh], k [B, H, Tk, Dh], v [B, H, Tk, Dv] -> out [B, H, Tq, Dv].
+// q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], v [B, Hkv, Tk, Dv] -> out [B, H, Tq, Dv].
+// Hkv = H is multi-head attention; Hkv < H (dividing H) is grouped-query attention (Ainslie et
+// al. 2023; Hkv = 1 is multi-query attention, Shazeer 2019): query head h reads key/value head
+// h / (H / Hkv), exactly as if each K/V head were repeated H / Hkv times.
 // Differentiable with respect to q, k, v (and a float attn_mask is treated as a constant).
 SdpaResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                         const SdpaOptions& options = {});
+
+// ALiBi slopes for n_heads heads, as the ALiBi paper and its reference code define them: for n
+// a power of two, the geometric sequence m_h = 2^(-8 (h + 1) / n), h = 0 .. n-1; otherwise the
+// slopes of the largest power of two p < n, followed by every other slope of 2p (the odd
+// positions 0, 2, 4, ... of that list) until there are n. n_heads must be >= 1.
+std::vector<double> alibi_slopes(int64_t n_heads);
+
+// ---- rotary position embedding (RoPE; Su et al. 2021, "RoFormer") ---------------------------
+// Each pair of features (a, b) of a head is rotated by the angle p * theta^(-2i / Dh), with p
+// the position and i = 0 .. Dh/2 - 1 the pair's index:
+//   a' = a cos - b sin,   b' = a sin + b cos.
+// Interleaved pairs features (2i, 2i+1) (RoFormer, the seed, GPT-J, Meta's original LLaMA
+// code); Half pairs (i, i + Dh/2) (GPT-NeoX, Hugging Face LLaMA/Mistral checkpoints).
+enum class RopePairing { Interleaved, Half };
+// "interleaved" / "half", and back (an unknown name is an error naming the valid ones).
+const char* rope_pairing_name(RopePairing pairing);
+RopePairing parse_rope_pairing(const std::string& name);
+
+struct RopeOptions {
+  double theta = 10000.0;  // the base; > 0
+  RopePairing pairing = RopePairing::Interleaved;
+};
+
+// rotary_embedding: x [B, H, T, Dh] (Dh even, f32 or f64), positions I64 [B, T] (each batch row
+// its own) or [T] (shared), every entry >= 0 -> x rotated per position, [B, H, T, Dh].
+// Applied to q and k (not v) before attention, the score of query position m and key position
+// n depends only on m - n. Differentiable with respect to x (the inverse rotation).
+Tensor rotary_embedding(const Tensor& x, const Tensor& positions, const RopeOptions& options = {});
 
 }  // namespace attn

@@ -100,7 +100,7 @@ TEST(ModelConfig, UnknownKeysAndWrongTypesAreErrorsNamingTheKey) {
   EXPECT_NE(read(json{{"activation", 3}}).find("key 'activation' must be a string"), std::string::npos);
   EXPECT_NE(read(json{{"activation", "swish"}}).find("key 'activation'"), std::string::npos);
   EXPECT_NE(read(json{{"norm", "batch"}}).find("key 'norm'"), std::string::npos);
-  EXPECT_NE(read(json{{"positional", "rope"}}).find("key 'positional'"), std::string::npos);
+  EXPECT_NE(read(json{{"positional", "rotary"}}).find("key 'positional'"), std::string::npos);
   EXPECT_NE(read(json{{"arch", "seq2seq"}}).find("key 'arch'"), std::string::npos);
   EXPECT_NE(read(json{{"dtype", "f16"}}).find("key 'dtype'"), std::string::npos);
   EXPECT_NE(read(json{{"seed", -1}}).find("key 'seed'"), std::string::npos);

@@ -1,9 +1,11 @@
 // EncoderLayer and Encoder (paper §3.1): nn.TransformerEncoderLayer's names and parameter
 // count (8544 for the seed's pre-norm D=32 block), post-norm and pre-norm wiring against the
 // components, LayerNorm and RMSNorm, float64 gradient checks for both placements, the causal
-// property of a GPT block, train/eval dropout, and the stack's "layers.N." / "norm." names.
+// property of a GPT block, train/eval dropout, the stack's "layers.N." / "norm." names, and
+// the cached causal path (prefill, forward_step) against the full causal forward.
 #include <gtest/gtest.h>
 
+#include "attn/autograd/tape.h"
 #include "attn/nn/encoder.h"
 #include "attn/ops/ops.h"
 #include "nn_reference.h"
@@ -146,6 +148,42 @@ TEST(Encoder, StacksLayersUnderLayersNWithAnOptionalFinalNorm) {
   EXPECT_EQ(bare.norm(), nullptr);
   EXPECT_EQ(names_of(bare).back(), "layers.0.norm2.bias");
   EXPECT_THROW(enc.layer(0).forward(Tensor::zeros({2, 3, 7}, DType::F64)), Error);
+}
+
+TEST(EncoderLayer, PrefillAndStepsEqualTheFullCausalForwardWithPadding) {
+  for (bool norm_first : {false, true}) {
+    Rng rng(15);
+    EncoderLayer layer(small(norm_first, NormKind::RMS), rng);
+    randomise_all(layer, 16);
+    layer.eval();
+    NoGradGuard no_grad;
+    Tensor x = test::random_tensor({2, 6, 8}, 17);  // [2, 6, D]
+    // Row 1's position 1 is PAD: masked as a key in both paths.
+    Tensor padding = Tensor::from_bools({0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0}, {2, 6});
+    AttentionMasks full_masks;
+    full_masks.causal = true;
+    full_masks.key_padding_mask = padding;
+    Tensor full = layer.forward(x, full_masks);  // [2, 6, D]
+    LayerKV kv;
+    AttentionMasks first;
+    first.key_padding_mask = padding.slice(1, 0, 4).contiguous();
+    Tensor head = layer.prefill(x.slice(1, 0, 4).contiguous(), kv, first);  // [2, 4, D]
+    EXPECT_TRUE(test::all_close(head, full.slice(1, 0, 4), 1e-12, 0, "prefill"));
+    EXPECT_EQ(kv.self_k.shape(), (Shape{2, 2, 4, 4}));
+    for (int64_t t = 4; t < 6; ++t) {
+      Tensor step = layer.forward_step(x.slice(1, t, t + 1).contiguous(), kv, padding.slice(1, 0, t + 1).contiguous());
+      EXPECT_TRUE(test::all_close(step, full.slice(1, t, t + 1), 1e-12, 0, "step " + std::to_string(t)));
+    }
+    EXPECT_EQ(kv.self_v.shape(), (Shape{2, 2, 6, 4}));
+    // Control: a cache missing the first position gives different outputs.
+    LayerKV short_kv;
+    AttentionMasks no_pad;
+    layer.prefill(x.slice(1, 1, 5).contiguous(), short_kv, no_pad);
+    EXPECT_FALSE(test::all_close(layer.forward_step(x.slice(1, 5, 6).contiguous(), short_kv, Tensor()),
+                                 full.slice(1, 5, 6), 1e-6));
+    EXPECT_THROW(layer.forward_step(x.slice(1, 0, 2).contiguous(), kv, Tensor()), Error);  // two positions
+    EXPECT_THROW(layer.forward_step(x.slice(1, 0, 1).contiguous(), kv, padding), Error);   // mask of 6, not 7
+  }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // FeedForward (paper §3.3): linear2(phi(linear1(x))) against brute force for each activation,
-// nn.TransformerEncoderLayer's names, a float64 gradient check, and activation names.
+// nn.TransformerEncoderLayer's names, a float64 gradient check, and activation names; the gated
+// SwiGLU FFN (gate and up halves of linear1) against brute force, its shapes, its gradients.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,6 +19,7 @@ double phi(Activation a, double x) {
     case Activation::GELU: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
     case Activation::GELUTanh:
       return 0.5 * x * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    case Activation::SwiGLU: break;  // gated, not element-wise: see the SwiGLU tests
   }
   return x;
 }
@@ -73,6 +75,49 @@ TEST(Activation, NamesRoundTrip) {
   for (Activation a : {Activation::ReLU, Activation::GELU, Activation::GELUTanh})
     EXPECT_EQ(parse_activation(activation_name(a)), a);
   EXPECT_THROW(parse_activation("swish"), Error);
+}
+
+TEST(FeedForward, SwiGLUMultipliesTheSiluOfTheGateHalfByTheUpHalf) {
+  Rng rng(6);
+  FeedForward ff(4, 5, Activation::SwiGLU, 0.0, DType::F64, rng);
+  EXPECT_EQ(ff.linear1()->weight().shape(), (Shape{10, 4}));  // [2F, D]: gate rows, then up rows
+  EXPECT_EQ(ff.linear2()->weight().shape(), (Shape{4, 5}));   // [D, F]
+  EXPECT_EQ(ff.num_parameters(), 3 * 4 * 5 + 10 + 4);
+  Tensor x = test::random_tensor({2, 3, 4}, 7);
+  const test::Vec h = test::ref_linear(x.to_vector<double>(), 6, 4, ff.linear1()->weight().to_vector<double>(),
+                                       ff.linear1()->bias().to_vector<double>(), 10);
+  test::Vec gated(6 * 5);
+  for (int64_t n = 0; n < 6; ++n)
+    for (int64_t f = 0; f < 5; ++f) {
+      const double g = h[static_cast<size_t>(n * 10 + f)], up = h[static_cast<size_t>(n * 10 + 5 + f)];
+      gated[static_cast<size_t>(n * 5 + f)] = g / (1.0 + std::exp(-g)) * up;
+    }
+  const test::Vec ref = test::ref_linear(gated, 6, 5, ff.linear2()->weight().to_vector<double>(),
+                                         ff.linear2()->bias().to_vector<double>(), 4);
+  EXPECT_TRUE(test::all_close(ff.forward(x), Tensor::from_vector<double>(ref, {2, 3, 4}), 1e-12));
+  // Control: swapping the halves (up first) gives something else.
+  const Tensor hidden = Tensor::from_vector<double>(h, {6, 10});
+  const Tensor swapped = concat({hidden.slice(1, 5, 10), hidden.slice(1, 0, 5)}, 1);
+  EXPECT_FALSE(test::all_close(swiglu(swapped), Tensor::from_vector<double>(gated, {6, 5}), 1e-6));
+  EXPECT_TRUE(test::all_close(swiglu(hidden), Tensor::from_vector<double>(gated, {6, 5}), 1e-13));
+}
+
+TEST(FeedForward, SwiGLUGradientsMatchFiniteDifferences) {
+  Rng rng(8);
+  FeedForward ff(3, 4, Activation::SwiGLU, 0.0, DType::F64, rng);
+  Tensor x = test::random_tensor({2, 2, 3}, 9).set_requires_grad(true);
+  EXPECT_TRUE(test::gradcheck([&](const std::vector<Tensor>& in) { return ff.forward(in[0]); },
+                              {x, ff.linear1()->weight(), ff.linear1()->bias(), ff.linear2()->weight(),
+                               ff.linear2()->bias()}));
+}
+
+TEST(FeedForward, SwiGLUIsNotAnElementWiseActivation) {
+  EXPECT_EQ(parse_activation("swiglu"), Activation::SwiGLU);
+  EXPECT_STREQ(activation_name(Activation::SwiGLU), "swiglu");
+  EXPECT_TRUE(is_gated(Activation::SwiGLU));
+  EXPECT_FALSE(is_gated(Activation::GELU));
+  EXPECT_THROW(apply_activation(Activation::SwiGLU, test::random_tensor({2, 4}, 1)), Error);
+  EXPECT_THROW(swiglu(test::random_tensor({2, 5}, 1)), Error);  // odd width: no halves
 }
 
 }  // namespace

@@ -76,14 +76,37 @@ TEST(LearnedPositionalEmbedding, GradientReachesOnlyTheUsedRows) {
 }
 
 TEST(PositionalKind, NamesRoundTripAndFactoryBuildsEachKind) {
-  for (auto k : {PositionalKind::None, PositionalKind::Sinusoidal, PositionalKind::Learned})
+  for (auto k : {PositionalKind::None, PositionalKind::Sinusoidal, PositionalKind::Learned, PositionalKind::Rope,
+                 PositionalKind::Alibi})
     EXPECT_EQ(parse_positional_kind(positional_kind_name(k)), k);
-  EXPECT_THROW(parse_positional_kind("rope"), Error);
+  EXPECT_THROW(parse_positional_kind("rotary"), Error);
   Rng rng(3);
   EXPECT_EQ(make_positional(PositionalKind::None, 4, 4, DType::F32, rng, 0.1), nullptr);
+  // RoPE and ALiBi act inside attention: nothing is added to the embeddings.
+  EXPECT_EQ(make_positional(PositionalKind::Rope, 4, 4, DType::F32, rng, 0.1), nullptr);
+  EXPECT_EQ(make_positional(PositionalKind::Alibi, 4, 4, DType::F32, rng, 0.1), nullptr);
+  EXPECT_TRUE(is_absolute(PositionalKind::Learned) && is_absolute(PositionalKind::Sinusoidal));
+  EXPECT_FALSE(is_absolute(PositionalKind::Rope) || is_absolute(PositionalKind::Alibi) || is_absolute(PositionalKind::None));
   EXPECT_NE(dynamic_cast<LearnedPositionalEmbedding*>(
                 make_positional(PositionalKind::Learned, 4, 4, DType::F32, rng, 0.1).get()),
             nullptr);
+}
+
+TEST(PositionalEncoding, ForwardAtGivesEachRowItsOwnPositions) {
+  Rng rng(4);
+  LearnedPositionalEmbedding learned(6, 4, DType::F64, rng, 1.0);
+  SinusoidalPositionalEncoding sinusoids(4, DType::F64);
+  const Tensor x = Tensor::zeros({2, 3, 4}, DType::F64);
+  const Tensor pos = Tensor::from_vector<int64_t>({0, 1, 2, 0, 0, 1}, {2, 3});
+  for (const PositionalEncoding* pe : {static_cast<const PositionalEncoding*>(&learned),
+                                       static_cast<const PositionalEncoding*>(&sinusoids)}) {
+    const Tensor y = pe->forward_at(x, pos);
+    EXPECT_TRUE(test::all_close(y.slice(0, 0, 1), pe->forward(x.slice(0, 0, 1)), 0.0));
+    EXPECT_TRUE(test::all_close(y.slice(0, 1, 2).slice(1, 1, 3), pe->forward(x.slice(0, 1, 2).slice(1, 0, 2)), 0.0));
+  }
+  EXPECT_THROW(learned.forward_at(x, Tensor::from_vector<int64_t>({0, 1, 6, 0, 0, 0}, {2, 3})), Error);  // max_len 6
+  EXPECT_THROW(learned.forward_at(x, Tensor::from_vector<int64_t>({0, -1, 2, 0, 0, 0}, {2, 3})), Error);
+  EXPECT_THROW(learned.forward_at(x, Tensor::from_vector<int64_t>({0, 1, 2}, {3})), Error);  // not [B, T]
 }
 
 }  // namespace

@@ -1,0 +1,81 @@
+// LmDecoder: DecoderOnlyModel behind the IncrementalDecoder interface (see the header). start()
+// moves each prompt's PAD tokens to the front and prefills; the first step hands back the
+// prefill's distribution, later steps run one cached decode_step.
+#include "attn/decode/lm_decoder.h"
+
+#include <algorithm>
+
+#include "attn/autograd/tape.h"
+#include "attn/ops/ops.h"
+
+namespace attn::decode {
+
+namespace {
+constexpr const char* kOp = "LmDecoder";
+}
+
+LmDecoder::LmDecoder(models::DecoderOnlyModel& model) : model_(model) {}
+
+int64_t LmDecoder::vocab_size() const { return model_.config().vocab_size(); }
+
+void LmDecoder::start(const Tensor& prompt_ids) {
+  ATTN_CHECK(!model_.is_training(), kOp, "the model is in training mode (dropout on); call eval() before decoding");
+  ATTN_CHECK(prompt_ids.defined() && prompt_ids.dtype() == DType::I64 && prompt_ids.dim() == 2 &&
+                 prompt_ids.size(0) >= 1 && prompt_ids.size(1) >= 1,
+             kOp, "prompt_ids must be i64 [B, S] with B, S >= 1, got ",
+             prompt_ids.defined() ? prompt_ids.str() : "undefined");
+  const int64_t b = prompt_ids.size(0), s = prompt_ids.size(1);
+  const int64_t pad = model_.config().pad_id;
+  const auto ids = prompt_ids.to_vector<int64_t>();
+  // Each prompt without its PAD tokens; the batch is as wide as the longest.
+  std::vector<std::vector<int64_t>> prompts(static_cast<size_t>(b));
+  int64_t width = 0;
+  for (int64_t r = 0; r < b; ++r) {
+    for (int64_t j = 0; j < s; ++j)
+      if (pad < 0 || ids[static_cast<size_t>(r * s + j)] != pad) prompts[r].push_back(ids[static_cast<size_t>(r * s + j)]);
+    ATTN_CHECK(!prompts[r].empty(), kOp, "prompt ", r, " is empty (only PAD): give every row at least one token, ",
+               "e.g. BOS");
+    width = std::max<int64_t>(width, static_cast<int64_t>(prompts[r].size()));
+  }
+  // Left-aligned: PAD first, then the prompt, so that every row ends at cache index width - 1.
+  std::vector<int64_t> left(static_cast<size_t>(b * width), pad);
+  for (int64_t r = 0; r < b; ++r) {
+    const int64_t n = static_cast<int64_t>(prompts[r].size());
+    std::copy(prompts[r].begin(), prompts[r].end(), left.begin() + r * width + (width - n));
+  }
+  NoGradGuard no_grad;
+  cache_ = model_.init_cache(b);
+  const Tensor logits = model_.prefill(Tensor::from_vector<int64_t>(left, {b, width}), cache_);  // [B, V]
+  first_ = log_softmax(logits);                                                                 // [B, V]
+  started_ = true;
+}
+
+Tensor LmDecoder::step(const Tensor& last_tokens) {
+  ATTN_CHECK(started_, kOp, "step() before start()");
+  const int64_t n = cache_.rows();
+  ATTN_CHECK(last_tokens.defined() && last_tokens.dtype() == DType::I64 && last_tokens.shape() == Shape{n}, kOp,
+             "last_tokens must be i64 [N = ", n, "], got ", last_tokens.defined() ? last_tokens.str() : "undefined");
+  ATTN_CHECK(n >= 1, kOp, "step() with no rows left");
+  if (first_.defined()) {
+    Tensor out = first_;  // [N, V], the prefill's distribution (the tokens are the search's BOS)
+    first_ = Tensor();
+    return out;
+  }
+  NoGradGuard no_grad;
+  const Tensor logits = model_.decode_step(last_tokens, cache_.length(), cache_);  // [N, V]
+  return log_softmax(logits);                                                       // [N, V]
+}
+
+void LmDecoder::reorder(const std::vector<int64_t>& rows) {
+  ATTN_CHECK(started_, kOp, "reorder() before start()");
+  const int64_t n = cache_.rows();
+  for (int64_t r : rows) ATTN_CHECK(r >= 0 && r < n, kOp, "reorder row ", r, " out of range [0, ", n, ")");
+  NoGradGuard no_grad;
+  if (first_.defined()) {
+    const Tensor ids = Tensor::from_vector<int64_t>(rows, {static_cast<int64_t>(rows.size())});  // [M]
+    first_ = embedding(first_, ids);  // [M, V]
+  }
+  cache_.reorder(rows);
+}
+
+}  // namespace attn::decode
