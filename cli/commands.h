@@ -22,5 +22,7 @@ void register_train(CLI::App& app, Action* action);
 void register_average(CLI::App& app, Action* action);
 // Subword vocabularies: attn vocab train|encode|decode (cmd_vocab.cpp).
 void register_vocab(CLI::App& app, Action* action);
+// The seeds' demonstrations: attn lab steps|scale|permutation|masks|rope|kv-cache|memory (cmd_lab.cpp).
+void register_lab(CLI::App& app, Action* action);
 
 }  // namespace attn::cli

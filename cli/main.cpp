@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   attn::cli::register_train(app, &action);
   attn::cli::register_average(app, &action);
   attn::cli::register_vocab(app, &action);
+  attn::cli::register_lab(app, &action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
