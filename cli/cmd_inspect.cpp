@@ -3,6 +3,7 @@
 // plus the training curve and PE figure) and report.html, written into --out (default the
 // model folder). Prints the translation, the files written and the anti-diagonal score of the
 // decoder cross-attention (target i -> source N-1-i). Without --src: the run's first validation example.
+// Decoder-only and encoder-only folders: --src is a prompt or a text with [MASK] (run_report.h).
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -41,11 +42,13 @@ int run_inspect(const InspectOptions& o) {
   const RunReportResult r = write_run_report(o.model_dir, ro);
   std::printf("source:  %s\n", r.example_source.c_str());
   std::printf("output:  %s\n", r.example_output.c_str());
-  for (size_t l = 0; l < r.anti_diagonal_per_layer.size(); ++l)
-    std::printf("anti-diagonal score, decoder layer %zu (head average): %.4f\n", l + 1, r.anti_diagonal_per_layer[l]);
-  if (r.anti_diagonal_per_layer.empty()) std::printf("anti-diagonal score: none (the output is empty)\n");
-  if (r.anti_diagonal_mean)
-    std::printf("anti-diagonal score, mean over validation examples (last layer): %.4f\n", *r.anti_diagonal_mean);
+  if (r.arch == models::Arch::EncoderDecoder) {  // cross-attention exists only there
+    for (size_t l = 0; l < r.anti_diagonal_per_layer.size(); ++l)
+      std::printf("anti-diagonal score, decoder layer %zu (head average): %.4f\n", l + 1, r.anti_diagonal_per_layer[l]);
+    if (r.anti_diagonal_per_layer.empty()) std::printf("anti-diagonal score: none (the output is empty)\n");
+    if (r.anti_diagonal_mean)
+      std::printf("anti-diagonal score, mean over validation examples (last layer): %.4f\n", *r.anti_diagonal_mean);
+  }
   for (const std::string& p : r.figure_paths) std::printf("wrote %s\n", p.c_str());
   std::printf("wrote %s\n", r.report_path.c_str());
   return 0;
@@ -56,7 +59,7 @@ int run_inspect(const InspectOptions& o) {
 void register_inspect(CLI::App& app, Action* action) {
   auto o = std::make_shared<InspectOptions>();
   CLI::App* cmd = app.add_subcommand("inspect", "write the attention figures and report.html for one input");
-  cmd->add_option("--model", o->model_dir, "model folder (a run folder of attn train, or any encoder-decoder model)")
+  cmd->add_option("--model", o->model_dir, "model folder (a run folder of attn train, or any model folder)")
       ->required();
   CLI::Option* src =
       cmd->add_option("--src", o->src, "the source to decode and draw (default: the run's first validation example)");

@@ -1,27 +1,33 @@
 // attn train --out DIR: trains an encoder-decoder Transformer (paper §5) on a synthetic task
 // (--task reverse|copy|sort) or on the user's TSV corpus (--data/--valid), with the seed's
-// reversal recipe as the defaults. Every hyper-parameter is a flag; --config FILE.json sets
-// any of them (flags win). A one-line progress bar on a terminal, plain log lines otherwise.
-// Ends by writing report.html (cli/run_report.h), printing where everything is, and
-// translating a few random inputs. Not here: decoder-only/encoder-only training.
+// reversal recipe as the defaults; or, with --arch decoder-only|encoder-only, a GPT-style
+// language model or a BERT-style masked LM on a text file (--text/--valid-text). Every
+// hyper-parameter is a flag; --config FILE.json sets any of them (flags win). A one-line
+// progress bar on a terminal, plain log lines otherwise. Ends by writing report.html
+// (cli/run_report.h), printing where everything is, and showing a few outputs of the model.
+// Not here: the training loop itself (train/trainer.h).
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "attn/core/error.h"
 #include "attn/io/atomic_file.h"
 #include "attn/train/checkpointing.h"
+#include "attn/train/text_data.h"
 #include "attn/train/trainer.h"
 #include "commands.h"
 #include "infer_io.h"
+#include "lm_io.h"
 #include "run_report.h"
 
 namespace attn::cli {
@@ -35,7 +41,8 @@ struct TrainOptions {
   std::string out;
   std::string config_file;
   json flags = json::object();   // the hyper-parameter flags given, as train_config keys
-  bool task_given = false, data_given = false;
+  bool task_given = false, data_given = false, text_given = false;
+  std::optional<int64_t> layers;  // --layers: the stack(s) of the chosen arch
   bool resume = false, force = false, quiet = false, no_report = false;
   int64_t samples = 5;
   int64_t log_every = 0;         // plain log lines: every N steps (0: ~10 per epoch)
@@ -74,8 +81,18 @@ std::string number(double v, const char* fmt) {
   return buf;
 }
 
-std::string epoch_line(const train::EpochMetrics& m, int64_t epochs) {
+std::string epoch_line(const train::EpochMetrics& m, int64_t epochs, models::Arch arch) {
   char buf[320];
+  if (arch != models::Arch::EncoderDecoder) {
+    std::snprintf(buf, sizeof buf,
+                  "epoch %lld/%lld  step %lld  loss %s  val_loss %s  val_ppl %s  val_token_acc %s  lr %s  %s tok/s  "
+                  "%.1fs",
+                  static_cast<long long>(m.epoch), static_cast<long long>(epochs), static_cast<long long>(m.step),
+                  number(m.loss, "%.4f").c_str(), number(m.val_loss, "%.4f").c_str(), number(m.val_ppl, "%.3f").c_str(),
+                  percent(m.val_token_acc).c_str(), number(m.lr, "%.3g").c_str(), rate_text(m.tokens_per_s).c_str(),
+                  m.seconds);
+    return buf;
+  }
   std::snprintf(buf, sizeof buf,
                 "epoch %lld/%lld  step %lld  loss %s  val_loss %s  val_token_acc %s  val_exact_acc %s  lr %s  "
                 "%s tok/s  %.1fs",
@@ -89,14 +106,15 @@ std::string epoch_line(const train::EpochMetrics& m, int64_t epochs) {
 // The progress display: a bar redrawn in place on a terminal, log lines otherwise.
 class Progress {
  public:
-  Progress(bool tty, bool quiet, int64_t log_every) : tty_(tty), quiet_(quiet), log_every_(log_every) {}
+  Progress(bool tty, bool quiet, int64_t log_every, models::Arch arch, std::string validation)
+      : tty_(tty), quiet_(quiet), log_every_(log_every), arch_(arch), validation_(std::move(validation)) {}
 
   void step(const train::TrainProgress& p) {
     if (quiet_) return;
     if (tty_) {
       if (p.phase == train::TrainProgress::Phase::Validate) {
-        std::fprintf(stderr, "\r\033[Kepoch %lld/%lld  validating (greedy decoding)...",
-                     static_cast<long long>(p.epoch), static_cast<long long>(p.epochs));
+        std::fprintf(stderr, "\r\033[Kepoch %lld/%lld  validating (%s)...", static_cast<long long>(p.epoch),
+                     static_cast<long long>(p.epochs), validation_.c_str());
         std::fflush(stderr);
         return;
       }
@@ -126,7 +144,7 @@ class Progress {
 
   void epoch(const train::EpochMetrics& m, int64_t epochs) {
     if (quiet_) return;
-    std::fprintf(stderr, "%s%s\n", tty_ ? "\r\033[K" : "", epoch_line(m, epochs).c_str());
+    std::fprintf(stderr, "%s%s\n", tty_ ? "\r\033[K" : "", epoch_line(m, epochs, arch_).c_str());
     std::fflush(stderr);
   }
 
@@ -137,6 +155,8 @@ class Progress {
  private:
   bool tty_, quiet_;
   int64_t log_every_;
+  models::Arch arch_;
+  std::string validation_;
   std::chrono::steady_clock::time_point last_draw_{};
 };
 
@@ -193,9 +213,90 @@ void merge_keys(json& dst, const json& src) {
   }
 }
 
-// A few inputs the model has not been trained on, translated greedily from the saved folder.
+// Up to `count` lines of the run's validation text (else its training text) as ids, skipping
+// lines with tokens the vocabulary lacks and lines shorter than `min_tokens`.
+std::vector<std::vector<int64_t>> sample_lines(const train::TrainConfig& config, const train::Vocab& vocab,
+                                               int64_t count, size_t min_tokens) {
+  const std::string path = config.valid_text_path.empty() ? config.text_path : config.valid_text_path;
+  const train::TextFile file = train::read_text(path, config.tokens);
+  std::vector<std::vector<int64_t>> out;
+  for (const auto& ids : train::encode_text(file, vocab, true)) {
+    if (static_cast<int64_t>(out.size()) >= count) break;
+    if (ids.size() < min_tokens || std::find(ids.begin(), ids.end(), train::Vocab::kUnk) != ids.end()) continue;
+    out.push_back(ids);
+  }
+  return out;
+}
+
+std::string decoded(const train::Vocab& vocab, const std::vector<int64_t>& ids) {
+  return "\"" + vocab.decode(ids) + "\"";
+}
+
+// Decoder-only: the first half of a few lines, continued greedily from the saved folder.
+void print_continuations(const std::string& out, const train::TrainConfig& config, int64_t count) {
+  const ModelFolder folder = open_model_folder(out, "train", true, models::Arch::DecoderOnly);
+  const train::Vocab& vocab = *folder.vocab;
+  const auto lines = sample_lines(config, vocab, count, 2);
+  if (lines.empty()) return;
+  std::vector<std::vector<int64_t>> prompts, rests;
+  for (const auto& ids : lines) {
+    const auto half = static_cast<std::ptrdiff_t>(ids.size() / 2);
+    prompts.emplace_back(ids.begin(), ids.begin() + half);
+    rests.emplace_back(ids.begin() + half, ids.end());
+  }
+  GenerateSettings settings;
+  size_t longest = 0;
+  for (const auto& r : rests) longest = std::max(longest, r.size());
+  settings.max_tokens = static_cast<int64_t>(longest) + 1;
+  const auto found = generate_batch(folder, prompts, settings);
+  std::printf("\ncontinuations of the first half of %s lines (greedy, attn generate --model %s):\n",
+              config.valid_text_path.empty() ? "training" : "validation", out.c_str());
+  int64_t right = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto& h = found[i].front();
+    const bool ok = h.finished && h.tokens == rests[i];
+    right += ok ? 1 : 0;
+    std::printf("  %s  ->  %s   %s%s\n", decoded(vocab, prompts[i]).c_str(), decoded(vocab, h.tokens).c_str(),
+                ok ? "ok" : "expected ", ok ? "" : decoded(vocab, rests[i]).c_str());
+  }
+  std::printf("  %lld of %zu right\n", static_cast<long long>(right), prompts.size());
+}
+
+// Encoder-only: the middle token of a few lines masked and predicted from the saved folder.
+void print_fills(const std::string& out, const train::TrainConfig& config, int64_t count) {
+  const ModelFolder folder = open_model_folder(out, "train", true, models::Arch::EncoderOnly);
+  const train::Vocab& vocab = *folder.vocab;
+  const auto lines = sample_lines(config, vocab, count, 1);
+  if (lines.empty()) return;
+  std::vector<std::vector<int64_t>> masked;
+  std::vector<int64_t> truth;
+  for (const auto& ids : lines) {
+    const size_t mid = ids.size() / 2;
+    masked.push_back(ids);
+    masked.back()[mid] = vocab.mask_id();
+    truth.push_back(ids[mid]);
+  }
+  const auto predictions = fill_masks(folder, masked, 1);
+  std::printf("\nthe middle token of %s lines masked and filled (attn fill-mask --model %s):\n",
+              config.valid_text_path.empty() ? "training" : "validation", out.c_str());
+  int64_t right = 0;
+  for (size_t i = 0; i < masked.size(); ++i) {
+    const int64_t best = predictions[i].front().candidates.front().first;
+    const bool ok = best == truth[i];
+    right += ok ? 1 : 0;
+    std::printf("  %s  ->  '%s' %.3f   %s%s\n", decoded(vocab, masked[i]).c_str(), vocab.token(best).c_str(),
+                predictions[i].front().candidates.front().second, ok ? "ok" : "expected ",
+                ok ? "" : ("'" + vocab.token(truth[i]) + "'").c_str());
+  }
+  std::printf("  %lld of %zu right\n", static_cast<long long>(right), masked.size());
+}
+
+// A few inputs the model has not been trained on, translated greedily from the saved folder
+// (for the single-stack models: continuations or filled masks of a few lines).
 void print_samples(const std::string& out, const train::TrainConfig& config, int64_t count) {
   if (count <= 0) return;
+  if (config.model.arch == models::Arch::DecoderOnly) return print_continuations(out, config, count);
+  if (config.model.arch == models::Arch::EncoderOnly) return print_fills(out, config, count);
   const ModelFolder folder = open_model_folder(out, "train", true);
   const train::Vocab& vocab = *folder.vocab;
   std::vector<train::Example> examples;
@@ -234,18 +335,28 @@ int run_train(const TrainOptions& o) {
   ATTN_CHECK(o.samples >= 0, "train", "--samples must not be negative, got ", o.samples);
   ATTN_CHECK(o.log_every >= 0, "train", "--log-every must not be negative, got ", o.log_every);
   ATTN_CHECK(!(o.resume && o.force), "train", "--resume and --force exclude each other");
-  ATTN_CHECK(!(o.task_given && o.data_given), "train", "give --task or --data, not both");
+  ATTN_CHECK(o.task_given + o.data_given + o.text_given <= 1, "train", "give one of --task, --data or --text, not both");
   json overrides = json::object();
   if (!o.config_file.empty()) overrides = read_config_file(o.config_file);
   merge_keys(overrides, o.flags);
-  // --data (or "data" in the config) without a task names a TSV run.
-  const bool has_data = overrides.contains("data") && overrides["data"].is_string() &&
-                        !overrides["data"].get<std::string>().empty();
-  if (has_data && !overrides.contains("task")) overrides["task"] = "";
-  if (overrides.contains("data") && overrides["data"].is_string() && has_data)
-    overrides["data"] = fs::absolute(overrides["data"].get<std::string>()).string();
-  if (overrides.contains("valid") && overrides["valid"].is_string() && !overrides["valid"].get<std::string>().empty())
-    overrides["valid"] = fs::absolute(overrides["valid"].get<std::string>()).string();
+  const auto given = [&](const char* key) {
+    return overrides.contains(key) && overrides[key].is_string() && !overrides[key].get<std::string>().empty();
+  };
+  // --data or --text (or "data" / "text" in the config) without a task names a corpus run.
+  if ((given("data") || given("text")) && !overrides.contains("task")) overrides["task"] = "";
+  for (const char* key : {"data", "valid", "text", "valid_text"})
+    if (given(key)) overrides[key] = fs::absolute(overrides[key].get<std::string>()).string();
+  // --layers sets the stack(s) of the arch the run ends up with.
+  if (o.layers) {
+    std::string arch = "encoder_decoder";
+    if (overrides.contains("model") && overrides["model"].contains("arch") && overrides["model"]["arch"].is_string())
+      arch = overrides["model"]["arch"].get<std::string>();
+    else if (o.resume)
+      arch = models::arch_name(train::TrainConfig::load((fs::path(o.out) / train::kRunTrainConfigFileName).string())
+                                   .model.arch);
+    if (arch != "decoder_only") overrides["model"]["n_encoder_layers"] = *o.layers;
+    if (arch != "encoder_only") overrides["model"]["n_decoder_layers"] = *o.layers;
+  }
 
   std::unique_ptr<train::Trainer> trainer;
   if (o.resume) {
@@ -264,24 +375,38 @@ int run_train(const TrainOptions& o) {
   }
   const train::TrainConfig& c = trainer->config();
   const bool tty = ::isatty(2) != 0;
-  Progress progress(tty, o.quiet, o.log_every);
+  const models::Arch arch = c.model.arch;
+  Progress progress(tty, o.quiet, o.log_every, arch, trainer->objective().validation_method());
   trainer->on_progress([&](const train::TrainProgress& p) { progress.step(p); });
   trainer->on_epoch([&](const train::EpochMetrics& m) { progress.epoch(m, c.epochs); });
 
   if (!o.quiet) {
     const auto& d = trainer->data();
-    std::fprintf(stderr, "attn train: %s, %zu training / %zu validation examples, vocabulary %lld\n",
-                 c.uses_tsv() ? ("corpus " + c.train_path).c_str() : ("task " + c.task).c_str(), d.train.size(),
-                 d.valid.size(), static_cast<long long>(d.vocab.size()));
+    const std::string data = c.uses_tsv()    ? "corpus " + c.train_path
+                             : c.uses_text() ? "text " + c.text_path
+                                             : "task " + c.task;
+    const char* unit = c.uses_text() ? "lines" : "examples";
+    std::fprintf(stderr, "attn train: %s, %zu training / %zu validation %s, vocabulary %lld\n", data.c_str(),
+                 d.train.size(), d.valid.size(), unit, static_cast<long long>(d.vocab.size()));
+    if (d.vocab.has_mask())
+      std::fprintf(stderr, "  masked LM: %g of each line's tokens chosen (80%% %s = id %lld, 10%% random, 10%% kept)\n",
+                   c.mask_prob, train::Vocab::kMaskToken, static_cast<long long>(d.vocab.mask_id()));
+    const std::string layers =
+        arch == models::Arch::EncoderDecoder
+            ? str_cat(c.model.n_encoder_layers, "+", c.model.n_decoder_layers, " layers")
+            : str_cat(arch == models::Arch::DecoderOnly ? c.model.n_decoder_layers : c.model.n_encoder_layers,
+                      " layers");
     std::fprintf(stderr,
-                 "  model D=%lld, %lld heads, %lld+%lld layers, d_ff %lld, dropout %g, %s, %lld parameters\n"
+                 "  %s model D=%lld, %lld heads, %s, d_ff %lld, dropout %g, %s, %lld parameters\n"
                  "  %lld epochs, batch %lld, %s, label smoothing %g, clip %g, seed %llu, threads %s\n",
-                 static_cast<long long>(c.model.d_model), static_cast<long long>(c.model.n_heads),
-                 static_cast<long long>(c.model.n_encoder_layers), static_cast<long long>(c.model.n_decoder_layers),
+                 models::arch_name(arch), static_cast<long long>(c.model.d_model),
+                 static_cast<long long>(c.model.n_heads), layers.c_str(),
                  static_cast<long long>(c.model.d_ff), c.model.dropout, c.model.norm_first ? "pre-norm" : "post-norm",
                  static_cast<long long>(trainer->model().num_parameters()), static_cast<long long>(c.epochs),
                  static_cast<long long>(c.batch_size), trainer->describe_schedule().c_str(), c.label_smoothing, c.clip,
                  static_cast<unsigned long long>(c.seed), threads_text(c).c_str());
+    if (c.uses_text() && d.empty_lines > 0)
+      std::fprintf(stderr, "  %lld blank lines skipped\n", static_cast<long long>(d.empty_lines));
     if (d.valid_unknown_tokens > 0)
       std::fprintf(stderr, "  warning: %lld validation tokens are not in the training vocabulary (read as <unk>)\n",
                    static_cast<long long>(d.valid_unknown_tokens));
@@ -307,9 +432,15 @@ int run_train(const TrainOptions& o) {
   const auto& metrics = trainer->metrics();
   std::printf("attn train: %lld epochs, %lld steps in %s", static_cast<long long>(trainer->epochs_done()),
               static_cast<long long>(trainer->step()), duration_text(seconds).c_str());
-  if (!metrics.empty() && std::isfinite(metrics.back().val_token_acc))
-    std::printf("; validation (greedy): token accuracy %s, exact sequences %s",
-                percent(metrics.back().val_token_acc).c_str(), percent(metrics.back().val_exact_acc).c_str());
+  if (!metrics.empty() && std::isfinite(metrics.back().val_token_acc)) {
+    const train::EpochMetrics& m = metrics.back();
+    if (arch == models::Arch::EncoderDecoder)
+      std::printf("; validation (greedy): token accuracy %s, exact sequences %s", percent(m.val_token_acc).c_str(),
+                  percent(m.val_exact_acc).c_str());
+    else
+      std::printf("; validation: perplexity %s, %s accuracy %s", number(m.val_ppl, "%.3f").c_str(),
+                  arch == models::Arch::DecoderOnly ? "next-token" : "masked-token", percent(m.val_token_acc).c_str());
+  }
   std::printf("\n");
   std::printf("  model        %s  (config.json, model.safetensors, vocab.json)\n", o.out.c_str());
   std::printf("  metrics      %s\n", (fs::path(o.out) / train::kRunMetricsFileName).string().c_str());
@@ -361,8 +492,8 @@ void register_train(CLI::App& app, Action* action) {
   TrainOptions* p = o.get();
   CLI::App* cmd = app.add_subcommand(
       "train",
-      "train an encoder-decoder Transformer (paper §5) on a synthetic task or a TSV corpus; the defaults are the "
-      "seed's digit-reversal recipe");
+      "train an encoder-decoder Transformer (paper §5) on a synthetic task or a TSV corpus (the defaults are the "
+      "seed's digit-reversal recipe), or a decoder-only / encoder-only model on a text file (--arch, --text)");
   cmd->add_option("--out", o->out, "run folder: the model, checkpoints, metrics.jsonl and report.html")->required();
   cmd->add_option("--config", o->config_file, "a JSON file of train_config.json keys (flags override it)")
       ->check(CLI::ExistingFile);
@@ -387,6 +518,13 @@ void register_train(CLI::App& app, Action* action) {
   param<std::string>(cmd, p, "--data", "data", "training corpus, one 'source<TAB>target' pair per line", "")
       ->each([p](const std::string&) { p->data_given = true; });
   param<std::string>(cmd, p, "--valid", "valid", "validation corpus (TSV)", "");
+  param<std::string>(cmd, p, "--text", "text",
+                     "training text for --arch decoder-only or encoder-only: one sequence per non-blank line", "")
+      ->each([p](const std::string&) { p->text_given = true; });
+  param<std::string>(cmd, p, "--valid-text", "valid_text", "validation text (one sequence per non-blank line)", "");
+  param<double>(cmd, p, "--mask-prob", "mask_prob",
+                "encoder-only: share of each line's tokens chosen for the masked LM (80% [MASK], 10% random, 10% kept)",
+                dstr(d.mask_prob));
   cmd->add_option_function<std::string>(
          "--tokens",
          [p](const std::string& v) { p->flags["tokens"] = (v == "chars" || v == "char") ? "char" : "whitespace"; },
@@ -397,12 +535,21 @@ void register_train(CLI::App& app, Action* action) {
   // Model.
   cmd->add_option_function<std::string>(
          "--arch",
-         [](const std::string& v) {
-           if (v != "encoder-decoder" && v != "encoder_decoder")
-             throw CLI::ValidationError("--arch", "only encoder-decoder can be trained for now, got '" + v + "'");
+         [p](const std::string& v) {
+           std::string name = v;
+           std::replace(name.begin(), name.end(), '-', '_');
+           p->flags["model"]["arch"] = name;
          },
-         "model family (only encoder-decoder for now)")
+         "model family: encoder-decoder (tasks, --data), decoder-only (GPT-style LM on --text) or encoder-only "
+         "(BERT-style masked LM on --text)")
+      ->check(CLI::IsMember({"encoder-decoder", "decoder-only", "encoder-only"}, [](std::string v) {
+        std::replace(v.begin(), v.end(), '_', '-');  // config.json's spelling is accepted too
+        return v;
+      }))
       ->default_str("encoder-decoder");
+  cmd->add_option_function<int64_t>(
+         "--layers", [p](const int64_t& v) { p->layers = v; },
+         "layers of the arch's stack(s): decoder-only's decoder, encoder-only's encoder, or both of an encoder-decoder");
   param<int64_t>(cmd, p, "--d-model", "d_model", "model width D", std::to_string(d.model.d_model), true);
   param<int64_t>(cmd, p, "--heads", "n_heads", "attention heads (must divide D)", std::to_string(d.model.n_heads), true);
   param<int64_t>(cmd, p, "--encoder-layers", "n_encoder_layers", "encoder layers",

@@ -20,6 +20,9 @@ void register_inspect(CLI::App& app, Action* action);
 // Training and checkpoint averaging (cmd_train.cpp, cmd_average.cpp).
 void register_train(CLI::App& app, Action* action);
 void register_average(CLI::App& app, Action* action);
+// Decoder-only and encoder-only models: attn generate and attn fill-mask (cmd_generate.cpp, cmd_fill_mask.cpp).
+void register_generate(CLI::App& app, Action* action);
+void register_fill_mask(CLI::App& app, Action* action);
 // Subword vocabularies: attn vocab train|encode|decode (cmd_vocab.cpp).
 void register_vocab(CLI::App& app, Action* action);
 // The seeds' demonstrations: attn lab steps|scale|permutation|masks|rope|kv-cache|memory (cmd_lab.cpp).

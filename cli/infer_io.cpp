@@ -25,7 +25,21 @@ namespace fs = std::filesystem;
 
 // ---- model folders ------------------------------------------------------------------------
 
-ModelFolder open_model_folder(const std::string& dir, const char* command, bool need_vocab) {
+namespace {
+
+// The command that serves a model family, for messages.
+const char* command_for(models::Arch arch) {
+  switch (arch) {
+    case models::Arch::EncoderDecoder: return "attn translate, score, eval or inspect";
+    case models::Arch::DecoderOnly: return "attn generate";
+    case models::Arch::EncoderOnly: return "attn fill-mask";
+  }
+  return "?";
+}
+
+}  // namespace
+
+ModelFolder open_model_folder(const std::string& dir, const char* command, bool need_vocab, models::Arch arch) {
   std::error_code ec;
   if (!fs::exists(dir, ec)) fail(command, "model folder '", dir, "' does not exist");
   if (!fs::is_directory(dir, ec)) fail(command, "'", dir, "' is not a folder (--model takes a model folder)");
@@ -34,19 +48,22 @@ ModelFolder open_model_folder(const std::string& dir, const char* command, bool 
 
   ModelFolder f;
   f.dir = dir;
-  std::shared_ptr<models::Model> model = models::load_model(dir);
-  f.model = std::dynamic_pointer_cast<models::EncoderDecoderModel>(model);
-  if (!f.model)
-    fail(command, "the model in '", dir, "' is ", models::arch_name(model->arch()), "; ", command,
-         " needs an encoder_decoder model");
-  f.model->eval();
-  const models::ModelConfig& c = f.model->config();
+  f.base = models::load_model(dir);
+  if (f.base->arch() != arch)
+    fail(command, "the model in '", dir, "' is ", models::arch_name(f.base->arch()), "; ", command, " needs ",
+         arch == models::Arch::DecoderOnly ? "a " : "an ", models::arch_name(arch), " model (",
+         models::arch_name(f.base->arch()), " models: ", command_for(f.base->arch()), ")");
+  f.model = std::dynamic_pointer_cast<models::EncoderDecoderModel>(f.base);
+  f.base->eval();
+  const models::ModelConfig& c = f.base->config();
   f.pad = c.pad_id;
   f.bos = c.bos_id;
   f.eos = c.eos_id;
+  const bool single_stack = arch != models::Arch::EncoderDecoder;
   f.src_vocab_size = c.src_vocab_size;
-  f.tgt_vocab_size = c.tgt_vocab_size;
-  if (f.bos < 0) fail(command, "the model in '", dir, "' has no BOS token (bos_id = -1), so it cannot decode");
+  f.tgt_vocab_size = single_stack ? c.vocab_size() : c.tgt_vocab_size;
+  if (f.bos < 0 && arch != models::Arch::EncoderOnly)
+    fail(command, "the model in '", dir, "' has no BOS token (bos_id = -1), so it cannot decode");
 
   const fs::path vocab_path = fs::path(dir) / kVocabFileName;
   if (fs::exists(vocab_path, ec)) {

@@ -2,7 +2,8 @@
 // folder (config.json + model.safetensors, vocab.json, train_config.json), reading stdin lines
 // into token ids with errors that name the line, padded batches, decoding a batch (greedy, or
 // beam search with the paper's length penalty, §6.1) and teacher-forced log-probabilities.
-// Only encoder-decoder models are served here; decoder-only generation is not.
+// Folders of every model family open here; the search and scoring helpers serve encoder-decoder
+// models (generation and fill-mask for the single-stack models are in cli/lm_io.h).
 #pragma once
 
 #include <cstdint>
@@ -15,7 +16,9 @@
 
 #include "attn/core/tensor.h"
 #include "attn/decode/hypothesis.h"
+#include "attn/models/config.h"
 #include "attn/models/encoder_decoder.h"
+#include "attn/models/model.h"
 #include "attn/train/tasks.h"
 #include "attn/train/train_config.h"
 #include "attn/train/vocab.h"
@@ -31,17 +34,20 @@ inline constexpr const char* kMetricsFileName = "metrics.jsonl";
 // vocabulary and training configuration when the folder has them.
 struct ModelFolder {
   std::string dir;
-  std::shared_ptr<models::EncoderDecoderModel> model;
+  std::shared_ptr<models::Model> base;                 // the model, whatever its family
+  std::shared_ptr<models::EncoderDecoderModel> model;  // the same model as an encoder-decoder (else null)
   std::optional<train::Vocab> vocab;     // vocab.json
   nlohmann::json train_config;           // train_config.json; null when absent
   int64_t pad = -1, bos = -1, eos = -1;  // the model config's special ids
-  int64_t src_vocab_size = 0, tgt_vocab_size = 0;
+  int64_t src_vocab_size = 0, tgt_vocab_size = 0;  // a single-stack model's vocabulary in both
 };
 
-// Opens `dir` for `command` (used in messages). A missing folder, a folder without a
-// checkpoint, a model that is not encoder_decoder, a vocab.json larger than the model's
-// vocabulary, or (when need_vocab) a missing vocab.json is an attn::Error naming the path.
-ModelFolder open_model_folder(const std::string& dir, const char* command, bool need_vocab);
+// Opens `dir` for `command` (used in messages), which needs a model of family `arch`. A
+// missing folder, a folder without a checkpoint, a model of another family (the message names
+// the command that serves it), a decoding family without a BOS id, a vocab.json larger than the
+// model's vocabulary, or (when need_vocab) a missing vocab.json is an attn::Error naming the path.
+ModelFolder open_model_folder(const std::string& dir, const char* command, bool need_vocab,
+                              models::Arch arch = models::Arch::EncoderDecoder);
 
 // Lines of a stream with their 1-based numbers; a trailing "\r" and a UTF-8 byte-order mark
 // at the start are dropped.

@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   attn::cli::register_inspect(app, &action);
   attn::cli::register_train(app, &action);
   attn::cli::register_average(app, &action);
+  attn::cli::register_generate(app, &action);
+  attn::cli::register_fill_mask(app, &action);
   attn::cli::register_vocab(app, &action);
   attn::cli::register_lab(app, &action);
   try {

@@ -1,5 +1,6 @@
 // The run report (see run_report.h): reads the run folder, decodes one example with attention
-// capture on, draws the seed-001 figures through attn/report and writes report.html.
+// capture on, draws the seed-001 figures through attn/report and writes report.html (for the
+// single-stack models: the training curve and the self-attention of one example).
 // Attention for the figures comes from one teacher-forced pass over the model's own greedy
 // output (BOS + output), which gives exactly the weights the decoder used while generating.
 // Deliberately no timing, no timestamps and no absolute paths beyond those given.
@@ -16,11 +17,16 @@
 #include "attn/autograd/tape.h"
 #include "attn/core/error.h"
 #include "attn/io/atomic_file.h"
+#include "attn/models/checkpoint.h"
+#include "attn/models/decoder_only.h"
+#include "attn/models/encoder_only.h"
 #include "attn/nn/positional.h"
 #include "attn/report/attention_stats.h"
 #include "attn/report/figures.h"
 #include "attn/report/html_report.h"
+#include "attn/train/text_data.h"
 #include "infer_io.h"
+#include "lm_io.h"
 
 namespace attn::cli {
 
@@ -280,12 +286,12 @@ std::string join(const std::vector<std::string>& parts, const std::string& sep) 
 std::vector<std::pair<std::string, std::string>> config_table(const ModelFolder& f) {
   std::vector<std::pair<std::string, std::string>> out;
   out.emplace_back("model folder", f.dir);
-  out.emplace_back("parameters", std::to_string(f.model->num_parameters()));
+  out.emplace_back("parameters", std::to_string(f.base->num_parameters()));
   out.emplace_back("vocabulary", f.vocab ? str_cat(f.vocab->size(), " tokens (",
                                                    train::tokenization_name(f.vocab->tokenization()), ")")
                                          : std::string("none (token ids only)"));
   const auto text = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
-  const nlohmann::json model_config = f.model->config().to_json();
+  const nlohmann::json model_config = f.base->config().to_json();
   for (const auto& [k, v] : model_config.items()) out.emplace_back("model." + k, text(v));
   if (f.train_config.is_object())
     for (const auto& [k, v] : f.train_config.items())
@@ -293,10 +299,212 @@ std::vector<std::pair<std::string, std::string>> config_table(const ModelFolder&
   return out;
 }
 
+// ---- decoder-only and encoder-only models -------------------------------------------------
+
+// The self-attention weights of every block of a single-stack model ("layers.N.self_attn") for
+// one pass over ids [1, T], in layer order.
+std::vector<Weights> capture_self_attention(models::Model& model, const Tensor& ids) {
+  NoGradGuard no_grad;
+  std::vector<std::pair<std::string, Tensor>> caps;
+  {
+    CaptureScope scope(model);
+    if (auto* lm = dynamic_cast<models::DecoderOnlyModel*>(&model)) lm->forward(ids);
+    else if (auto* mlm = dynamic_cast<models::EncoderOnlyModel*>(&model)) mlm->forward(ids);
+    caps = model.captured_attention();
+  }
+  std::vector<Weights> out;
+  const std::string prefix = "layers.", suffix = ".self_attn";
+  for (const auto& [name, t] : caps) {
+    if (name.rfind(prefix, 0) != 0 || name.size() <= prefix.size() + suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    const size_t layer = static_cast<size_t>(std::stoul(name.substr(prefix.size())));
+    if (out.size() <= layer) out.resize(layer + 1);
+    Weights& w = out[layer];
+    w.v = t.to_vector<double>();
+    w.B = t.size(0), w.H = t.size(1), w.Tq = t.size(2), w.Tk = t.size(3);
+  }
+  ATTN_CHECK(!out.empty() && std::all_of(out.begin(), out.end(), [](const Weights& w) { return !w.v.empty(); }),
+             "report", "the model did not capture attention weights for every layer");
+  return out;
+}
+
+// The first usable line of a text run's validation text (else its training text) as ids;
+// empty when the run records none or the file is gone. `origin` names the file.
+std::vector<int64_t> first_text_line(const ModelFolder& f, std::string* origin) {
+  const auto c = run_train_config(f.train_config);
+  if (!c || !c->uses_text() || !f.vocab) return {};
+  std::error_code ec;
+  for (const std::string& path : {c->valid_text_path, c->text_path}) {
+    if (path.empty() || !fs::is_regular_file(path, ec)) continue;
+    try {
+      const train::TextFile file = train::read_text(path, f.vocab->tokenization());
+      for (const auto& ids : train::encode_text(file, *f.vocab, true)) {
+        if (ids.size() < 2) continue;
+        *origin = path;
+        return ids;
+      }
+    } catch (const Error&) {
+      continue;  // unreadable now: no example from it
+    }
+  }
+  return {};
+}
+
+RunReportResult write_single_stack_report(const std::string& run_dir, const RunReportOptions& options,
+                                          models::Arch arch) {
+  const char* cmd = options.command.c_str();
+  const bool lm = arch == models::Arch::DecoderOnly;
+  const ModelFolder f = open_model_folder(run_dir, cmd, true, arch);
+  const std::string out_dir = options.out_dir.empty() ? run_dir : options.out_dir;
+  const train::Vocab& vocab = *f.vocab;
+  RunReportResult result;
+  TokenCodec codec;
+  codec.vocab = options.src_ids ? nullptr : &vocab;
+  codec.vocab_size = f.tgt_vocab_size;
+  codec.pad = f.pad;
+  codec.command = options.command;
+  codec.source = "--src";
+
+  // The example: a prompt and its greedy continuation, or a text with masks and their fills.
+  std::string origin;
+  std::vector<int64_t> input;  // the prompt, or the masked text
+  if (options.src) {
+    input = options.src_ids || lm ? codec.read(*options.src, 0, lm ? "prompt" : "text")
+                                  : read_masked_text(*options.src, vocab, options.command, "--src");
+  } else {
+    std::vector<int64_t> line = first_text_line(f, &origin);
+    ATTN_CHECK(!line.empty(), cmd, "'", run_dir,
+               "' records no readable training or validation text to take an example from; give one with --src");
+    if (lm) {
+      line.resize(line.size() / 2);  // the first half as the prompt
+    } else {
+      line[line.size() / 2] = vocab.mask_id();
+    }
+    input = line;
+  }
+  std::vector<int64_t> shown;  // what the figures show: <bos> + prompt + continuation, or the masked text
+  if (lm) {
+    GenerateSettings g;
+    g.max_tokens = options.max_len.value_or(50);
+    const decode::Hypothesis h = generate_batch(f, {input}, g).front().front();
+    result.example_source = vocab.decode(input);
+    result.example_output = vocab.decode(h.tokens);
+    shown.push_back(f.bos);
+    shown.insert(shown.end(), input.begin(), input.end());
+    shown.insert(shown.end(), h.tokens.begin(), h.tokens.end());
+  } else {
+    ATTN_CHECK(std::find(input.begin(), input.end(), vocab.mask_id()) != input.end(), cmd,
+               "--src: the text has no ", kMaskMarker, " to fill");
+    std::vector<int64_t> filled = input;
+    const std::vector<std::vector<MaskPrediction>> predicted = fill_masks(f, {input}, 1);
+    for (const MaskPrediction& m : predicted.front()) filled[static_cast<size_t>(m.position)] = m.candidates.front().first;
+    result.example_source = vocab.decode(input);
+    result.example_output = vocab.decode(filled);
+    shown = input;
+  }
+  const int64_t T = static_cast<int64_t>(shown.size());
+  const std::vector<Weights> att =
+      capture_self_attention(*f.base, Tensor::from_vector<int64_t>(shown, {1, T}));  // [1, H, T, T] per layer
+  const int64_t H = f.base->config().n_heads;
+  const std::vector<std::string> labels = vocab.labels(shown);
+
+  std::vector<report::FigureRef> refs;
+  FigureWriter fig{out_dir, &refs, &result.figure_paths};
+  fs::create_directories(fs::path(out_dir) / "figures");
+  const Metrics metrics = read_metrics((fs::path(run_dir) / kMetricsFileName).string());
+  if (!metrics.rows.empty())
+    fig.add("01_training_curve.svg", report::training_curve_figure(metrics.history), "Training curve",
+            str_cat("Training and validation loss (left) and validation accuracy (right: ",
+                    lm ? "the argmax of the next-token distribution, teacher-forced"
+                       : "the argmax at the masked positions, with the same masks every epoch",
+                    ") per epoch, from ", kMetricsFileName, " (", metrics.rows.size(), " epochs)."));
+  const int64_t t = std::min<int64_t>(T, 24);
+  const std::vector<std::string> first_labels(labels.begin(), labels.begin() + t);
+  if (lm) {
+    std::vector<double> mask(static_cast<size_t>(t * t), 0.0);
+    for (int64_t i = 0; i < t; ++i)
+      for (int64_t j = i + 1; j < t; ++j) mask[static_cast<size_t>(i * t + j)] = 1.0;
+    report::MaskFigureOptions mo;
+    mo.title = "Causal mask and self-attention weights (layer 1, mean of heads)";
+    mo.labels = first_labels;
+    fig.add("02_causal_mask.svg", report::mask_figure(Matrix(std::move(mask), t, t), att[0].matrix(0, -1, t, t), mo),
+            "Causal mask and its softmax weights",
+            str_cat("Left: the causal mask over <bos> + prompt + greedy continuation", t < T ? " (first 24 positions)" : "",
+                    "; 1 = masked out. Right: the first block's self-attention weights, averaged over its ", H,
+                    " heads: every weight above the diagonal is 0 and every row sums to 1."));
+  } else {
+    report::HeatmapOptions ho;
+    ho.title = str_cat("Self-attention, layer ", att.size(), " (mean of heads)");
+    ho.row_labels = first_labels;
+    ho.col_labels = first_labels;
+    ho.x_title = "key";
+    ho.y_title = "query";
+    ho.vmin = 0.0;
+    ho.colorbar_title = "weight";
+    fig.add("02_self_attention.svg", report::heatmap(att.back().matrix(0, -1, t, t), ho), "Bidirectional self-attention",
+            str_cat("The last block's self-attention over ", result.example_source,
+                    ", averaged over heads: every position (the masks included) reads the whole text."));
+  }
+  {
+    std::vector<std::vector<Matrix>> grid(att.size());
+    for (size_t l = 0; l < att.size(); ++l)
+      for (int64_t h = 0; h < H; ++h) grid[l].push_back(att[l].matrix(0, h, t, t));
+    report::HeatmapGridOptions go;
+    go.title = "Self-attention by layer and head";
+    go.row_titles = layer_titles(att.size());
+    go.col_titles = head_titles(H);
+    go.row_labels = first_labels;
+    go.col_labels = first_labels;
+    go.x_title = "key";
+    go.y_title = "query";
+    go.vmin = 0.0;
+    go.vmax = 1.0;
+    go.colorbar_title = "weight";
+    fig.add("03_self_attention_grid.svg", report::heatmap_grid(grid, go), "Self-attention, layer x head",
+            "Every block (rows) and head (columns) for the same example, on one colour scale [0, 1].");
+  }
+
+  report::ReportInput in;
+  {
+    fs::path name = fs::path(run_dir).lexically_normal();
+    if (name.filename().empty()) name = name.parent_path();
+    in.title = "attn report: " + (name.filename().empty() ? run_dir : name.filename().string());
+  }
+  in.config = config_table(f);
+  in.metrics = metrics.rows;
+  in.figures = refs;
+  std::string body = lm ? str_cat("prompt        ", result.example_source, "\ncontinuation  ", result.example_output,
+                                  "   (greedy)\n")
+                        : str_cat("text    ", result.example_source, "\nfilled  ", result.example_output,
+                                  "   (the most probable token at each ", kMaskMarker, ")\n");
+  if (!origin.empty())
+    body += str_cat("taken from the first line of ", origin, lm ? " (its first half)" : " (its middle token masked)", "\n");
+  in.sections.push_back({"Example", body, true});
+  if (!metrics.present)
+    in.sections.push_back({"Notes", str_cat("No ", kMetricsFileName, " in ", run_dir, ": no training curve."), false});
+  result.report_path = (fs::path(out_dir) / "report.html").string();
+  report::write_report(result.report_path, in);
+  return result;
+}
+
 }  // namespace
 
 RunReportResult write_run_report(const std::string& run_dir, const RunReportOptions& options) {
   const char* cmd = options.command.c_str();
+  {
+    // A decoder-only or encoder-only folder gets the single-stack report; anything else
+    // (missing folder or config) is reported by open_model_folder below.
+    std::error_code ec;
+    if (fs::is_regular_file(fs::path(run_dir) / models::kConfigFileName, ec)) {
+      const models::Arch arch = models::load_model_config(run_dir).arch;
+      if (arch != models::Arch::EncoderDecoder) {
+        RunReportResult r = write_single_stack_report(run_dir, options, arch);
+        r.arch = arch;
+        return r;
+      }
+    }
+  }
   const ModelFolder f = open_model_folder(run_dir, cmd, options.src && !options.src_ids);
   const std::string out_dir = options.out_dir.empty() ? run_dir : options.out_dir;
   const models::ModelConfig& mc = f.model->config();

@@ -2,8 +2,10 @@
 // `attn train`) or any encoder-decoder model folder: training curve, sinusoidal PE (§3.5),
 // the causal mask with learned decoder self-attention weights (§3.2.3), encoder self- and
 // decoder cross-attention for one example, layer x head grids, and for reversal tasks the
-// anti-diagonal score. Deterministic: the same folder and options give the same bytes.
-// Not here: decoder-only or encoder-only models, and any figure that needs training.
+// anti-diagonal score. Decoder-only and encoder-only folders get the training curve and the
+// self-attention of one example (a prompt and its greedy continuation, or a text with [MASK]).
+// Deterministic: the same folder and options give the same bytes. Not here: any figure that
+// needs training.
 #pragma once
 
 #include <cstdint>
@@ -11,11 +13,16 @@
 #include <string>
 #include <vector>
 
+#include "attn/models/config.h"
+
 namespace attn::cli {
 
 struct RunReportOptions {
   std::string out_dir{};             // where report.html and figures/ go; empty: the run folder
-  std::optional<std::string> src{};  // the example's source; default: the first validation example
+  // The example's source (a decoder-only model's prompt, an encoder-only model's text with
+  // [MASK]); default: the first validation example (the first half of the first text line, or
+  // the line with its middle token masked).
+  std::optional<std::string> src{};
   bool src_ids = false;              // src holds space-separated token ids instead of text
   int64_t n_samples = 8;             // sample translations listed in the report
   int64_t n_score_examples = 64;     // validation examples the mean anti-diagonal score averages
@@ -34,6 +41,7 @@ struct RunReportResult {
   std::vector<double> anti_diagonal_per_layer;
   std::optional<double> anti_diagonal_mean;
   bool reversal_task = false;  // train_config.json names the reverse task
+  models::Arch arch = models::Arch::EncoderDecoder;  // the model's family
 };
 
 // Loads the model folder `run_dir` (config.json, model.safetensors; vocab.json,

@@ -68,6 +68,39 @@ Batch make_batch(const std::vector<Example>& dataset, const std::vector<int64_t>
   return b;
 }
 
+Batch make_lm_batch(const std::vector<Example>& dataset, const std::vector<int64_t>& indices, SpecialIds ids) {
+  const char* op = "make_lm_batch";
+  ATTN_CHECK(!indices.empty(), op, "a batch needs at least one example");
+  const int64_t n = static_cast<int64_t>(dataset.size());
+  int64_t T = 0;
+  for (int64_t k : indices) {
+    ATTN_CHECK(k >= 0 && k < n, op, "example index ", k, " out of range [0, ", n, ")");
+    const Example& ex = dataset[static_cast<size_t>(k)];
+    ATTN_CHECK(!ex.tgt.empty(), op, "example ", k, " has no tokens (a language-model example holds them in tgt)");
+    for (int64_t id : ex.tgt) ATTN_CHECK(id >= 0, op, "example ", k, " holds a negative id ", id);
+    T = std::max(T, static_cast<int64_t>(ex.tgt.size()) + 1);
+  }
+  const int64_t B = static_cast<int64_t>(indices.size());
+  Batch b;
+  b.tgt_in = Tensor::full({B, T}, static_cast<double>(ids.pad), DType::I64);   // [B, T]
+  b.tgt_out = Tensor::full({B, T}, static_cast<double>(ids.pad), DType::I64);  // [B, T]
+  int64_t* tin = b.tgt_in.data<int64_t>();
+  int64_t* tout = b.tgt_out.data<int64_t>();
+  for (int64_t r = 0; r < B; ++r) {
+    const Example& ex = dataset[static_cast<size_t>(indices[static_cast<size_t>(r)])];
+    const int64_t len = static_cast<int64_t>(ex.tgt.size());
+    tin[r * T] = ids.bos;  // <bos> x1 ... xn
+    std::copy(ex.tgt.begin(), ex.tgt.end(), tin + r * T + 1);
+    std::copy(ex.tgt.begin(), ex.tgt.end(), tout + r * T);  // x1 ... xn <eos>
+    tout[r * T + len] = ids.eos;
+    b.src_lengths.push_back(0);
+    b.tgt_lengths.push_back(len);
+    b.n_tgt_tokens += len + 1;
+  }
+  b.indices = indices;
+  return b;
+}
+
 Batch make_batch(const std::vector<Example>& examples, SpecialIds ids) {
   std::vector<int64_t> all(examples.size());
   std::iota(all.begin(), all.end(), int64_t{0});
@@ -120,7 +153,7 @@ BatchIterator::BatchIterator(const std::vector<Example>& dataset, BatchingOption
              "batch_size and max_tokens are both 0 (set at least one)");
   for (size_t k = 0; k < dataset.size(); ++k) {
     const Example& ex = dataset[k];
-    ATTN_CHECK(!ex.src.empty(), op, "example ", k, " has an empty source");
+    ATTN_CHECK(!ex.src.empty() || !ex.tgt.empty(), op, "example ", k, " has no tokens");
     if (options.max_tokens > 0)
       ATTN_CHECK(example_tokens(ex) <= options.max_tokens, op, "example ", k, " alone costs ",
                  example_tokens(ex), " tokens (source ", ex.src.size(), ", target ", ex.tgt.size(),
@@ -175,14 +208,18 @@ void BatchIterator::plan_epoch() {
   if (options_.group_by_length && options_.shuffle) shuffle_in_place(plan_, rng_);
 }
 
-std::optional<Batch> BatchIterator::next() {
-  if (index_ < num_batches()) {
-    return make_batch(*dataset_, plan_[static_cast<size_t>(index_++)], ids_);
-  }
+std::optional<std::vector<int64_t>> BatchIterator::next_indices() {
+  if (index_ < num_batches()) return plan_[static_cast<size_t>(index_++)];
   ++epoch_;
   index_ = 0;
   plan_epoch();
   return std::nullopt;
+}
+
+std::optional<Batch> BatchIterator::next() {
+  std::optional<std::vector<int64_t>> indices = next_indices();
+  if (!indices) return std::nullopt;
+  return make_batch(*dataset_, *indices, ids_);
 }
 
 BatchPosition BatchIterator::position() const {

@@ -38,9 +38,19 @@ models::ModelConfig TrainConfig::default_model() {
 }
 
 void TrainConfig::validate() const {
-  ATTN_CHECK(task.empty() != train_path.empty(), kOp,
-             task.empty() ? "no data: name a task (reverse, copy, sort) or a TSV training corpus (data)"
-                          : "give either a task or a TSV corpus (data), not both");
+  const int sources = (task.empty() ? 0 : 1) + (train_path.empty() ? 0 : 1) + (text_path.empty() ? 0 : 1);
+  ATTN_CHECK(sources != 0, kOp,
+             "no data: name a task (reverse, copy, sort), a TSV training corpus (data) or a text file (text)");
+  ATTN_CHECK(sources == 1, kOp, "give one of a task, a TSV corpus (data) or a text file (text), not both");
+  const models::Arch arch = model.arch;
+  if (arch == models::Arch::EncoderDecoder) {
+    ATTN_CHECK(text_path.empty(), kOp,
+               "a text file (text) trains decoder_only or encoder_only models; set the arch, or give "
+               "source<TAB>target pairs (data) to the encoder_decoder");
+  } else {
+    ATTN_CHECK(!text_path.empty(), kOp, "arch '", models::arch_name(arch),
+               "' trains on a text file (text); the synthetic tasks and TSV pairs need encoder_decoder");
+  }
   if (!task.empty()) {
     TaskConfig t;
     t.kind = parse_task_kind(task);
@@ -50,16 +60,24 @@ void TrainConfig::validate() const {
     train::validate(t);
     ATTN_CHECK(train_size >= 1, kOp, "train_size must be at least 1, got ", train_size);
     ATTN_CHECK(valid_size >= 0, kOp, "valid_size must not be negative, got ", valid_size);
-  } else {
+  } else if (!train_path.empty()) {
     ATTN_CHECK(valid_path.empty() || valid_path != train_path, kOp, "the validation corpus is the training corpus '",
                train_path, "'");
+  } else {
+    ATTN_CHECK(valid_text_path.empty() || valid_text_path != text_path, kOp,
+               "the validation text is the training text '", text_path, "'");
   }
-  ATTN_CHECK(model.arch == models::Arch::EncoderDecoder, kOp, "arch '", models::arch_name(model.arch),
-             "' cannot be trained yet (only encoder_decoder)");
-  ATTN_CHECK(model.n_encoder_layers >= 1, kOp, "the model needs at least one encoder layer, got ",
-             model.n_encoder_layers);
-  ATTN_CHECK(model.n_decoder_layers >= 1, kOp, "the model needs at least one decoder layer, got ",
-             model.n_decoder_layers);
+  ATTN_CHECK(!(!text_path.empty() && !valid_path.empty()), kOp,
+             "a TSV validation corpus (valid) does not fit a text run; use valid_text");
+  ATTN_CHECK(!(text_path.empty() && !valid_text_path.empty()), kOp,
+             "a validation text (valid_text) needs a training text (text)");
+  if (arch != models::Arch::DecoderOnly)
+    ATTN_CHECK(model.n_encoder_layers >= 1, kOp, "the model needs at least one encoder layer, got ",
+               model.n_encoder_layers);
+  if (arch != models::Arch::EncoderOnly)
+    ATTN_CHECK(model.n_decoder_layers >= 1, kOp, "the model needs at least one decoder layer, got ",
+               model.n_decoder_layers);
+  ATTN_CHECK(mask_prob > 0 && mask_prob < 1, kOp, "mask_prob must be in (0, 1), got ", mask_prob);
   // Vocabulary sizes and special ids come from the data (the trainer sets them); validate the
   // rest with placeholders that satisfy the id checks.
   models::ModelConfig m = model;
@@ -106,7 +124,10 @@ json TrainConfig::to_json() const {
   j["data_seed"] = data_seed;
   j["data"] = train_path;
   j["valid"] = valid_path;
+  j["text"] = text_path;
+  j["valid_text"] = valid_text_path;
   j["tokens"] = tokenization_name(tokens);
+  j["mask_prob"] = mask_prob;
   j["model"] = model.to_json();
   j["epochs"] = epochs;
   j["batch_size"] = batch_size;
@@ -155,7 +176,10 @@ void TrainConfig::update_from_json(const json& j) {
       {"data_seed", uint_field(c.data_seed)},
       {"data", str_field(c.train_path)},
       {"valid", str_field(c.valid_path)},
+      {"text", str_field(c.text_path)},
+      {"valid_text", str_field(c.valid_text_path)},
       {"tokens", [&](const std::string& k, const json& v) { c.tokens = read_enum(k, v, parse_tokenization); }},
+      {"mask_prob", num_field(c.mask_prob)},
       {"model", [&](const std::string& k, const json& v) {
          ATTN_CHECK(v.is_object(), kOp, "key '", k, "' must be an object of model keys, got ", v.type_name());
          json merged = c.model.to_json();

@@ -1,8 +1,9 @@
-// The training loop (see trainer.h), paper §5: teacher forcing, label-smoothed cross entropy
-// over non-PAD targets, optional global-norm clipping, Adam at the schedule's rate; per epoch
-// validation, a checkpoint, the latest model and metrics.jsonl. Everything that influences a
-// later loss (weights, Adam moments, batch order, every dropout generator, the epoch's running
-// sums) is in the checkpoint, so a resumed run repeats the uninterrupted one bit for bit.
+// The training loop (see trainer.h), paper §5: the model family's objective (objective.h),
+// optional global-norm clipping, Adam at the schedule's rate; per epoch validation, a
+// checkpoint, the latest model and metrics.jsonl. Everything that influences a later loss
+// (weights, Adam moments, batch order, every dropout generator, the epoch's running sums) is in
+// the checkpoint, and the masked LM's masks are a function of (seed, epoch, example), so a
+// resumed run repeats the uninterrupted one bit for bit.
 // Not here: the command line, progress drawing (callbacks), the HTML report.
 #include "attn/train/trainer.h"
 
@@ -18,12 +19,12 @@
 
 #include "attn/autograd/tape.h"
 #include "attn/core/error.h"
-#include "attn/decode/greedy.h"
-#include "attn/decode/transformer_decoder.h"
 #include "attn/io/atomic_file.h"
 #include "attn/models/checkpoint.h"
+#include "attn/models/factory.h"
 #include "attn/ops/ops.h"
 #include "attn/train/checkpointing.h"
+#include "attn/train/text_data.h"
 
 // OpenBLAS's own thread setting (declared by its cblas.h, which only the ops layer includes).
 extern "C" void openblas_set_num_threads(int num_threads);
@@ -69,10 +70,13 @@ double number_or_nan(const json& j, const char* key) {
 }
 
 // The model configuration a dataset needs: vocabulary sizes and special ids from its vocab.
+// A single-stack model records 0 layers for the stack it does not have.
 models::ModelConfig model_config_for(const TrainConfig& c, const Vocab& vocab) {
   models::ModelConfig m = c.model;
   m.src_vocab_size = vocab.size();
   m.tgt_vocab_size = vocab.size();
+  if (m.arch == models::Arch::DecoderOnly) m.n_encoder_layers = 0;
+  if (m.arch == models::Arch::EncoderOnly) m.n_decoder_layers = 0;
   m.pad_id = Vocab::kPad;
   m.bos_id = Vocab::kBos;
   m.eos_id = Vocab::kEos;
@@ -125,6 +129,7 @@ nlohmann::ordered_json EpochMetrics::to_json() const {
   j["seconds"] = num(seconds);
   j["step"] = step;
   j["val_nll"] = num(val_nll);
+  j["val_ppl"] = num(val_ppl);
   return j;
 }
 
@@ -137,82 +142,13 @@ EpochMetrics EpochMetrics::from_json(const json& j) {
   m.loss = number_or_nan(j, "loss");
   m.val_loss = number_or_nan(j, "val_loss");
   m.val_nll = number_or_nan(j, "val_nll");
+  m.val_ppl = number_or_nan(j, "val_ppl");
   m.val_token_acc = number_or_nan(j, "val_token_acc");
   m.val_exact_acc = number_or_nan(j, "val_exact_acc");
   m.lr = number_or_nan(j, "lr");
   m.tokens_per_s = number_or_nan(j, "tokens_per_s");
   m.seconds = number_or_nan(j, "seconds");
   return m;
-}
-
-// ---- validation ---------------------------------------------------------------------------
-
-SequenceScore score_sequence(const std::vector<int64_t>& reference, const decode::Hypothesis& output) {
-  SequenceScore s;
-  const std::vector<int64_t>& out = output.tokens;
-  s.positions = static_cast<int64_t>(reference.size()) + 1;
-  for (size_t i = 0; i < reference.size(); ++i)
-    if (i < out.size() && out[i] == reference[i]) ++s.right;
-  // The EOS position: right when the output stopped exactly after the reference's length.
-  if (output.finished && out.size() == reference.size()) ++s.right;
-  s.exact = output.finished && out == reference;
-  return s;
-}
-
-ValidationResult validate_model(models::EncoderDecoderModel& model, const std::vector<Example>& examples,
-                                int64_t batch_size, double label_smoothing, SpecialIds ids) {
-  ATTN_CHECK(batch_size >= 1, "validate", "batch_size must be at least 1, got ", batch_size);
-  ValidationResult r;
-  if (examples.empty()) return r;
-  const bool was_training = model.is_training();
-  model.eval();
-  NoGradGuard no_grad;
-  double loss_sum = 0, nll_sum = 0;
-  int64_t right = 0, positions = 0, exact = 0;
-  try {
-    for (size_t begin = 0; begin < examples.size(); begin += static_cast<size_t>(batch_size)) {
-      const size_t end = std::min(examples.size(), begin + static_cast<size_t>(batch_size));
-      const std::vector<Example> chunk(examples.begin() + static_cast<std::ptrdiff_t>(begin),
-                                       examples.begin() + static_cast<std::ptrdiff_t>(end));
-      const Batch b = make_batch(chunk, ids);
-      // Teacher-forced loss, the training criterion and plain NLL, per non-PAD target.
-      const Tensor logits = model.forward(b.src, b.tgt_in);  // [B, T, V]
-      const int64_t rows = logits.size(0) * logits.size(1), V = logits.size(2);
-      const Tensor flat = logits.reshape({rows, V});          // [B*T, V]
-      const Tensor targets = b.tgt_out.reshape({rows});       // [B*T]
-      const double n = static_cast<double>(b.n_tgt_tokens);
-      loss_sum += cross_entropy(flat, targets, ids.pad, label_smoothing).item() * n;
-      nll_sum += cross_entropy(flat, targets, ids.pad, 0.0).item() * n;
-      r.tokens += b.n_tgt_tokens;
-
-      // Greedy decoding, stopped after the longest reference + EOS (later tokens cannot count).
-      int64_t longest = 0;
-      for (const Example& e : chunk) longest = std::max(longest, static_cast<int64_t>(e.tgt.size()));
-      decode::TransformerDecoder decoder(model);
-      decode::GreedyOptions g;
-      g.bos = ids.bos;
-      g.eos = ids.eos;
-      g.pad = ids.pad;
-      g.max_len = longest + 1;
-      const std::vector<decode::Hypothesis> hyps = decode::greedy_search(decoder, b.src, g);
-      for (size_t k = 0; k < chunk.size(); ++k) {
-        const SequenceScore s = score_sequence(chunk[k].tgt, hyps[k]);
-        right += s.right;
-        positions += s.positions;
-        exact += s.exact ? 1 : 0;
-        ++r.sequences;
-      }
-    }
-  } catch (...) {
-    model.train(was_training);
-    throw;
-  }
-  model.train(was_training);
-  r.loss = loss_sum / static_cast<double>(r.tokens);
-  r.nll = nll_sum / static_cast<double>(r.tokens);
-  r.token_acc = static_cast<double>(right) / static_cast<double>(positions);
-  r.exact_acc = static_cast<double>(exact) / static_cast<double>(r.sequences);
-  return r;
 }
 
 // ---- construction ---------------------------------------------------------------------------
@@ -242,6 +178,8 @@ void Trainer::build() {
       ATTN_CHECK(f.empty_lines == 0, kOp, "'", path, "' line ", expected, " is empty (every line must be source<TAB>target)");
     }
     data_ = load_tsv_dataset(c.train_path, c.valid_path, c.tokens);
+  } else if (c.uses_text()) {
+    data_ = load_text_dataset(c.text_path, c.valid_text_path, c.tokens, c.model.arch);
   } else {
     TaskConfig t;
     t.kind = parse_task_kind(c.task);
@@ -257,8 +195,16 @@ void Trainer::build() {
     ATTN_CHECK(longest <= config_.model.max_len, kOp, "the data has a row of ", longest,
                " tokens, longer than the learned positions' max_len ", config_.model.max_len);
   }
-  model_ = std::make_shared<models::EncoderDecoderModel>(config_.model);
+  model_ = models::make_model(config_.model);
   model_->train();
+  ObjectiveOptions objective;
+  objective.label_smoothing = c.label_smoothing;
+  objective.seed = c.seed;
+  objective.masking.prob = c.mask_prob;
+  objective.masking.mask_id = data_.vocab.mask_id();
+  objective.masking.first_symbol = data_.vocab.num_special();
+  objective.masking.vocab_size = data_.vocab.size();
+  objective_ = make_objective(*model_, objective);
 
   std::vector<Tensor> params;
   std::vector<std::string> names;
@@ -405,13 +351,12 @@ std::string Trainer::save_checkpoint() {
   return write_checkpoint(out_dir_, *model_, c, config_.keep);
 }
 
-double Trainer::train_step(const Batch& b) {
+double Trainer::train_step(const std::vector<int64_t>& indices, int64_t* tokens) {
   const int64_t step = adam_->steps() + 1;
   const double lr = schedule_->lr(step);
-  const Tensor logits = model_->forward(b.src, b.tgt_in);  // [B, T, V]
-  const int64_t rows = logits.size(0) * logits.size(1), V = logits.size(2);
-  const Tensor loss = cross_entropy(logits.reshape({rows, V}), b.tgt_out.reshape({rows}), Vocab::kPad,
-                                    config_.label_smoothing);  // [] mean over non-PAD targets
+  const BatchLoss batch = objective_->loss(data_.train, indices, batches_->epoch());
+  const Tensor& loss = batch.loss;  // [] mean over the batch's predicted tokens
+  *tokens = batch.tokens;
   const double value = loss.item();
   if (!std::isfinite(value)) {
     adam_->zero_grad();
@@ -447,13 +392,14 @@ void Trainer::finish_epoch(double train_seconds) {
       progress_(p);
     }
     const int64_t vb = config_.batch_size > 0 ? config_.batch_size : 64;
-    const ValidationResult v = validate_model(*model_, data_.valid, vb, config_.label_smoothing);
+    const ValidationResult v = objective_->validate(data_.valid, vb);
     m.val_loss = v.loss;
     m.val_nll = v.nll;
+    m.val_ppl = std::exp(v.nll);
     m.val_token_acc = v.token_acc;
     m.val_exact_acc = v.exact_acc;
   } else {
-    m.val_loss = m.val_nll = m.val_token_acc = m.val_exact_acc = kNaN;
+    m.val_loss = m.val_nll = m.val_ppl = m.val_token_acc = m.val_exact_acc = kNaN;
   }
   m.seconds = train_seconds + seconds_since(start);
   metrics_.push_back(m);
@@ -502,7 +448,7 @@ const std::vector<EpochMetrics>& Trainer::run(std::optional<int64_t> max_steps) 
     model_->train();
     for (;;) {
       // A run restored at an epoch's end starts by moving to the next epoch.
-      if (batches_->index() == batches_->num_batches()) (void)batches_->next();
+      if (batches_->index() == batches_->num_batches()) (void)batches_->next_indices();
       if (batches_->epoch() >= config_.epochs) break;
       const Clock::time_point epoch_clock = Clock::now();
       const double seconds_before = epoch_seconds_;
@@ -512,11 +458,12 @@ const std::vector<EpochMetrics>& Trainer::run(std::optional<int64_t> max_steps) 
           epoch_seconds_ = epoch_seconds_now();
           return metrics_;
         }
-        const Batch b = *batches_->next();
-        const double loss = train_step(b);
+        const std::vector<int64_t> indices = *batches_->next_indices();
+        int64_t tokens = 0;
+        const double loss = train_step(indices, &tokens);
         step_losses_.push_back(loss);
-        epoch_loss_sum_ += loss * static_cast<double>(b.n_tgt_tokens);
-        epoch_tokens_ += b.n_tgt_tokens;
+        epoch_loss_sum_ += loss * static_cast<double>(tokens);
+        epoch_tokens_ += tokens;
         if (progress_) {
           const double elapsed = seconds_since(session_start);
           const int64_t done = adam_->steps() - session_first_step;

@@ -95,14 +95,19 @@ std::vector<std::string> tokenize(const std::string& text, Tokenization t) {
   return out;
 }
 
-Vocab::Vocab(Tokenization tokenization) : tokenization_(tokenization) {
+Vocab::Vocab(Tokenization tokenization, bool with_mask) : tokenization_(tokenization), has_mask_(with_mask) {
   for (int64_t i = 0; i < kNumSpecial; ++i) {
     tokens_.emplace_back(kSpecialTokens[i]);
     ids_.emplace(kSpecialTokens[i], i);
   }
+  if (with_mask) {
+    tokens_.emplace_back(kMaskToken);
+    ids_.emplace(kMaskToken, kMask);
+  }
 }
 
-Vocab::Vocab(const std::vector<std::string>& symbols, Tokenization tokenization) : Vocab(tokenization) {
+Vocab::Vocab(const std::vector<std::string>& symbols, Tokenization tokenization, bool with_mask)
+    : Vocab(tokenization, with_mask) {
   for (const std::string& s : symbols) {
     ATTN_CHECK(!contains(s), "vocab", "symbol '", s, "' is listed twice or is a special token");
     add(s);
@@ -179,10 +184,12 @@ std::vector<std::string> Vocab::labels(const std::vector<int64_t>& ids) const {
 }
 
 nlohmann::json Vocab::to_json() const {
-  return nlohmann::json{{"format", "attn-vocab"},
-                        {"version", 1},
-                        {"tokenization", tokenization_name(tokenization_)},
-                        {"tokens", tokens_}};
+  nlohmann::json j{{"format", "attn-vocab"},
+                   {"version", 1},
+                   {"tokenization", tokenization_name(tokenization_)},
+                   {"tokens", tokens_}};
+  if (has_mask_) j["mask"] = true;
+  return j;
 }
 
 Vocab Vocab::from_json(const nlohmann::json& j) {
@@ -193,17 +200,22 @@ Vocab Vocab::from_json(const nlohmann::json& j) {
   ATTN_CHECK(j.contains("version") && j["version"] == 1, op, "unsupported \"version\" (expected 1)");
   ATTN_CHECK(j.contains("tokenization") && j["tokenization"].is_string(), op,
              "missing \"tokenization\"");
-  Vocab v(parse_tokenization(j["tokenization"].get<std::string>()));
+  bool with_mask = false;
+  if (j.contains("mask")) {
+    ATTN_CHECK(j["mask"].is_boolean(), op, "\"mask\" must be true or false");
+    with_mask = j["mask"].get<bool>();
+  }
+  Vocab v(parse_tokenization(j["tokenization"].get<std::string>()), with_mask);
   ATTN_CHECK(j.contains("tokens") && j["tokens"].is_array(), op, "missing \"tokens\" array");
   const auto& tokens = j["tokens"];
-  ATTN_CHECK(static_cast<int64_t>(tokens.size()) >= kNumSpecial, op, "\"tokens\" has ", tokens.size(),
-             " entries, fewer than the ", kNumSpecial, " special tokens");
+  ATTN_CHECK(static_cast<int64_t>(tokens.size()) >= v.num_special(), op, "\"tokens\" has ", tokens.size(),
+             " entries, fewer than the ", v.num_special(), " special tokens");
   for (size_t i = 0; i < tokens.size(); ++i) {
     ATTN_CHECK(tokens[i].is_string(), op, "token ", i, " is not a string");
     const std::string t = tokens[i].get<std::string>();
-    if (static_cast<int64_t>(i) < kNumSpecial) {
-      ATTN_CHECK(t == kSpecialTokens[i], op, "token ", i, " is '", t, "', expected '", kSpecialTokens[i],
-                 "'");
+    if (static_cast<int64_t>(i) < v.num_special()) {
+      const char* want = static_cast<int64_t>(i) < kNumSpecial ? kSpecialTokens[i] : kMaskToken;
+      ATTN_CHECK(t == want, op, "token ", i, " is '", t, "', expected '", want, "'");
       continue;
     }
     ATTN_CHECK(!v.contains(t), op, "token ", i, " ('", t, "') appears twice");

@@ -72,7 +72,8 @@ TEST_F(TrainCli, HelpListsTheHyperParameters) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   for (const char* flag : {"--epochs", "--batch-size", "--max-tokens", "--lr-scale", "--warmup", "--label-smoothing",
                            "--clip", "--threads", "--seed", "--config", "--resume", "--force", "--task", "--data",
-                           "--valid", "--tokens", "--keep", "--quiet"})
+                           "--valid", "--tokens", "--keep", "--quiet", "--arch", "--text", "--valid-text", "--layers",
+                           "--mask-prob"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
   const Outcome a = run_attn(tmp, "average --help");
   EXPECT_EQ(a.exit_code, 0) << a.err;
@@ -159,7 +160,7 @@ TEST_F(TrainCli, BadInputExitsNonZeroNamingTheProblemAndLeavesNoFolder) {
       {"train --out run --epochs", "--epochs"},
       {"train --out run --epochs x", "--epochs"},
       {"train --out run --task shuffle", "shuffle"},
-      {"train --out run --arch decoder-only", "encoder-decoder"},
+      {"train --out run --arch decoder-only", "trains on a text file"},
       {"train --out run --heads 3", "not divisible"},
       {"train --out run --encoder-layers 0", "encoder layer"},
       {"train --out run --epochs 0", "epochs"},

@@ -2,8 +2,9 @@
 // dataset that shuffles per epoch, can group examples of similar length, caps batches by
 // example count or by padded token count, and can resume exactly from an exported position.
 // Paper §5.1 ("batched together by approximate sequence length ... approximately 25000
-// source tokens and 25000 target tokens"), §5.3 teacher forcing. Not here: the loss, masks
-// (the model derives key-padding masks from src == <pad>), or decoder-only (LM) batches.
+// source tokens and 25000 target tokens"), §5.3 teacher forcing; make_lm_batch is the same
+// shift for a decoder-only model. Not here: the loss, attention masks (the models derive
+// key-padding masks from ids == <pad>), or BERT's masking (masking.h).
 #pragma once
 
 #include <cstdint>
@@ -43,10 +44,15 @@ Batch make_batch(const std::vector<Example>& examples, SpecialIds ids = {});
 // The batch of dataset[indices[0]], dataset[indices[1]], ... (indices checked).
 Batch make_batch(const std::vector<Example>& dataset, const std::vector<int64_t>& indices,
                  SpecialIds ids = {});
+// A decoder-only (language-model) batch of examples that hold their sequence as a target
+// without a source (text_data.h): tgt_in = <bos> x1 ... xn, tgt_out = x1 ... xn <eos>, padded;
+// src is left undefined and n_src_tokens 0. Every target non-empty, ids >= 0, indices checked.
+Batch make_lm_batch(const std::vector<Example>& dataset, const std::vector<int64_t>& indices,
+                    SpecialIds ids = {});
 
 // An example's cost toward max_tokens: max(source length, target length + 1), the longer
-// of its rows in src and tgt_in/tgt_out. A batch's cost is B times its largest example cost,
-// its padded size.
+// of its rows in src and tgt_in/tgt_out (for a text example: its row length in a decoder-only
+// or masked-LM batch). A batch's cost is B times its largest example cost, its padded size.
 int64_t example_tokens(const Example& example);
 
 struct BatchingOptions {
@@ -79,12 +85,14 @@ struct BatchPosition {
 // The dataset must outlive the iterator and stay unchanged.
 class BatchIterator {
  public:
-  // Errors: an empty dataset, both caps 0, a negative option, or an example whose own cost
-  // exceeds max_tokens (named by its index).
+  // Errors: an empty dataset, an example with neither source nor target tokens, both caps 0, a
+  // negative option, or an example whose own cost exceeds max_tokens (named by its index).
   BatchIterator(const std::vector<Example>& dataset, BatchingOptions options, SpecialIds ids = {});
 
-  // The next batch of the current epoch; std::nullopt when the epoch is exhausted, and the
-  // iterator then moves to the next epoch (epoch() + 1, newly planned).
+  // The next batch of the current epoch, as dataset indices; std::nullopt when the epoch is
+  // exhausted, and the iterator then moves to the next epoch (epoch() + 1, newly planned).
+  std::optional<std::vector<int64_t>> next_indices();
+  // next_indices() made into an encoder-decoder batch by make_batch.
   std::optional<Batch> next();
 
   int64_t epoch() const { return epoch_; }

@@ -1,5 +1,6 @@
 // attn/train/train_config.h — every training hyper-parameter of `attn train` in one struct,
-// validated once: the data (a synthetic task or a TSV corpus), batching, Adam (paper §5.3),
+// validated once: the data (a synthetic task or a TSV corpus for the encoder-decoder, a text
+// file for the decoder-only and encoder-only models, chosen by model.arch), batching, Adam (paper §5.3),
 // the learning-rate schedule (Noam, constant, cosine), label smoothing (§5.4), clipping,
 // checkpointing, seed and threads, plus the model's hyper-parameters (ModelConfig).
 // JSON in and out with strict keys, as ModelConfig. Defaults: the seed's digit-reversal recipe.
@@ -19,8 +20,9 @@
 namespace attn::train {
 
 struct TrainConfig {
-  // ---- data: a synthetic task (task non-empty) or a TSV corpus (train_path non-empty) ----
-  std::string task = "reverse";   // "reverse", "copy", "sort"; "" with a TSV corpus
+  // ---- data: a synthetic task (task non-empty), a TSV corpus (train_path non-empty) or a
+  // ---- text file (text_path non-empty; decoder_only and encoder_only models) -------------
+  std::string task = "reverse";   // "reverse", "copy", "sort"; "" with a TSV corpus or a text file
   int64_t length = 8;             // symbols per source (synthetic tasks)
   int64_t min_length = 0;         // 0: fixed length; else lengths uniform in [min_length, length]
   int64_t symbols = 10;           // alphabet size of the synthetic task (1..62)
@@ -30,7 +32,10 @@ struct TrainConfig {
                                         // depends on `seed`)
   std::string train_path;         // TSV "source<TAB>target" training corpus
   std::string valid_path;         // TSV validation corpus ("" = no validation)
-  Tokenization tokens = Tokenization::Chars;  // how TSV lines split into tokens
+  std::string text_path;         // plain text, one training sequence per non-blank line (text_data.h)
+  std::string valid_text_path;   // plain-text validation lines ("" = no validation)
+  Tokenization tokens = Tokenization::Chars;  // how TSV and text lines split into tokens
+  double mask_prob = 0.15;       // encoder_only: share of each line's tokens chosen for the masked LM
 
   // ---- model (vocabulary sizes and special ids are set from the data's vocabulary) -------
   models::ModelConfig model = default_model();
@@ -64,6 +69,7 @@ struct TrainConfig {
   static models::ModelConfig default_model();
 
   bool uses_tsv() const { return !train_path.empty(); }
+  bool uses_text() const { return !text_path.empty(); }
   // Throws attn::Error "[TrainConfig] ..." naming the first invalid field; the model config is
   // validated too, with the vocabulary of the data in place of its own sizes.
   void validate() const;

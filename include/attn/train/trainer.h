@@ -1,10 +1,9 @@
-// attn/train/trainer.h — the training loop of an encoder-decoder Transformer (paper §5):
-// teacher forcing with the target shifted right, label-smoothed cross entropy with PAD
-// ignored, global-norm clipping, Adam at the schedule's rate, per-epoch validation (teacher-
-// forced loss, and token / exact-sequence accuracy under greedy decoding), metrics.jsonl, and
-// checkpoints that make --resume exact (checkpointing.h). Deterministic: the same config, seed
-// and thread count give the same losses bit for bit. Not here: decoder-only or encoder-only
-// training, gradient accumulation, mixed precision, several processes.
+// attn/train/trainer.h — the training loop (paper §5) of all three model families: the
+// family's objective (objective.h: teacher forcing for the encoder-decoder, next-token
+// prediction for decoder-only, BERT's masked LM for encoder-only), global-norm clipping, Adam
+// at the schedule's rate, per-epoch validation, metrics.jsonl, and checkpoints that make
+// --resume exact (checkpointing.h). Deterministic: the same config, seed and thread count give
+// the same losses bit for bit. Not here: gradient accumulation, mixed precision, several processes.
 #pragma once
 
 #include <atomic>
@@ -18,10 +17,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attn/decode/hypothesis.h"
-#include "attn/models/encoder_decoder.h"
+#include "attn/models/model.h"
 #include "attn/train/adam.h"
 #include "attn/train/batching.h"
+#include "attn/train/objective.h"
 #include "attn/train/schedule.h"
 #include "attn/train/tasks.h"
 #include "attn/train/train_config.h"
@@ -39,30 +38,25 @@ void set_num_threads(int64_t n);
 int64_t training_threads(const TrainConfig& config);
 
 // One line of metrics.jsonl: the epoch's training loss (the objective, label smoothing
-// included, averaged over target tokens), the validation loss (same criterion, teacher
-// forcing, no dropout), val_nll (the same without smoothing), and the greedy-decoding
-// accuracies (see validate()). Validation values are NaN (null in JSON) without a
-// validation set.
+// included, averaged over predicted tokens), the validation loss (same criterion, teacher
+// forcing, no dropout), val_nll (the same without smoothing), val_ppl = exp(val_nll), and the
+// accuracies of ValidationResult (objective.h: greedy decoding for the encoder-decoder, the
+// argmax at predicted tokens for the single-stack models). Validation values are NaN (null in
+// JSON) without a validation set, and val_exact_acc is NaN for the single-stack models.
 struct EpochMetrics {
   int64_t epoch = 0;          // 1-based
   int64_t step = 0;           // optimizer steps after this epoch
   double loss = 0;
   double val_loss = 0;
   double val_nll = 0;
+  double val_ppl = 0;         // exp(val_nll)
   double val_token_acc = 0;   // in [0, 1]
   double val_exact_acc = 0;   // in [0, 1]
   double lr = 0;              // the rate of the epoch's last step
-  double tokens_per_s = 0;    // target tokens (EOS included, PAD excluded) per second of training
+  double tokens_per_s = 0;    // predicted tokens (EOS included, PAD excluded) per second of training
   double seconds = 0;         // wall time of the epoch, validation included
   nlohmann::ordered_json to_json() const;
   static EpochMetrics from_json(const nlohmann::json& j);
-};
-
-// Validation results on a set of examples.
-struct ValidationResult {
-  double loss = 0, nll = 0;   // mean per target token (EOS included)
-  double token_acc = 0, exact_acc = 0;
-  int64_t tokens = 0, sequences = 0;
 };
 
 // What the progress callback is told: after every optimizer step (phase Train) and when
@@ -80,33 +74,14 @@ struct TrainProgress {
   double eta_seconds = 0;             // to the end of the run, from this session's speed
 };
 
-// How one greedy output scores against its reference of L tokens: `positions` = L + 1 (the
-// tokens, then EOS), `right` = the positions where the output holds the reference's token (at
-// position L: the output ended with EOS exactly there), exact = the output is the reference.
-struct SequenceScore {
-  int64_t right = 0, positions = 0;
-  bool exact = false;
-};
-SequenceScore score_sequence(const std::vector<int64_t>& reference, const decode::Hypothesis& output);
-
-// Teacher-forced loss and greedy accuracies of `model` (put in eval mode for the call and
-// restored) on `examples`, in batches of `batch_size`. Token accuracy counts, for every
-// reference of L tokens, the L + 1 positions "tokens then EOS": position i is right when the
-// greedy output has the reference token there (EOS at position L, i.e. the output stopped
-// exactly there). Too-short outputs miss the positions they do not reach, too-long ones miss
-// the EOS position; PAD never counts. Exact accuracy: the output equals the reference and
-// ended with EOS. Greedy decoding stops after L_max + 1 tokens (L_max the batch's longest
-// reference): no later token can change either accuracy.
-ValidationResult validate_model(models::EncoderDecoderModel& model, const std::vector<Example>& examples,
-                                int64_t batch_size, double label_smoothing, SpecialIds ids = {});
-
 class Trainer {
  public:
   using ProgressCallback = std::function<void(const TrainProgress&)>;
   using EpochCallback = std::function<void(const EpochMetrics&)>;
 
-  // A new run into `out_dir`: validates the config, builds the data (task or TSV), the
-  // vocabulary, the model and the optimizer. Writes nothing (run() creates the folder).
+  // A new run into `out_dir`: validates the config, builds the data (task, TSV pairs or a
+  // text file), the vocabulary, the model of config.model.arch, its objective and the
+  // optimizer. Writes nothing (run() creates the folder).
   Trainer(TrainConfig config, std::string out_dir);
   // Continues the run in `out_dir` from its latest checkpoint: the stored train_config.json
   // with `overrides` applied (only "epochs", "keep", "threads" and "checkpoint_every" may
@@ -136,8 +111,9 @@ class Trainer {
   const TrainConfig& config() const { return config_; }
   const std::string& out_dir() const { return out_dir_; }
   const Dataset& data() const { return data_; }
-  models::EncoderDecoderModel& model() { return *model_; }
-  const std::shared_ptr<models::EncoderDecoderModel>& model_ptr() const { return model_; }
+  models::Model& model() { return *model_; }
+  const std::shared_ptr<models::Model>& model_ptr() const { return model_; }
+  Objective& objective() { return *objective_; }
   const Adam& optimizer() const { return *adam_; }
   int64_t step() const { return adam_->steps(); }
   int64_t epochs_done() const { return static_cast<int64_t>(metrics_.size()); }
@@ -150,7 +126,8 @@ class Trainer {
   Trainer(TrainConfig config, std::string out_dir, bool fresh);
   void build();
   void write_run_files();
-  double train_step(const Batch& batch);
+  // One optimizer step on dataset indices `indices`; returns the loss and counts the tokens.
+  double train_step(const std::vector<int64_t>& indices, int64_t* tokens);
   void finish_epoch(double seconds_before_validation);
   nlohmann::json state_json() const;
   void restore_state(const nlohmann::json& state);
@@ -160,7 +137,8 @@ class Trainer {
   bool fresh_ = true;          // a new run: run() creates the folder first
   bool folder_ready_ = false;
   Dataset data_;
-  std::shared_ptr<models::EncoderDecoderModel> model_;
+  std::shared_ptr<models::Model> model_;
+  std::unique_ptr<Objective> objective_;
   std::unique_ptr<Adam> adam_;
   std::unique_ptr<LrSchedule> schedule_;
   std::string schedule_text_;

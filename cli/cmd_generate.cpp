@@ -1,0 +1,211 @@
+// attn generate --model DIR --prompt TEXT: continues prompts with a decoder-only (GPT-style)
+// model, printing one continuation per prompt, in order. Prompts come from --prompt (repeatable),
+// --input FILE or stdin, one per line, and are decoded in batches through the KV-cached
+// decode::LmDecoder: greedy by default, --beam N for beam search, sampling with --temperature,
+// --top-k, --top-p and --seed (or --sample). Contradictory choices are errors, never guesses.
+// Not here: encoder-decoder models (attn translate), streaming token by token.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attn/core/error.h"
+#include "attn/train/trainer.h"
+#include "commands.h"
+#include "infer_io.h"
+#include "lm_io.h"
+
+namespace attn::cli {
+
+namespace {
+
+constexpr const char* kCmd = "generate";
+
+struct GenerateOptions {
+  std::string model_dir;
+  std::vector<std::string> prompts;
+  std::string input;  // a file of prompts, one per line
+  GenerateSettings settings;
+  // Which flags were given (CLI11 counts), to refuse contradictory choices.
+  bool greedy = false, sample = false;
+  bool beam_given = false, alpha_given = false, n_best_given = false;
+  std::vector<std::string> sampling_flags;  // the sampling flags given, by name
+  int64_t batch_size = 32;
+  bool with_prompt = false;
+  bool scores = false;
+  int64_t threads = 0;
+};
+
+// The search the flags ask for; contradictions are errors naming both sides.
+GenerateSettings resolve_mode(const GenerateOptions& o) {
+  GenerateSettings s = o.settings;
+  const bool sampling = o.sample || !o.sampling_flags.empty();
+  std::string sampling_names;
+  for (const std::string& f : o.sampling_flags) sampling_names += (sampling_names.empty() ? "" : ", ") + f;
+  if (o.sample) sampling_names = sampling_names.empty() ? "--sample" : "--sample, " + sampling_names;
+  ATTN_CHECK(!(o.greedy && o.beam_given), kCmd, "--greedy and --beam exclude each other (greedy is beam search of 1)");
+  ATTN_CHECK(!(o.greedy && sampling), kCmd, "--greedy picks the most probable token and cannot be combined with "
+             "sampling (", sampling_names, ")");
+  ATTN_CHECK(!(o.beam_given && sampling), kCmd, "--beam searches for the most probable continuation and cannot be "
+             "combined with sampling (", sampling_names, ")");
+  ATTN_CHECK(o.beam_given || !(o.alpha_given || o.n_best_given), kCmd, "--alpha and --n-best need --beam");
+  if (o.beam_given) s.mode = GenerateSettings::Mode::Beam;
+  else if (sampling) s.mode = GenerateSettings::Mode::Sample;
+  else s.mode = GenerateSettings::Mode::Greedy;
+  validate(s);
+  return s;
+}
+
+int run_generate(const GenerateOptions& o) {
+  ATTN_CHECK(o.threads >= 0, kCmd, "--threads must be >= 0, got ", o.threads);
+  if (o.threads > 0) train::set_num_threads(o.threads);
+  ATTN_CHECK(o.batch_size >= 1, kCmd, "--batch-size must be >= 1, got ", o.batch_size);
+  ATTN_CHECK(o.prompts.empty() || o.input.empty(), kCmd, "give prompts with --prompt or --input, not both");
+  const GenerateSettings settings = resolve_mode(o);
+  const ModelFolder folder = open_model_folder(o.model_dir, kCmd, true, models::Arch::DecoderOnly);
+
+  TokenCodec codec;
+  codec.vocab = &*folder.vocab;
+  codec.vocab_size = folder.tgt_vocab_size;
+  codec.pad = folder.pad;
+  codec.command = kCmd;
+
+  std::vector<std::vector<int64_t>> pending;
+  std::vector<std::string> pending_text;
+  int64_t done = 0;
+  const auto flush = [&] {
+    if (pending.empty()) return;
+    const auto found = generate_batch(folder, pending, settings);
+    for (size_t i = 0; i < found.size(); ++i) {
+      for (size_t k = 0; k < found[i].size(); ++k) {
+        const decode::Hypothesis& h = found[i][k];
+        std::string text = codec.write(h.tokens);
+        if (o.with_prompt) {
+          const bool words = folder.vocab->tokenization() == train::Tokenization::Whitespace;
+          text = pending_text[i] + (words && !text.empty() ? " " : "") + text;
+        }
+        if (settings.mode == GenerateSettings::Mode::Beam && settings.n_best > 1)
+          std::printf("%lld\t%zu\t%.6f\t%s\n", static_cast<long long>(done + static_cast<int64_t>(i) + 1), k + 1,
+                      h.score, text.c_str());
+        else if (o.scores)
+          std::printf("%.6f\t%s\n", h.score, text.c_str());
+        else
+          std::printf("%s\n", text.c_str());
+      }
+    }
+    std::fflush(stdout);
+    done += static_cast<int64_t>(pending.size());
+    pending.clear();
+    pending_text.clear();
+  };
+  const auto add = [&](const std::string& text, int64_t line_no) {
+    try {
+      pending.push_back(codec.read(text, line_no, "prompt"));
+    } catch (const Error&) {
+      flush();  // the prompts before the bad one still get their continuations
+      throw;
+    }
+    pending_text.push_back(text);
+    if (static_cast<int64_t>(pending.size()) >= o.batch_size) flush();
+  };
+
+  if (!o.prompts.empty()) {
+    for (size_t i = 0; i < o.prompts.size(); ++i) {
+      codec.source = str_cat("--prompt ", i + 1);
+      add(o.prompts[i], 0);
+    }
+  } else {
+    std::ifstream file;
+    if (!o.input.empty()) {
+      file.open(o.input);
+      ATTN_CHECK(file.good(), kCmd, "cannot read --input '", o.input, "'");
+      codec.source = "'" + o.input + "'";
+    }
+    LineReader reader(o.input.empty() ? std::cin : file);
+    std::string line;
+    int64_t n = 0;
+    while (reader.next(line)) {
+      add(line, reader.line_number());
+      ++n;
+    }
+    ATTN_CHECK(n > 0, kCmd, o.input.empty() ? std::string("stdin") : "--input '" + o.input + "'", " holds no prompt");
+  }
+  flush();
+  return 0;
+}
+
+}  // namespace
+
+void register_generate(CLI::App& app, Action* action) {
+  auto o = std::make_shared<GenerateOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "generate", "continue prompts with a decoder-only (GPT-style) model: greedy, beam search or sampling");
+  cmd->add_option("--model", o->model_dir, "model folder of a decoder-only model (attn train --arch decoder-only)")
+      ->required();
+  // One value per --prompt, taken as it is (CLI11 would otherwise read "[a,b]" as a list).
+  cmd->add_option("--prompt", o->prompts, "a prompt to continue (repeat for several; they are decoded as a batch)")
+      ->allow_extra_args(false);
+  cmd->add_option("--input", o->input, "a file of prompts, one per line (without --prompt or --input: stdin)");
+  cmd->add_option("--max-tokens", o->settings.max_tokens, "generated tokens at most, <eos> included")
+      ->capture_default_str();
+  cmd->add_flag("--greedy", o->greedy, "always the most probable token (the default)");
+  cmd->add_option_function<int64_t>(
+      "--beam", [p = o.get()](const int64_t& v) {
+        p->settings.beam = v;
+        p->beam_given = true;
+      },
+      "beam search with this many hypotheses");
+  cmd->add_option_function<double>(
+      "--alpha", [p = o.get()](const double& v) {
+        p->settings.alpha = v;
+        p->alpha_given = true;
+      },
+      "beam search: length penalty exponent, ((5+len)/6)^alpha")
+      ->default_str("0.6");
+  cmd->add_option_function<int64_t>(
+      "--n-best", [p = o.get()](const int64_t& v) {
+        p->settings.n_best = v;
+        p->n_best_given = true;
+      },
+      "beam search: hypotheses per prompt; above 1 printed as PROMPT<TAB>RANK<TAB>SCORE<TAB>TEXT")
+      ->default_str("1");
+  cmd->add_flag("--sample", o->sample, "sample from the model's distribution (temperature 1, no filter)");
+  cmd->add_option_function<double>(
+      "--temperature",
+      [p = o.get()](const double& v) {
+        p->settings.temperature = v;
+        p->sampling_flags.push_back("--temperature");
+      },
+      "sampling: divide the log-probabilities by this (> 0)")
+      ->default_str("1");
+  cmd->add_option_function<int64_t>(
+      "--top-k", [p = o.get()](const int64_t& v) {
+        p->settings.top_k = v;
+        p->sampling_flags.push_back("--top-k");
+      },
+      "sampling: keep the k most probable tokens (0: all)")
+      ->default_str("0");
+  cmd->add_option_function<double>(
+      "--top-p", [p = o.get()](const double& v) {
+        p->settings.top_p = v;
+        p->sampling_flags.push_back("--top-p");
+      },
+      "sampling: keep the smallest set of most probable tokens whose mass reaches p, in (0, 1]")
+      ->default_str("1");
+  cmd->add_option_function<uint64_t>(
+      "--seed", [p = o.get()](const uint64_t& v) {
+        p->settings.seed = v;
+        p->sampling_flags.push_back("--seed");
+      },
+      "sampling: the seed (the same prompts, order and --batch-size give the same samples)")
+      ->default_str("0");
+  cmd->add_option("--batch-size", o->batch_size, "prompts decoded together")->capture_default_str();
+  cmd->add_flag("--with-prompt", o->with_prompt, "print each prompt followed by its continuation");
+  cmd->add_flag("--scores", o->scores, "prefix each continuation with its log-probability and a tab");
+  cmd->add_option("--threads", o->threads, "OpenMP/BLAS threads; 0 = the runtime's default");
+  cmd->callback([o, action] { *action = [o] { return run_generate(*o); }; });
+}
+
+}  // namespace attn::cli

@@ -1,0 +1,98 @@
+// attn/train/objective.h — what the trainer minimises and how it validates, one objective per
+// model family, so that one training loop (trainer.h) serves all three:
+//   encoder_decoder  teacher forcing with the target shifted right, label-smoothed cross
+//                    entropy over the target tokens (paper §5.3-5.4); validation adds greedy
+//                    decoding (token and exact-sequence accuracy)
+//   decoder_only     next-token prediction: input <bos> x1..xn, targets x1..xn <eos> (GPT)
+//   encoder_only     BERT's masked LM (masking.h): the loss only at the chosen positions
+// Not here: the optimizer, schedule, batching order or checkpoints (the trainer's).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attn/core/tensor.h"
+#include "attn/decode/hypothesis.h"
+#include "attn/models/decoder_only.h"
+#include "attn/models/encoder_decoder.h"
+#include "attn/models/encoder_only.h"
+#include "attn/train/batching.h"
+#include "attn/train/masking.h"
+#include "attn/train/tasks.h"
+
+namespace attn::train {
+
+// Validation results on a set of examples. loss and nll are means per predicted token (the
+// encoder-decoder's targets + EOS, the language model's tokens + EOS, the masked LM's chosen
+// positions); token_acc is the encoder-decoder's greedy-decoding accuracy (see validate_model)
+// or the single-stack models' teacher-forced argmax accuracy on those tokens; exact_acc is the
+// encoder-decoder's exact-sequence accuracy (NaN for the single-stack models).
+struct ValidationResult {
+  double loss = 0, nll = 0;
+  double token_acc = 0, exact_acc = 0;
+  int64_t tokens = 0, sequences = 0;
+};
+
+// How one greedy output scores against its reference of L tokens: `positions` = L + 1 (the
+// tokens, then EOS), `right` = the positions where the output holds the reference's token (at
+// position L: the output ended with EOS exactly there), exact = the output is the reference.
+struct SequenceScore {
+  int64_t right = 0, positions = 0;
+  bool exact = false;
+};
+SequenceScore score_sequence(const std::vector<int64_t>& reference, const decode::Hypothesis& output);
+
+// Teacher-forced loss and greedy accuracies of `model` (put in eval mode for the call and
+// restored) on `examples`, in batches of `batch_size`. Token accuracy counts, for every
+// reference of L tokens, the L + 1 positions "tokens then EOS": position i is right when the
+// greedy output has the reference token there (EOS at position L, i.e. the output stopped
+// exactly there). Too-short outputs miss the positions they do not reach, too-long ones miss
+// the EOS position; PAD never counts. Exact accuracy: the output equals the reference and
+// ended with EOS. Greedy decoding stops after L_max + 1 tokens (L_max the batch's longest
+// reference): no later token can change either accuracy.
+ValidationResult validate_model(models::EncoderDecoderModel& model, const std::vector<Example>& examples,
+                                int64_t batch_size, double label_smoothing, SpecialIds ids = {});
+
+// Teacher-forced next-token loss, nll and argmax accuracy of a language model on text examples
+// (make_lm_batch), eval mode for the call. exact_acc is NaN.
+ValidationResult validate_language_model(models::DecoderOnlyModel& model, const std::vector<Example>& examples,
+                                         int64_t batch_size, double label_smoothing, SpecialIds ids = {});
+
+// Masked-LM loss, nll and accuracy at the chosen positions of `examples`, masked with
+// masking_seed(seed, -1, k): the same masks every time, so epochs compare. exact_acc is NaN.
+ValidationResult validate_masked_lm(models::EncoderOnlyModel& model, const std::vector<Example>& examples,
+                                    int64_t batch_size, double label_smoothing, const MaskingOptions& masking,
+                                    uint64_t seed, int64_t pad = Vocab::kPad);
+
+// The loss of one training batch: the mean over `tokens` predicted tokens, recorded on the tape.
+struct BatchLoss {
+  Tensor loss;
+  int64_t tokens = 0;
+};
+
+class Objective {
+ public:
+  virtual ~Objective() = default;
+  // The loss of training examples dataset[indices...] in 0-based epoch `epoch` (the masked LM
+  // draws its masks from it), the model in whatever mode the trainer set.
+  virtual BatchLoss loss(const std::vector<Example>& dataset, const std::vector<int64_t>& indices, int64_t epoch) = 0;
+  // Validation on `examples` in batches of `batch_size` (eval mode, no tape).
+  virtual ValidationResult validate(const std::vector<Example>& examples, int64_t batch_size) = 0;
+  // What validation does, for progress lines: "greedy decoding", "teacher forcing", ...
+  virtual const char* validation_method() const = 0;
+};
+
+// Settings every objective shares.
+struct ObjectiveOptions {
+  double label_smoothing = 0.0;
+  SpecialIds ids{};
+  MaskingOptions masking{};  // encoder_only; its ids are set from the vocabulary by the caller
+  uint64_t seed = 0;         // encoder_only: masking_seed's run seed
+};
+
+// The objective of `model`'s family (holding a reference: the model must outlive it).
+std::unique_ptr<Objective> make_objective(models::Model& model, const ObjectiveOptions& options);
+
+}  // namespace attn::train

@@ -1,0 +1,52 @@
+// attn/train/text_data.h — a plain-text corpus for the single-stack models: every non-blank
+// line of the file is one training sequence, split into character or whitespace tokens
+// (train/vocab.h). A decoder-only (GPT-style) example is the line as a target without a source
+// (make_lm_batch feeds <bos> line and predicts line <eos>); an encoder-only (BERT-style)
+// example is the line as a source without a target (masked by train/masking.h).
+// Not here: packing lines into fixed-size blocks, subword tokenization, files larger than memory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attn/models/config.h"
+#include "attn/train/tasks.h"
+#include "attn/train/vocab.h"
+
+namespace attn::train {
+
+// One text file split into tokens. A trailing "\r" (CRLF) and a UTF-8 byte-order mark at the
+// start are dropped; blank lines (empty, or only ASCII whitespace) are skipped and counted.
+// Invalid UTF-8 is an error "[text] '<path>' line <n>: ...".
+struct TextFile {
+  std::string path;
+  std::vector<std::vector<std::string>> lines;  // the tokens of every non-blank line
+  std::vector<int64_t> line_numbers;            // 1-based line of each
+  int64_t blank_lines = 0;
+};
+TextFile read_text(const std::string& path, Tokenization tokenization);
+
+// The specials (and [MASK] when with_mask), then every token of the file sorted by its UTF-8
+// bytes (deterministic, independent of line order).
+Vocab build_text_vocab(const TextFile& file, Tokenization tokenization, bool with_mask);
+
+// The lines as ids; an unknown token is an error naming path and line, or <unk> when map_unknown
+// (then counted in *unknown_tokens when given).
+std::vector<std::vector<int64_t>> encode_text(const TextFile& file, const Vocab& vocab, bool map_unknown,
+                                              int64_t* unknown_tokens = nullptr);
+
+// The example of one line of ids for a single-stack arch: decoder_only {src = {}, tgt = ids},
+// encoder_only {src = ids, tgt = {}}. encoder_decoder is an error.
+Example text_example(models::Arch arch, std::vector<int64_t> ids);
+// The line of a text example (whichever side holds it).
+const std::vector<int64_t>& text_ids(const Example& example);
+
+// Training lines with the vocabulary built from them (with [MASK] for encoder_only), and the
+// validation lines (valid_path may be empty: no validation set) with unknown tokens mapped to
+// <unk> and counted in Dataset::valid_unknown_tokens; blank lines of both files are counted in
+// Dataset::empty_lines. A file without any non-blank line is an error naming it.
+Dataset load_text_dataset(const std::string& train_path, const std::string& valid_path, Tokenization tokenization,
+                          models::Arch arch);
+
+}  // namespace attn::train

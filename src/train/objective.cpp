@@ -1,0 +1,270 @@
+// The three training objectives (see objective.h) and their validation: teacher forcing with
+// greedy-decoding accuracies for the encoder-decoder (paper §5), next-token prediction for the
+// decoder-only model, BERT's masked LM for the encoder-only model. Validation runs in eval mode
+// under NoGradGuard and restores the model's mode however it ends.
+// Not here: the loop, the optimizer or checkpoints (trainer.cpp).
+#include "attn/train/objective.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "attn/autograd/tape.h"
+#include "attn/core/error.h"
+#include "attn/decode/greedy.h"
+#include "attn/decode/transformer_decoder.h"
+#include "attn/ops/ops.h"
+
+namespace attn::train {
+
+namespace {
+
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Puts a model in eval mode for a scope and restores its mode afterwards, however it ends.
+class EvalScope {
+ public:
+  explicit EvalScope(models::Model& model) : model_(model), was_training_(model.is_training()) { model_.eval(); }
+  ~EvalScope() { model_.train(was_training_); }
+  EvalScope(const EvalScope&) = delete;
+  EvalScope& operator=(const EvalScope&) = delete;
+
+ private:
+  models::Model& model_;
+  bool was_training_;
+};
+
+// Rows of logits [N, V] whose argmax (the lower id on ties) equals their target, over the rows
+// whose target is not `ignore`.
+int64_t argmax_hits(const Tensor& logits, const Tensor& targets, int64_t ignore) {
+  const int64_t N = logits.size(0), V = logits.size(1);
+  const std::vector<double> v = logits.to_vector<double>();
+  const std::vector<int64_t> t = targets.to_vector<int64_t>();
+  int64_t hits = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    if (t[static_cast<size_t>(n)] == ignore) continue;
+    const double* row = v.data() + n * V;
+    const int64_t best = std::max_element(row, row + V) - row;
+    if (best == t[static_cast<size_t>(n)]) ++hits;
+  }
+  return hits;
+}
+
+void check_batch_size(int64_t batch_size) {
+  ATTN_CHECK(batch_size >= 1, "validate", "batch_size must be at least 1, got ", batch_size);
+}
+
+}  // namespace
+
+// ---- validation ---------------------------------------------------------------------------
+
+SequenceScore score_sequence(const std::vector<int64_t>& reference, const decode::Hypothesis& output) {
+  SequenceScore s;
+  const std::vector<int64_t>& out = output.tokens;
+  s.positions = static_cast<int64_t>(reference.size()) + 1;
+  for (size_t i = 0; i < reference.size(); ++i)
+    if (i < out.size() && out[i] == reference[i]) ++s.right;
+  // The EOS position: right when the output stopped exactly after the reference's length.
+  if (output.finished && out.size() == reference.size()) ++s.right;
+  s.exact = output.finished && out == reference;
+  return s;
+}
+
+ValidationResult validate_model(models::EncoderDecoderModel& model, const std::vector<Example>& examples,
+                                int64_t batch_size, double label_smoothing, SpecialIds ids) {
+  check_batch_size(batch_size);
+  ValidationResult r;
+  if (examples.empty()) return r;
+  EvalScope eval(model);
+  NoGradGuard no_grad;
+  double loss_sum = 0, nll_sum = 0;
+  int64_t right = 0, positions = 0, exact = 0;
+  for (size_t begin = 0; begin < examples.size(); begin += static_cast<size_t>(batch_size)) {
+    const size_t end = std::min(examples.size(), begin + static_cast<size_t>(batch_size));
+    const std::vector<Example> chunk(examples.begin() + static_cast<std::ptrdiff_t>(begin),
+                                     examples.begin() + static_cast<std::ptrdiff_t>(end));
+    const Batch b = make_batch(chunk, ids);
+    // Teacher-forced loss, the training criterion and plain NLL, per non-PAD target.
+    const Tensor logits = model.forward(b.src, b.tgt_in);  // [B, T, V]
+    const int64_t rows = logits.size(0) * logits.size(1), V = logits.size(2);
+    const Tensor flat = logits.reshape({rows, V});          // [B*T, V]
+    const Tensor targets = b.tgt_out.reshape({rows});       // [B*T]
+    const double n = static_cast<double>(b.n_tgt_tokens);
+    loss_sum += cross_entropy(flat, targets, ids.pad, label_smoothing).item() * n;
+    nll_sum += cross_entropy(flat, targets, ids.pad, 0.0).item() * n;
+    r.tokens += b.n_tgt_tokens;
+
+    // Greedy decoding, stopped after the longest reference + EOS (later tokens cannot count).
+    int64_t longest = 0;
+    for (const Example& e : chunk) longest = std::max(longest, static_cast<int64_t>(e.tgt.size()));
+    decode::TransformerDecoder decoder(model);
+    decode::GreedyOptions g;
+    g.bos = ids.bos;
+    g.eos = ids.eos;
+    g.pad = ids.pad;
+    g.max_len = longest + 1;
+    const std::vector<decode::Hypothesis> hyps = decode::greedy_search(decoder, b.src, g);
+    for (size_t k = 0; k < chunk.size(); ++k) {
+      const SequenceScore s = score_sequence(chunk[k].tgt, hyps[k]);
+      right += s.right;
+      positions += s.positions;
+      exact += s.exact ? 1 : 0;
+      ++r.sequences;
+    }
+  }
+  r.loss = loss_sum / static_cast<double>(r.tokens);
+  r.nll = nll_sum / static_cast<double>(r.tokens);
+  r.token_acc = static_cast<double>(right) / static_cast<double>(positions);
+  r.exact_acc = static_cast<double>(exact) / static_cast<double>(r.sequences);
+  return r;
+}
+
+ValidationResult validate_language_model(models::DecoderOnlyModel& model, const std::vector<Example>& examples,
+                                         int64_t batch_size, double label_smoothing, SpecialIds ids) {
+  check_batch_size(batch_size);
+  ValidationResult r;
+  r.exact_acc = kNaN;
+  if (examples.empty()) return r;
+  EvalScope eval(model);
+  NoGradGuard no_grad;
+  double loss_sum = 0, nll_sum = 0;
+  int64_t hits = 0;
+  for (size_t begin = 0; begin < examples.size(); begin += static_cast<size_t>(batch_size)) {
+    const size_t end = std::min(examples.size(), begin + static_cast<size_t>(batch_size));
+    std::vector<int64_t> indices;
+    for (size_t k = begin; k < end; ++k) indices.push_back(static_cast<int64_t>(k));
+    const Batch b = make_lm_batch(examples, indices, ids);
+    const Tensor logits = model.forward(b.tgt_in);            // [B, T, V]
+    const int64_t rows = logits.size(0) * logits.size(1), V = logits.size(2);
+    const Tensor flat = logits.reshape({rows, V});            // [B*T, V]
+    const Tensor targets = b.tgt_out.reshape({rows});         // [B*T]
+    const double n = static_cast<double>(b.n_tgt_tokens);
+    loss_sum += cross_entropy(flat, targets, ids.pad, label_smoothing).item() * n;
+    nll_sum += cross_entropy(flat, targets, ids.pad, 0.0).item() * n;
+    hits += argmax_hits(flat, targets, ids.pad);
+    r.tokens += b.n_tgt_tokens;
+    r.sequences += b.size();
+  }
+  r.loss = loss_sum / static_cast<double>(r.tokens);
+  r.nll = nll_sum / static_cast<double>(r.tokens);
+  r.token_acc = static_cast<double>(hits) / static_cast<double>(r.tokens);
+  return r;
+}
+
+ValidationResult validate_masked_lm(models::EncoderOnlyModel& model, const std::vector<Example>& examples,
+                                    int64_t batch_size, double label_smoothing, const MaskingOptions& masking,
+                                    uint64_t seed, int64_t pad) {
+  check_batch_size(batch_size);
+  ValidationResult r;
+  r.exact_acc = kNaN;
+  if (examples.empty()) return r;
+  EvalScope eval(model);
+  NoGradGuard no_grad;
+  double loss_sum = 0, nll_sum = 0;
+  int64_t hits = 0;
+  for (size_t begin = 0; begin < examples.size(); begin += static_cast<size_t>(batch_size)) {
+    const size_t end = std::min(examples.size(), begin + static_cast<size_t>(batch_size));
+    std::vector<int64_t> indices;
+    for (size_t k = begin; k < end; ++k) indices.push_back(static_cast<int64_t>(k));
+    const MaskedBatch b = make_masked_batch(examples, indices, masking, seed, -1, pad);
+    if (b.n_chosen == 0) continue;
+    const Tensor logits = model.forward(b.input);             // [B, S, V]
+    const int64_t rows = logits.size(0) * logits.size(1), V = logits.size(2);
+    const double n = static_cast<double>(b.n_chosen);
+    loss_sum += masked_lm_loss(logits, b.labels, pad, label_smoothing).item() * n;
+    nll_sum += masked_lm_loss(logits, b.labels, pad, 0.0).item() * n;
+    hits += argmax_hits(logits.reshape({rows, V}), b.labels.reshape({rows}), pad);
+    r.tokens += b.n_chosen;
+    r.sequences += b.size();
+  }
+  if (r.tokens == 0) {
+    r.loss = r.nll = r.token_acc = kNaN;
+    return r;
+  }
+  r.loss = loss_sum / static_cast<double>(r.tokens);
+  r.nll = nll_sum / static_cast<double>(r.tokens);
+  r.token_acc = static_cast<double>(hits) / static_cast<double>(r.tokens);
+  return r;
+}
+
+// ---- objectives ------------------------------------------------------------------------------
+
+namespace {
+
+// Paper §5: the decoder reads <bos> + target and predicts target + <eos>.
+class Seq2SeqObjective : public Objective {
+ public:
+  Seq2SeqObjective(models::EncoderDecoderModel& model, const ObjectiveOptions& o) : model_(model), o_(o) {}
+
+  BatchLoss loss(const std::vector<Example>& dataset, const std::vector<int64_t>& indices, int64_t) override {
+    const Batch b = make_batch(dataset, indices, o_.ids);
+    const Tensor logits = model_.forward(b.src, b.tgt_in);  // [B, T, V]
+    const int64_t rows = logits.size(0) * logits.size(1), V = logits.size(2);
+    return {cross_entropy(logits.reshape({rows, V}), b.tgt_out.reshape({rows}), o_.ids.pad, o_.label_smoothing),
+            b.n_tgt_tokens};
+  }
+  ValidationResult validate(const std::vector<Example>& examples, int64_t batch_size) override {
+    return validate_model(model_, examples, batch_size, o_.label_smoothing, o_.ids);
+  }
+  const char* validation_method() const override { return "greedy decoding"; }
+
+ private:
+  models::EncoderDecoderModel& model_;
+  ObjectiveOptions o_;
+};
+
+// GPT: every position predicts the next token, the line closed by <eos>.
+class CausalLmObjective : public Objective {
+ public:
+  CausalLmObjective(models::DecoderOnlyModel& model, const ObjectiveOptions& o) : model_(model), o_(o) {}
+
+  BatchLoss loss(const std::vector<Example>& dataset, const std::vector<int64_t>& indices, int64_t) override {
+    const Batch b = make_lm_batch(dataset, indices, o_.ids);
+    const Tensor logits = model_.forward(b.tgt_in);  // [B, T, V]
+    const int64_t rows = logits.size(0) * logits.size(1), V = logits.size(2);
+    return {cross_entropy(logits.reshape({rows, V}), b.tgt_out.reshape({rows}), o_.ids.pad, o_.label_smoothing),
+            b.n_tgt_tokens};
+  }
+  ValidationResult validate(const std::vector<Example>& examples, int64_t batch_size) override {
+    return validate_language_model(model_, examples, batch_size, o_.label_smoothing, o_.ids);
+  }
+  const char* validation_method() const override { return "next-token loss"; }
+
+ private:
+  models::DecoderOnlyModel& model_;
+  ObjectiveOptions o_;
+};
+
+// BERT: fresh masks every epoch (masking_seed), the loss at the chosen positions only.
+class MaskedLmObjective : public Objective {
+ public:
+  MaskedLmObjective(models::EncoderOnlyModel& model, const ObjectiveOptions& o) : model_(model), o_(o) {
+    validate_options(o_.masking);
+  }
+
+  BatchLoss loss(const std::vector<Example>& dataset, const std::vector<int64_t>& indices, int64_t epoch) override {
+    const MaskedBatch b = make_masked_batch(dataset, indices, o_.masking, o_.seed, epoch, o_.ids.pad);
+    const Tensor logits = model_.forward(b.input);  // [B, S, V]
+    return {masked_lm_loss(logits, b.labels, o_.ids.pad, o_.label_smoothing), b.n_chosen};
+  }
+  ValidationResult validate(const std::vector<Example>& examples, int64_t batch_size) override {
+    return validate_masked_lm(model_, examples, batch_size, o_.label_smoothing, o_.masking, o_.seed, o_.ids.pad);
+  }
+  const char* validation_method() const override { return "masked tokens"; }
+
+ private:
+  static void validate_options(const MaskingOptions& m) { train::validate(m); }
+  models::EncoderOnlyModel& model_;
+  ObjectiveOptions o_;
+};
+
+}  // namespace
+
+std::unique_ptr<Objective> make_objective(models::Model& model, const ObjectiveOptions& options) {
+  if (auto* m = dynamic_cast<models::EncoderDecoderModel*>(&model)) return std::make_unique<Seq2SeqObjective>(*m, options);
+  if (auto* m = dynamic_cast<models::DecoderOnlyModel*>(&model)) return std::make_unique<CausalLmObjective>(*m, options);
+  if (auto* m = dynamic_cast<models::EncoderOnlyModel*>(&model)) return std::make_unique<MaskedLmObjective>(*m, options);
+  fail("objective", "no training objective for a model of arch ", models::arch_name(model.arch()));
+}
+
+}  // namespace attn::train

@@ -1,0 +1,122 @@
+// Plain-text corpora for decoder-only and encoder-only training (see text_data.h): one
+// sequence per non-blank line, a vocabulary sorted by bytes, and examples laid out so that the
+// batching code serves both families (a target without a source, or a source without a target).
+// Not here: block packing or any normalisation of the text.
+#include "attn/train/text_data.h"
+
+#include <set>
+
+#include "attn/core/error.h"
+#include "attn/io/atomic_file.h"
+
+namespace attn::train {
+
+namespace {
+
+constexpr const char* kOp = "text";
+
+bool is_blank(const std::string& line) {
+  for (char c : line)
+    if (c != ' ' && c != '\t' && c != '\v' && c != '\f' && c != '\r' && c != '\n') return false;
+  return true;
+}
+
+}  // namespace
+
+TextFile read_text(const std::string& path, Tokenization tokenization) {
+  const std::string text = io::read_file(path);
+  TextFile f;
+  f.path = path;
+  size_t pos = 0;
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) pos = 3;  // UTF-8 byte-order mark
+  int64_t line_no = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (is_blank(line)) {
+      ++f.blank_lines;
+      continue;
+    }
+    const int64_t bad = utf8_error_offset(line);
+    ATTN_CHECK(bad < 0, kOp, "'", path, "' line ", line_no, ": invalid UTF-8 at byte ", bad + 1, " of the line");
+    f.lines.push_back(tokenize(line, tokenization));
+    f.line_numbers.push_back(line_no);
+  }
+  return f;
+}
+
+Vocab build_text_vocab(const TextFile& file, Tokenization tokenization, bool with_mask) {
+  std::set<std::string> symbols;  // bytewise order
+  for (const auto& tokens : file.lines) symbols.insert(tokens.begin(), tokens.end());
+  Vocab v(tokenization, with_mask);
+  for (const std::string& s : symbols) {
+    try {
+      v.add(s);
+    } catch (const Error& e) {
+      fail(kOp, "'", file.path, "': ", e.what());
+    }
+  }
+  return v;
+}
+
+std::vector<std::vector<int64_t>> encode_text(const TextFile& file, const Vocab& vocab, bool map_unknown,
+                                              int64_t* unknown_tokens) {
+  std::vector<std::vector<int64_t>> out;
+  out.reserve(file.lines.size());
+  int64_t unknown = 0;
+  for (size_t i = 0; i < file.lines.size(); ++i) {
+    std::vector<int64_t> ids;
+    ids.reserve(file.lines[i].size());
+    for (const std::string& t : file.lines[i]) {
+      if (!vocab.contains(t)) {
+        ATTN_CHECK(map_unknown, kOp, "'", file.path, "' line ", file.line_numbers[i], ": unknown token '", t, "'");
+        ++unknown;
+      }
+      ids.push_back(vocab.id(t, true));
+    }
+    out.push_back(std::move(ids));
+  }
+  if (unknown_tokens) *unknown_tokens = unknown;
+  return out;
+}
+
+Example text_example(models::Arch arch, std::vector<int64_t> ids) {
+  Example ex;
+  switch (arch) {
+    case models::Arch::DecoderOnly: ex.tgt = std::move(ids); break;
+    case models::Arch::EncoderOnly: ex.src = std::move(ids); break;
+    case models::Arch::EncoderDecoder:
+      fail(kOp, "a text corpus trains decoder_only or encoder_only models, not encoder_decoder");
+  }
+  return ex;
+}
+
+const std::vector<int64_t>& text_ids(const Example& example) {
+  return example.src.empty() ? example.tgt : example.src;
+}
+
+Dataset load_text_dataset(const std::string& train_path, const std::string& valid_path, Tokenization tokenization,
+                          models::Arch arch) {
+  ATTN_CHECK(arch != models::Arch::EncoderDecoder, kOp,
+             "a text corpus trains decoder_only or encoder_only models, not encoder_decoder");
+  const TextFile train = read_text(train_path, tokenization);
+  ATTN_CHECK(!train.lines.empty(), kOp, "'", train_path, "' holds no text (every line is empty or blank)");
+  Dataset d;
+  d.vocab = build_text_vocab(train, tokenization, arch == models::Arch::EncoderOnly);
+  for (auto& ids : encode_text(train, d.vocab, false)) d.train.push_back(text_example(arch, std::move(ids)));
+  d.empty_lines = train.blank_lines;
+  if (!valid_path.empty()) {
+    const TextFile valid = read_text(valid_path, tokenization);
+    ATTN_CHECK(!valid.lines.empty(), kOp, "'", valid_path, "' holds no text (every line is empty or blank)");
+    for (auto& ids : encode_text(valid, d.vocab, true, &d.valid_unknown_tokens))
+      d.valid.push_back(text_example(arch, std::move(ids)));
+    d.empty_lines += valid.blank_lines;
+  }
+  return d;
+}
+
+}  // namespace attn::train
