@@ -3,15 +3,20 @@
 // --input FILE or stdin, one per line, and are decoded in batches through the KV-cached
 // decode::LmDecoder: greedy by default, --beam N for beam search, sampling with --temperature,
 // --top-k, --top-p and --seed (or --sample). Contradictory choices are errors, never guesses.
+// A Hugging Face GPT-2 folder (config.json, model.safetensors, vocab.json + merges.txt) works
+// too: prompts go through its byte-level BPE and are read without a <bos> in front.
 // Not here: encoder-decoder models (attn translate), streaming token by token.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "attn/core/error.h"
+#include "attn/io/bpe.h"
+#include "attn/models/gpt2.h"
 #include "attn/train/trainer.h"
 #include "commands.h"
 #include "infer_io.h"
@@ -63,14 +68,39 @@ int run_generate(const GenerateOptions& o) {
   if (o.threads > 0) train::set_num_threads(o.threads);
   ATTN_CHECK(o.batch_size >= 1, kCmd, "--batch-size must be >= 1, got ", o.batch_size);
   ATTN_CHECK(o.prompts.empty() || o.input.empty(), kCmd, "give prompts with --prompt or --input, not both");
-  const GenerateSettings settings = resolve_mode(o);
-  const ModelFolder folder = open_model_folder(o.model_dir, kCmd, true, models::Arch::DecoderOnly);
+  GenerateSettings settings = resolve_mode(o);
+  // A GPT-2 checkpoint brings its own tokenizer; anything else is one of our model folders.
+  std::optional<io::BpeTokenizer> bpe;
+  ModelFolder folder;
+  if (models::is_gpt2_folder(o.model_dir)) {
+    models::Gpt2 gpt2 = models::load_gpt2(o.model_dir);
+    const models::ModelConfig& c = gpt2.model->config();
+    folder.dir = o.model_dir;
+    folder.base = gpt2.model;
+    folder.pad = c.pad_id;
+    folder.bos = c.bos_id;
+    folder.eos = c.eos_id;
+    folder.src_vocab_size = folder.tgt_vocab_size = c.vocab_size();
+    bpe = std::move(gpt2.tokenizer);
+    settings.prepend_bos = false;
+  } else {
+    folder = open_model_folder(o.model_dir, kCmd, true, models::Arch::DecoderOnly);
+  }
 
   TokenCodec codec;
-  codec.vocab = &*folder.vocab;
+  codec.vocab = bpe ? nullptr : &*folder.vocab;
   codec.vocab_size = folder.tgt_vocab_size;
   codec.pad = folder.pad;
   codec.command = kCmd;
+  // Text <-> ids through the model's own tokenizer.
+  const auto encode = [&](const std::string& text, int64_t line_no) {
+    if (!bpe) return codec.read(text, line_no, "prompt");
+    std::vector<int64_t> ids = bpe->encode(text);
+    ATTN_CHECK(!ids.empty(), kCmd, codec.source, line_no > 0 ? str_cat(" line ", line_no) : std::string(),
+               ": the prompt is empty");
+    return ids;
+  };
+  const auto decode = [&](const std::vector<int64_t>& ids) { return bpe ? bpe->decode(ids) : codec.write(ids); };
 
   std::vector<std::vector<int64_t>> pending;
   std::vector<std::string> pending_text;
@@ -81,9 +111,9 @@ int run_generate(const GenerateOptions& o) {
     for (size_t i = 0; i < found.size(); ++i) {
       for (size_t k = 0; k < found[i].size(); ++k) {
         const decode::Hypothesis& h = found[i][k];
-        std::string text = codec.write(h.tokens);
+        std::string text = decode(h.tokens);
         if (o.with_prompt) {
-          const bool words = folder.vocab->tokenization() == train::Tokenization::Whitespace;
+          const bool words = !bpe && folder.vocab->tokenization() == train::Tokenization::Whitespace;
           text = pending_text[i] + (words && !text.empty() ? " " : "") + text;
         }
         if (settings.mode == GenerateSettings::Mode::Beam && settings.n_best > 1)
@@ -102,7 +132,7 @@ int run_generate(const GenerateOptions& o) {
   };
   const auto add = [&](const std::string& text, int64_t line_no) {
     try {
-      pending.push_back(codec.read(text, line_no, "prompt"));
+      pending.push_back(encode(text, line_no));
     } catch (const Error&) {
       flush();  // the prompts before the bad one still get their continuations
       throw;
@@ -142,7 +172,7 @@ void register_generate(CLI::App& app, Action* action) {
   auto o = std::make_shared<GenerateOptions>();
   CLI::App* cmd = app.add_subcommand(
       "generate", "continue prompts with a decoder-only (GPT-style) model: greedy, beam search or sampling");
-  cmd->add_option("--model", o->model_dir, "model folder of a decoder-only model (attn train --arch decoder-only)")
+  cmd->add_option("--model", o->model_dir, "model folder of a decoder-only model (attn train --arch decoder-only), or a Hugging Face GPT-2 folder")
       ->required();
   // One value per --prompt, taken as it is (CLI11 would otherwise read "[a,b]" as a list).
   cmd->add_option("--prompt", o->prompts, "a prompt to continue (repeat for several; they are decoded as a batch)")

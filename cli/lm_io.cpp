@@ -112,13 +112,14 @@ std::vector<std::vector<decode::Hypothesis>> generate_batch(const ModelFolder& f
     for (int64_t id : prompts[i])
       ATTN_CHECK(id >= 0 && id < c.vocab_size() && id != folder.pad, kGenerate, "prompt ", i + 1, " holds id ", id,
                  id == folder.pad ? ", the padding token" : ", outside the vocabulary", " (", c.vocab_size(), " ids)");
-    rows[i].push_back(folder.bos);
+    if (settings.prepend_bos) rows[i].push_back(folder.bos);
     rows[i].insert(rows[i].end(), prompts[i].begin(), prompts[i].end());
     const int64_t n = static_cast<int64_t>(rows[i].size());
     int64_t limit = settings.max_tokens;
     if (learned_positions(c)) {
-      ATTN_CHECK(n <= c.max_len, kGenerate, "prompt ", i + 1, " has ", n - 1, " tokens; with <bos> that is ", n,
-                 " positions, more than the ", c.max_len, " learned positions of the model (max_len)");
+      ATTN_CHECK(n <= c.max_len, kGenerate, "prompt ", i + 1, " has ", n - (settings.prepend_bos ? 1 : 0),
+                 " tokens", settings.prepend_bos ? str_cat("; with <bos> that is ", n, " positions") : std::string(),
+                 ", more than the ", c.max_len, " learned positions of the model (max_len)");
       // The last generated token is never fed back, so n + limit - 1 positions suffice.
       limit = std::min(limit, c.max_len - n + 1);
     }

@@ -27,12 +27,15 @@ struct GenerateSettings {
   double top_p = 1.0;        // Sample: in (0, 1]
   uint64_t seed = 0;         // Sample: each prompt of a batch draws from its own stream of it
   int64_t max_tokens = 50;   // generated tokens at most, EOS included (>= 1)
+  // The model reads <bos> + prompt. Off for GPT-2 checkpoints, which read the prompt as it is
+  // (as Hugging Face's generate does); <|endoftext|> is then only their end-of-text token.
+  bool prepend_bos = true;
 };
 // Throws attn::Error naming the first invalid setting (as its command-line flag).
 void validate(const GenerateSettings& settings);
 
 // Continues every prompt (token ids without <bos>, each non-empty and free of PAD): the model
-// reads <bos> + prompt and generates until <eos> or max_tokens. With learned positions a prompt
+// reads <bos> + prompt (or the prompt alone, see prepend_bos) and generates until <eos> or max_tokens. With learned positions a prompt
 // whose <bos> + tokens exceed max_len is an error naming it, and generation stops where the
 // positions end (prompt + generated tokens - 1 <= max_len). Returns each prompt's hypotheses,
 // best first (n_best for beam search, one otherwise).

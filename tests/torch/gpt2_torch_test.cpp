@@ -2,9 +2,15 @@
 // Hugging Face folder (config.json, model.safetensors under HF's names with Conv1D weights
 // and the old mask buffers, vocab.json, merges.txt) and runs GPT2LMHeadModel's forward,
 // written there in torch over those tensors. load_gpt2 must give its logits (within 1e-4 in
-// float32, 1e-10 in float64) and the same greedy continuation of the same prompt text.
+// float32, 1e-10 in float64) and the same greedy continuation of the same prompt text, both
+// through the library (full recomputation) and through `attn generate` (the KV cache).
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -66,6 +72,30 @@ TEST(Gpt2Torch, LogitsMatchPyTorchInFloat64) { check_logits("gpt2_small_f64", kA
 TEST(Gpt2Torch, GreedyContinuationMatchesPyTorchInFloat32) { check_greedy("gpt2_small_f32"); }
 
 TEST(Gpt2Torch, GreedyContinuationMatchesPyTorchInFloat64) { check_greedy("gpt2_small_f64"); }
+
+// `attn generate --model GPT2DIR` tokenizes the prompt with the folder's BPE, decodes through
+// the KV-cached LmDecoder and prints the continuation: PyTorch's greedy tokens, cut at the
+// first <|endoftext|>, decoded to text.
+TEST(Gpt2Torch, GenerateCommandContinuesThePromptAsPyTorchDoes) {
+  TorchCase io("gpt2_small_f32");
+  models::Gpt2 g = load_case(io);
+  const std::vector<int64_t> prompt = io.get("in.prompt").to_vector<int64_t>();
+  const std::vector<int64_t> all = io.get("out.greedy").to_vector<int64_t>();
+  std::vector<int64_t> expected;
+  for (size_t i = prompt.size(); i < all.size() && all[i] != g.tokenizer.eos_id(); ++i) expected.push_back(all[i]);
+  ASSERT_FALSE(expected.empty()) << "the fixture's continuation starts with <|endoftext|>: nothing to compare";
+
+  const auto out = std::filesystem::temp_directory_path() / "attn_gpt2_generate.txt";
+  const std::string cmd = std::string("'") + ATTN_BINARY + "' generate --model '" + TorchCase::fixture_dir() + "/" +
+                          io.text("folder") + "' --prompt '" + io.text("prompt_text") + "' --max-tokens " +
+                          std::to_string(io.integer("steps")) + " >'" + out.string() + "' 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream f(out);
+  std::stringstream text;
+  text << f.rdbuf();
+  std::filesystem::remove(out);
+  EXPECT_EQ(text.str(), g.tokenizer.decode(expected) + "\n");
+}
 
 TEST(Gpt2Torch, FolderConfigBecomesOurDecoderOnlyConfig) {
   TorchCase io("gpt2_small_f32");
