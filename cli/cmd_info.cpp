@@ -31,11 +31,15 @@ struct InfoOptions {
   int64_t source_length = 0;
 };
 
-// The KV cache an encoder-decoder model needs for the requested batch and lengths.
+// The KV cache a model needs for the requested batch and lengths: key/value heads only
+// (n_kv_heads with grouped-query attention), at most sliding_window cached positions per layer,
+// and cross-attention keys/values for an encoder-decoder model only.
 nn::KVCacheSize cache_size(const InfoOptions& o, const models::ModelConfig& c) {
-  const int64_t src_len = o.source_length > 0 ? o.source_length : o.length;
-  return nn::kv_cache_size(c.n_decoder_layers, o.batch, c.n_heads, c.d_model / c.n_heads, o.length,
-                           src_len, c.dtype);
+  const bool cross = c.arch == models::Arch::EncoderDecoder;
+  const int64_t src_len = !cross ? 0 : (o.source_length > 0 ? o.source_length : o.length);
+  const int64_t kv_heads = c.n_kv_heads > 0 ? c.n_kv_heads : c.n_heads;
+  const int64_t cached = c.sliding_window > 0 ? std::min(o.length, c.sliding_window) : o.length;
+  return nn::kv_cache_size(c.n_decoder_layers, o.batch, kv_heads, c.d_model / c.n_heads, cached, src_len, c.dtype);
 }
 
 bool wants_cache(const InfoOptions& o) { return o.batch > 0; }
@@ -43,9 +47,11 @@ bool wants_cache(const InfoOptions& o) { return o.batch > 0; }
 void check_cache_request(const InfoOptions& o, const models::Model& model) {
   if (!wants_cache(o)) return;
   ATTN_CHECK(o.length > 0, "info", "--batch needs --length (target tokens to decode)");
-  ATTN_CHECK(model.arch() == models::Arch::EncoderDecoder, "info",
-             "KV-cache memory is reported for encoder_decoder models only; this one is ",
+  ATTN_CHECK(model.arch() != models::Arch::EncoderOnly, "info",
+             "KV-cache memory is reported for models that decode (encoder_decoder, decoder_only); this one is ",
              models::arch_name(model.arch()));
+  ATTN_CHECK(model.arch() == models::Arch::EncoderDecoder || o.source_length == 0, "info",
+             "--source-length applies to encoder_decoder models only");
 }
 
 std::string mib(int64_t bytes) {
@@ -94,7 +100,8 @@ int print_json(const InfoOptions& o, const models::LoadedCheckpoint& ckpt) {
   if (wants_cache(o)) {
     const nn::KVCacheSize kv = cache_size(o, model.config());
     j["kv_cache"] = {{"batch", o.batch}, {"length", o.length},
-                     {"source_length", o.source_length > 0 ? o.source_length : o.length},
+                     {"source_length", model.arch() != models::Arch::EncoderDecoder ? 0
+                                       : o.source_length > 0 ? o.source_length : o.length},
                      {"self_attention_bytes", kv.self_bytes}, {"cross_attention_bytes", kv.cross_bytes},
                      {"total_bytes", kv.total()}};
   }
@@ -137,14 +144,26 @@ int print_text(const InfoOptions& o, const models::LoadedCheckpoint& ckpt) {
   }
   if (wants_cache(o)) {
     const nn::KVCacheSize kv = cache_size(o, model.config());
-    const int64_t src_len = o.source_length > 0 ? o.source_length : o.length;
-    std::printf("\nKV cache for batch %lld, %lld target and %lld source tokens (%s):\n",
-                static_cast<long long>(o.batch), static_cast<long long>(o.length),
-                static_cast<long long>(src_len), dtype_name(model.config().dtype));
+    const models::ModelConfig& c = model.config();
+    if (c.arch == models::Arch::EncoderDecoder) {
+      const int64_t src_len = o.source_length > 0 ? o.source_length : o.length;
+      std::printf("\nKV cache for batch %lld, %lld target and %lld source tokens (%s):\n",
+                  static_cast<long long>(o.batch), static_cast<long long>(o.length),
+                  static_cast<long long>(src_len), dtype_name(c.dtype));
+    } else {
+      std::printf("\nKV cache for batch %lld, %lld tokens (prompt + generated; %s):\n",
+                  static_cast<long long>(o.batch), static_cast<long long>(o.length), dtype_name(c.dtype));
+    }
+    if (c.n_kv_heads > 0 && c.n_kv_heads != c.n_heads)
+      std::printf("  %lld key/value heads for %lld query heads (grouped-query attention)\n",
+                  static_cast<long long>(c.n_kv_heads), static_cast<long long>(c.n_heads));
+    if (c.sliding_window > 0 && o.length > c.sliding_window)
+      std::printf("  sliding window: the last %lld positions are kept\n", static_cast<long long>(c.sliding_window));
     std::printf("  self-attention   %14lld bytes  %s  (grows with each step)\n",
                 static_cast<long long>(kv.self_bytes), mib(kv.self_bytes).c_str());
-    std::printf("  cross-attention  %14lld bytes  %s  (once per source)\n",
-                static_cast<long long>(kv.cross_bytes), mib(kv.cross_bytes).c_str());
+    if (c.arch == models::Arch::EncoderDecoder)
+      std::printf("  cross-attention  %14lld bytes  %s  (once per source)\n",
+                  static_cast<long long>(kv.cross_bytes), mib(kv.cross_bytes).c_str());
     std::printf("  total            %14lld bytes  %s\n", static_cast<long long>(kv.total()),
                 mib(kv.total()).c_str());
   }

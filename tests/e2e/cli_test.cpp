@@ -144,6 +144,41 @@ TEST_F(Cli, InfoReportsKvCacheMemoryForABatchAndLength) {
   expect_clean_failure(run_attn(tmp, "info --batch 0 --length 5 --model '" + dir + "'"));
 }
 
+// A decoder-only model caches only its key/value heads (grouped-query attention) and, with a
+// sliding window, only the last W positions; it has no cross-attention. An encoder-only model
+// has no cache to report.
+TEST_F(Cli, InfoKvCacheCountsKeyValueHeadsAndTheWindowOfADecoderOnlyModel) {
+  TempDir tmp("attn_cli");
+  models::ModelConfig c = models::test_util::broken_base_config();
+  c.arch = models::Arch::DecoderOnly;
+  c.tgt_vocab_size = c.src_vocab_size;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.sliding_window = 16;
+  const std::string dir = tmp.file("model");
+  models::save_model(dir, *models::make_model(c));
+  const int64_t head_dim = c.d_model / c.n_heads;
+  // 2 (K and V) * layers * batch 3 * 2 key/value heads * head_dim * 4 bytes (f32), per position
+  const int64_t per_position = 2 * c.n_decoder_layers * 3 * 2 * head_dim * 4;
+  ProcessResult r = run_attn(tmp, "info --json --batch 3 --length 10 --model '" + dir + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["kv_cache"]["self_attention_bytes"].get<int64_t>(), per_position * 10);
+  EXPECT_EQ(j["kv_cache"]["cross_attention_bytes"].get<int64_t>(), 0);
+  r = run_attn(tmp, "info --json --batch 3 --length 50 --model '" + dir + "'");  // past the window
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["kv_cache"]["total_bytes"].get<int64_t>(), per_position * 16);
+  expect_clean_failure(run_attn(tmp, "info --batch 3 --length 50 --source-length 8 --model '" + dir + "'"));
+
+  models::ModelConfig e = models::test_util::broken_base_config();
+  e.arch = models::Arch::EncoderOnly;
+  e.tgt_vocab_size = e.src_vocab_size;
+  const std::string enc = tmp.file("encoder");
+  models::save_model(enc, *models::make_model(e));
+  expect_clean_failure(run_attn(tmp, "info --batch 3 --length 50 --model '" + enc + "'"));
+}
+
 TEST_F(Cli, InfoOnEachBrokenCheckpointFailsCleanlyNamingTheProblem) {
   for (const auto& bc : models::test_util::broken_cases()) {
     SCOPED_TRACE(bc.name);
