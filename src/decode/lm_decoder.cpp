@@ -1,5 +1,5 @@
 // LmDecoder: DecoderOnlyModel behind the IncrementalDecoder interface (see the header). start()
-// moves each prompt's PAD tokens to the front and prefills; the first step hands back the
+// moves each prompt's padding to the front and prefills with the prompts' lengths; the first step hands back the
 // prefill's distribution, later steps run one cached decode_step.
 #include "attn/decode/lm_decoder.h"
 
@@ -18,35 +18,80 @@ LmDecoder::LmDecoder(models::DecoderOnlyModel& model) : model_(model) {}
 
 int64_t LmDecoder::vocab_size() const { return model_.config().vocab_size(); }
 
-void LmDecoder::start(const Tensor& prompt_ids) {
-  ATTN_CHECK(!model_.is_training(), kOp, "the model is in training mode (dropout on); call eval() before decoding");
+namespace {
+void check_prompt_ids(const Tensor& prompt_ids) {
   ATTN_CHECK(prompt_ids.defined() && prompt_ids.dtype() == DType::I64 && prompt_ids.dim() == 2 &&
                  prompt_ids.size(0) >= 1 && prompt_ids.size(1) >= 1,
              kOp, "prompt_ids must be i64 [B, S] with B, S >= 1, got ",
              prompt_ids.defined() ? prompt_ids.str() : "undefined");
+}
+}  // namespace
+
+void LmDecoder::start(const Tensor& prompt_ids) {
+  if (!pending_lengths_.empty()) {
+    const std::vector<int64_t> lengths = std::move(pending_lengths_);
+    pending_lengths_.clear();
+    start(prompt_ids, lengths);
+    return;
+  }
+  check_prompt_ids(prompt_ids);
   const int64_t b = prompt_ids.size(0), s = prompt_ids.size(1);
   const int64_t pad = model_.config().pad_id;
   const auto ids = prompt_ids.to_vector<int64_t>();
-  // Each prompt without its PAD tokens; the batch is as wide as the longest.
+  // Each prompt without its PAD tokens (with pad_id -1, the whole row).
   std::vector<std::vector<int64_t>> prompts(static_cast<size_t>(b));
-  int64_t width = 0;
   for (int64_t r = 0; r < b; ++r) {
     for (int64_t j = 0; j < s; ++j)
       if (pad < 0 || ids[static_cast<size_t>(r * s + j)] != pad) prompts[r].push_back(ids[static_cast<size_t>(r * s + j)]);
     ATTN_CHECK(!prompts[r].empty(), kOp, "prompt ", r, " is empty (only PAD): give every row at least one token, ",
                "e.g. BOS");
-    width = std::max<int64_t>(width, static_cast<int64_t>(prompts[r].size()));
   }
-  // Left-aligned: PAD first, then the prompt, so that every row ends at cache index width - 1.
-  std::vector<int64_t> left(static_cast<size_t>(b * width), pad);
+  start_prompts(prompts);
+}
+
+void LmDecoder::start(const Tensor& prompt_ids, const std::vector<int64_t>& lengths) {
+  check_prompt_ids(prompt_ids);
+  const int64_t b = prompt_ids.size(0), s = prompt_ids.size(1);
+  ATTN_CHECK(static_cast<int64_t>(lengths.size()) == b, kOp, "lengths has ", lengths.size(), " entries for ",
+             b, " prompts ", prompt_ids.str());
+  const auto ids = prompt_ids.to_vector<int64_t>();
+  std::vector<std::vector<int64_t>> prompts(static_cast<size_t>(b));
+  for (int64_t r = 0; r < b; ++r) {
+    const int64_t len = lengths[static_cast<size_t>(r)];
+    ATTN_CHECK(len >= 1 && len <= s, kOp, "prompt ", r, "'s length ", len, " is outside [1, ", s, "] of ",
+               prompt_ids.str());
+    prompts[r].assign(ids.begin() + r * s, ids.begin() + r * s + len);
+  }
+  start_prompts(prompts);
+}
+
+void LmDecoder::start(const std::vector<std::vector<int64_t>>& prompts) {
+  ATTN_CHECK(!prompts.empty(), kOp, "start() needs at least one prompt");
+  for (size_t r = 0; r < prompts.size(); ++r)
+    ATTN_CHECK(!prompts[r].empty(), kOp, "prompt ", r, " is empty: give every row at least one token, e.g. BOS");
+  start_prompts(prompts);
+}
+
+void LmDecoder::start_prompts(const std::vector<std::vector<int64_t>>& prompts) {
+  ATTN_CHECK(!model_.is_training(), kOp, "the model is in training mode (dropout on); call eval() before decoding");
+  const int64_t b = static_cast<int64_t>(prompts.size());
+  int64_t width = 0;
+  for (const auto& p : prompts) width = std::max<int64_t>(width, static_cast<int64_t>(p.size()));
+  // Left-aligned: filler first, then the prompt, so that every row ends at cache index width - 1.
+  // The filler is masked by the lengths, whatever its id (PAD, or 0 for a model without one).
+  const int64_t pad = model_.config().pad_id;
+  std::vector<int64_t> left(static_cast<size_t>(b * width), pad >= 0 ? pad : 0);
+  std::vector<int64_t> lengths(static_cast<size_t>(b));
   for (int64_t r = 0; r < b; ++r) {
     const int64_t n = static_cast<int64_t>(prompts[r].size());
+    lengths[static_cast<size_t>(r)] = n;
     std::copy(prompts[r].begin(), prompts[r].end(), left.begin() + r * width + (width - n));
   }
   NoGradGuard no_grad;
   cache_ = model_.init_cache(b);
-  const Tensor logits = model_.prefill(Tensor::from_vector<int64_t>(left, {b, width}), cache_);  // [B, V]
-  first_ = log_softmax(logits);                                                                 // [B, V]
+  const Tensor logits =
+      model_.prefill(Tensor::from_vector<int64_t>(left, {b, width}), lengths, cache_);  // [B, V]
+  first_ = log_softmax(logits);                                                        // [B, V]
   started_ = true;
 }
 

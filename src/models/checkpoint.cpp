@@ -233,7 +233,7 @@ LoadedCheckpoint load_checkpoint(const std::string& dir) {
   out.metadata = file.metadata();
 
   try {
-    out.model = make_model(config);
+    out.model = make_model(config, ModelInit::None);  // every parameter is filled from the file below
   } catch (const Error& e) {
     fail(kLoad, "'", out.config_path, "': ", without_tag(e.what()));
   }

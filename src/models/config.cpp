@@ -78,6 +78,23 @@ void ModelConfig::validate() const {
   ATTN_CHECK(sliding_window >= 0, kOp, "sliding_window must be >= 0 (0 = none), got ", sliding_window);
   ATTN_CHECK(sliding_window == 0 || arch == Arch::DecoderOnly, kOp,
              "sliding_window is causal self-attention and needs arch decoder_only, got ", arch_name(arch));
+  if (attention == nn::AttentionKind::Linear) {
+    ATTN_CHECK(positional != nn::PositionalKind::Rope && positional != nn::PositionalKind::Alibi, kOp,
+               "attention linear cannot be combined with positional ", nn::positional_kind_name(positional),
+               " (linear attention forms no scores to rotate or bias); use sinusoidal, learned or none");
+    ATTN_CHECK(sliding_window == 0, kOp, "attention linear cannot be combined with sliding_window ", sliding_window);
+    ATTN_CHECK(n_kv_heads == 0 || n_kv_heads == n_heads, kOp, "attention linear cannot be combined with n_kv_heads ",
+               n_kv_heads, " (grouped key/value heads); use 0");
+  }
+  ATTN_CHECK(n_experts >= 0, kOp, "n_experts must be >= 0 (0 = dense FFN), got ", n_experts);
+  if (n_experts > 0) {
+    ATTN_CHECK(expert_top_k >= 1 && expert_top_k <= n_experts, kOp, "expert_top_k must be in [1, n_experts = ",
+               n_experts, "], got ", expert_top_k);
+  }
+  ATTN_CHECK(std::isfinite(expert_capacity_factor) && expert_capacity_factor >= 0.0, kOp,
+             "expert_capacity_factor must be >= 0 (0 = unlimited), got ", expert_capacity_factor);
+  ATTN_CHECK(std::isfinite(moe_aux_loss_weight) && moe_aux_loss_weight >= 0.0, kOp,
+             "moe_aux_loss_weight must be >= 0, got ", moe_aux_loss_weight);
   ATTN_CHECK(activation != nn::Activation::SwiGLU || arch != Arch::EncoderOnly, kOp,
              "activation swiglu is a gated FFN; encoder_only's masked-LM head applies the activation element-wise");
   ATTN_CHECK(dtype == DType::F32 || dtype == DType::F64, kOp, "dtype must be f32 or f64, got ",
@@ -118,6 +135,10 @@ nn::LayerOptions ModelConfig::layer_options() const {
   o.attention.rope_options.pairing = rope_pairing;
   o.attention.alibi = positional == nn::PositionalKind::Alibi;
   o.attention.window = sliding_window;
+  o.attention_kind = attention;
+  o.n_experts = n_experts;
+  o.expert_top_k = expert_top_k;
+  o.expert_capacity_factor = expert_capacity_factor;
   return o;
 }
 
@@ -144,6 +165,11 @@ json ModelConfig::to_json() const {
   if (rope_pairing != defaults.rope_pairing) j["rope_pairing"] = rope_pairing_name(rope_pairing);
   if (n_kv_heads != defaults.n_kv_heads) j["n_kv_heads"] = n_kv_heads;
   if (sliding_window != defaults.sliding_window) j["sliding_window"] = sliding_window;
+  if (attention != defaults.attention) j["attention"] = nn::attention_kind_name(attention);
+  if (n_experts != defaults.n_experts) j["n_experts"] = n_experts;
+  if (expert_top_k != defaults.expert_top_k) j["expert_top_k"] = expert_top_k;
+  if (expert_capacity_factor != defaults.expert_capacity_factor) j["expert_capacity_factor"] = expert_capacity_factor;
+  if (moe_aux_loss_weight != defaults.moe_aux_loss_weight) j["moe_aux_loss_weight"] = moe_aux_loss_weight;
   j["src_vocab_size"] = src_vocab_size;
   j["tgt_vocab_size"] = tgt_vocab_size;
   j["share_embeddings"] = share_embeddings;
@@ -186,6 +212,12 @@ ModelConfig ModelConfig::from_json(const json& j) {
        [&](const std::string& k, const json& v) { c.rope_pairing = read_enum(k, v, parse_rope_pairing); }},
       {"n_kv_heads", int_field(c.n_kv_heads)},
       {"sliding_window", int_field(c.sliding_window)},
+      {"attention",
+       [&](const std::string& k, const json& v) { c.attention = read_enum(k, v, nn::parse_attention_kind); }},
+      {"n_experts", int_field(c.n_experts)},
+      {"expert_top_k", int_field(c.expert_top_k)},
+      {"expert_capacity_factor", num_field(c.expert_capacity_factor)},
+      {"moe_aux_loss_weight", num_field(c.moe_aux_loss_weight)},
       {"src_vocab_size", int_field(c.src_vocab_size)},
       {"tgt_vocab_size", int_field(c.tgt_vocab_size)},
       {"share_embeddings", bool_field(c.share_embeddings)},

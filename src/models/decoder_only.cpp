@@ -60,6 +60,15 @@ nn::KVCache DecoderOnlyModel::init_cache(int64_t rows) const {
 }
 
 Tensor DecoderOnlyModel::prefill_hidden(const Tensor& ids, nn::KVCache& cache) {
+  return prefill_impl(ids, nullptr, cache);
+}
+
+Tensor DecoderOnlyModel::prefill_hidden(const Tensor& ids, const std::vector<int64_t>& lengths,
+                                        nn::KVCache& cache) {
+  return prefill_impl(ids, &lengths, cache);
+}
+
+Tensor DecoderOnlyModel::prefill_impl(const Tensor& ids, const std::vector<int64_t>* lengths, nn::KVCache& cache) {
   ATTN_CHECK(!grad_mode_enabled() && !is_training(), kCached,
              "prefill is for inference: call it under NoGradGuard with the model in eval mode");
   ATTN_CHECK(ids.defined() && ids.dtype() == DType::I64 && ids.dim() == 2 && ids.size(1) >= 1, kCached,
@@ -70,7 +79,20 @@ Tensor DecoderOnlyModel::prefill_hidden(const Tensor& ids, nn::KVCache& cache) {
              blocks_->num_layers(), " layers (init_cache first)");
   const auto tokens = ids.to_vector<int64_t>();
   std::vector<int> is_pad(tokens.size());
-  for (size_t i = 0; i < tokens.size(); ++i) is_pad[i] = config_.pad_id >= 0 && tokens[i] == config_.pad_id ? 1 : 0;
+  if (lengths != nullptr) {
+    ATTN_CHECK(cache.length() == 0, kCached, "prefill with lengths starts a batch: the cache must be empty, it holds ",
+               cache.length(), " positions");
+    ATTN_CHECK(static_cast<int64_t>(lengths->size()) == n, kCached, "lengths has ", lengths->size(),
+               " entries for ids ", ids.str());
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t len = (*lengths)[static_cast<size_t>(r)];
+      ATTN_CHECK(len >= 1 && len <= t, kCached, "lengths[", r, "] = ", len, " is outside [1, ", t, "] for ids ",
+                 ids.str());
+      for (int64_t j = 0; j < t - len; ++j) is_pad[static_cast<size_t>(r * t + j)] = 1;
+    }
+  } else {
+    for (size_t i = 0; i < tokens.size(); ++i) is_pad[i] = config_.pad_id >= 0 && tokens[i] == config_.pad_id ? 1 : 0;
+  }
   if (cache.length() == 0) {
     // Leading PAD tokens are left padding: the row's positions start after them.
     std::vector<int64_t> left(static_cast<size_t>(n), 0);
@@ -87,6 +109,12 @@ Tensor DecoderOnlyModel::prefill_hidden(const Tensor& ids, nn::KVCache& cache) {
   nn::AttentionMasks masks;
   masks.positions = positions;
   return blocks_->forward_cached(x, cache, masks);  // [N, T, D]
+}
+
+Tensor DecoderOnlyModel::prefill(const Tensor& ids, const std::vector<int64_t>& lengths, nn::KVCache& cache) {
+  const Tensor hidden = prefill_hidden(ids, lengths, cache);  // [N, T, D]
+  const int64_t n = hidden.size(0), t = hidden.size(1);
+  return logits(hidden.slice(1, t - 1, t)).reshape({n, config_.vocab_size()});  // [N, V]
 }
 
 Tensor DecoderOnlyModel::prefill(const Tensor& ids, nn::KVCache& cache) {

@@ -16,6 +16,7 @@
 #include "attn/core/error.h"
 #include "attn/io/atomic_file.h"
 #include "attn/io/json_fields.h"
+#include "attn/models/factory.h"
 #include "attn/ops/ops.h"
 
 namespace attn::models {
@@ -282,7 +283,8 @@ std::shared_ptr<DecoderOnlyModel> load_weights(const std::string& dir, const Mod
          problems.size() == 1 ? " problem):" : " problems):", list);
   }
 
-  auto model = std::make_shared<DecoderOnlyModel>(config);
+  // Every parameter is overwritten below: allocate them without drawing random values.
+  auto model = std::dynamic_pointer_cast<DecoderOnlyModel>(make_model(config, ModelInit::None));
   NoGradGuard no_grad;
   nn::NamedTensors state;
   for (const Entry& e : entries) {
@@ -361,6 +363,8 @@ json gpt2_config_to_json(const ModelConfig& c) {
   need(c.positional == nn::PositionalKind::Learned, "positional must be learned");
   need(!c.scale_embeddings, "scale_embeddings must be false");
   need(c.pad_id < 0, "pad_id must be -1 (GPT-2 has no PAD token)");
+  need(c.attention == nn::AttentionKind::Softmax, "attention must be softmax");
+  need(c.n_experts == 0, "n_experts must be 0 (GPT-2's FFN is dense)");
   json j;
   j["architectures"] = json::array({"GPT2LMHeadModel"});
   j["model_type"] = "gpt2";

@@ -6,6 +6,7 @@
 
 #include "attn/nn/attention.h"
 #include "attn/nn/init.h"
+#include "attn/nn/moe.h"
 #include "attn/ops/ops.h"
 
 namespace attn::models {
@@ -22,7 +23,23 @@ Tensor Model::padding_mask(const Tensor& ids) const {
   return Tensor::from_bools(is_pad, ids.shape());  // [B, T]
 }
 
-void Model::set_capture_attention(bool on) { nn::set_capture_attention(*this, on); }
+Tensor Model::aux_loss() const {
+  Tensor total;
+  // named_modules() is not const; the traversal changes nothing.
+  for (auto& [name, m] : const_cast<Model*>(this)->named_modules()) {
+    const auto* moe = dynamic_cast<const nn::MixtureOfExperts*>(m);
+    if (moe == nullptr || !moe->aux_loss().defined()) continue;
+    total = total.defined() ? add(total, moe->aux_loss()) : moe->aux_loss();  // scalar
+  }
+  return total;
+}
+
+void Model::set_capture_attention(bool on) {
+  ATTN_CHECK(!on || config_.attention != nn::AttentionKind::Linear || config_.arch == Arch::EncoderDecoder,
+             "set_capture_attention", "linear attention forms no attention weights to capture (", arch_name(arch()),
+             " with attention linear)");
+  nn::set_capture_attention(*this, on);
+}
 
 std::vector<std::pair<std::string, Tensor>> Model::captured_attention() {
   return nn::captured_attention(*this);

@@ -8,17 +8,20 @@ namespace attn::nn {
 
 DecoderLayer::DecoderLayer(const LayerOptions& o, Rng& rng) : options_(o) {
   // Registration order gives nn.TransformerDecoderLayer's state_dict order.
-  self_attn_ = register_module("self_attn", std::make_shared<MultiHeadAttention>(
-                                                o.d_model, o.n_heads, o.attention_dropout, o.dtype, rng, o.attention));
+  self_attn_ = register_module("self_attn", make_self_attention(o, rng));
   AttentionOptions cross;  // grouped K/V heads only: no positions, no causal mask over memory
   cross.n_kv_heads = o.attention.n_kv_heads;
   cross_attn_ = register_module(
       "multihead_attn",
       std::make_shared<MultiHeadAttention>(o.d_model, o.n_heads, o.attention_dropout, o.dtype, rng, cross));
-  ff_ = std::make_shared<FeedForward>(o.d_model, o.d_ff, o.activation, o.dropout, o.dtype, rng);
-  register_module("linear1", ff_->linear1());
-  register_module("dropout", ff_->dropout());
-  register_module("linear2", ff_->linear2());
+  if (o.n_experts > 0) {
+    moe_ = register_module("moe", make_moe(o, rng));
+  } else {
+    ff_ = std::make_shared<FeedForward>(o.d_model, o.d_ff, o.activation, o.dropout, o.dtype, rng);
+    register_module("linear1", ff_->linear1());
+    register_module("dropout", ff_->dropout());
+    register_module("linear2", ff_->linear2());
+  }
   norm1_ = register_module("norm1", make_norm(o.norm, o.d_model, o.norm_eps, o.dtype));
   norm2_ = register_module("norm2", make_norm(o.norm, o.d_model, o.norm_eps, o.dtype));
   norm3_ = register_module("norm3", make_norm(o.norm, o.d_model, o.norm_eps, o.dtype));
@@ -26,6 +29,21 @@ DecoderLayer::DecoderLayer(const LayerOptions& o, Rng& rng) : options_(o) {
   dropout2_ = register_module("dropout2", std::make_shared<Dropout>(o.dropout, rng.next_u64()));
   dropout3_ = register_module("dropout3", std::make_shared<Dropout>(o.dropout, rng.next_u64()));
 }
+
+MultiHeadAttention& DecoderLayer::self_attn() {
+  auto* mha = dynamic_cast<MultiHeadAttention*>(self_attn_.get());
+  ATTN_CHECK(mha != nullptr, "DecoderLayer", "self_attn() is softmax attention; this layer has ",
+             attention_kind_name(options_.attention_kind), " attention (use self_attention())");
+  return *mha;
+}
+
+FeedForward& DecoderLayer::feed_forward() {
+  ATTN_CHECK(ff_ != nullptr, "DecoderLayer", "this layer has a mixture of ", options_.n_experts,
+             " experts instead of a dense FFN (use moe())");
+  return *ff_;
+}
+
+Tensor DecoderLayer::ffn(const Tensor& x) { return moe_ ? moe_->forward(x) : ff_->forward(x); }
 
 Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const AttentionMasks& self_masks,
                              const AttentionMasks& cross_masks) {
@@ -39,13 +57,13 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Attent
     h = norm2_->forward(out);                                                            // [B, T, D]
     out = add(out, dropout2_->forward(cross_attn_->forward(h, memory, memory, cross_masks)));  // [B, T, D]
     h = norm3_->forward(out);                                                            // [B, T, D]
-    return add(out, dropout3_->forward(ff_->forward(h)));                                // [B, T, D]
+    return add(out, dropout3_->forward(ffn(h)));                                // [B, T, D]
   }
   Tensor sa = self_attn_->forward(x, x, x, self_masks);                          // [B, T, D]
   Tensor out = norm1_->forward(add(x, dropout1_->forward(sa)));                  // [B, T, D]
   Tensor ca = cross_attn_->forward(out, memory, memory, cross_masks);            // [B, T, D]
   out = norm2_->forward(add(out, dropout2_->forward(ca)));                       // [B, T, D]
-  Tensor ff = ff_->forward(out);                                                 // [B, T, D]
+  Tensor ff = ffn(out);                                                 // [B, T, D]
   return norm3_->forward(add(out, dropout3_->forward(ff)));                      // [B, T, D]
 }
 
@@ -56,21 +74,23 @@ Tensor DecoderLayer::forward_step(const Tensor& x_t, LayerKV& cache, const Tenso
              "expected a step x_t [N, 1, ", D, "], got ", x_t.str());
   ATTN_CHECK(cache.cross_k.defined() && cache.cross_v.defined(), "DecoderLayer",
              "forward_step needs the cross-attention K/V in the cache (Decoder::init_cache)");
+  AttentionMasks self_masks;  // the new position sees every cached one and itself
+  self_masks.key_padding_mask = self_padding;
   if (options_.norm_first) {
     Tensor h = norm1_->forward(x_t);                                                         // [N, 1, D]
     Tensor out = add(x_t, dropout1_->forward(
-                              self_attn_->forward_step_self(h, cache.self_k, cache.self_v, self_padding)));  // [N, 1, D]
+                              self_attn_->forward_cached_self(h, cache.self_k, cache.self_v, self_masks)));  // [N, 1, D]
     h = norm2_->forward(out);                                                                // [N, 1, D]
     out = add(out, dropout2_->forward(
                        cross_attn_->forward_step_cached(h, cache.cross_k, cache.cross_v, memory_padding)));  // [N, 1, D]
     h = norm3_->forward(out);                                                                // [N, 1, D]
-    return add(out, dropout3_->forward(ff_->forward(h)));                                    // [N, 1, D]
+    return add(out, dropout3_->forward(ffn(h)));                                    // [N, 1, D]
   }
-  Tensor sa = self_attn_->forward_step_self(x_t, cache.self_k, cache.self_v, self_padding);     // [N, 1, D]
+  Tensor sa = self_attn_->forward_cached_self(x_t, cache.self_k, cache.self_v, self_masks);     // [N, 1, D]
   Tensor out = norm1_->forward(add(x_t, dropout1_->forward(sa)));                                // [N, 1, D]
   Tensor ca = cross_attn_->forward_step_cached(out, cache.cross_k, cache.cross_v, memory_padding);  // [N, 1, D]
   out = norm2_->forward(add(out, dropout2_->forward(ca)));                                       // [N, 1, D]
-  Tensor ff = ff_->forward(out);                                                                 // [N, 1, D]
+  Tensor ff = ffn(out);                                                                 // [N, 1, D]
   return norm3_->forward(add(out, dropout3_->forward(ff)));                                      // [N, 1, D]
 }
 

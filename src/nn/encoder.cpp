@@ -9,17 +9,35 @@ namespace attn::nn {
 
 EncoderLayer::EncoderLayer(const LayerOptions& o, Rng& rng) : options_(o) {
   // Registration order gives nn.TransformerEncoderLayer's state_dict order.
-  self_attn_ = register_module("self_attn", std::make_shared<MultiHeadAttention>(
-                                                o.d_model, o.n_heads, o.attention_dropout, o.dtype, rng, o.attention));
-  ff_ = std::make_shared<FeedForward>(o.d_model, o.d_ff, o.activation, o.dropout, o.dtype, rng);
-  register_module("linear1", ff_->linear1());
-  register_module("dropout", ff_->dropout());
-  register_module("linear2", ff_->linear2());
+  self_attn_ = register_module("self_attn", make_self_attention(o, rng));
+  if (o.n_experts > 0) {
+    moe_ = register_module("moe", make_moe(o, rng));
+  } else {
+    ff_ = std::make_shared<FeedForward>(o.d_model, o.d_ff, o.activation, o.dropout, o.dtype, rng);
+    register_module("linear1", ff_->linear1());
+    register_module("dropout", ff_->dropout());
+    register_module("linear2", ff_->linear2());
+  }
   norm1_ = register_module("norm1", make_norm(o.norm, o.d_model, o.norm_eps, o.dtype));
   norm2_ = register_module("norm2", make_norm(o.norm, o.d_model, o.norm_eps, o.dtype));
   dropout1_ = register_module("dropout1", std::make_shared<Dropout>(o.dropout, rng.next_u64()));
   dropout2_ = register_module("dropout2", std::make_shared<Dropout>(o.dropout, rng.next_u64()));
 }
+
+MultiHeadAttention& EncoderLayer::self_attn() {
+  auto* mha = dynamic_cast<MultiHeadAttention*>(self_attn_.get());
+  ATTN_CHECK(mha != nullptr, "EncoderLayer", "self_attn() is softmax attention; this layer has ",
+             attention_kind_name(options_.attention_kind), " attention (use self_attention())");
+  return *mha;
+}
+
+FeedForward& EncoderLayer::feed_forward() {
+  ATTN_CHECK(ff_ != nullptr, "EncoderLayer", "this layer has a mixture of ", options_.n_experts,
+             " experts instead of a dense FFN (use moe())");
+  return *ff_;
+}
+
+Tensor EncoderLayer::ffn(const Tensor& x) { return moe_ ? moe_->forward(x) : ff_->forward(x); }
 
 Tensor EncoderLayer::forward(const Tensor& x, const AttentionMasks& masks) {
   ATTN_CHECK(x.dim() == 3 && x.size(2) == options_.d_model, "EncoderLayer", "expected x [B, T, ",
@@ -28,11 +46,11 @@ Tensor EncoderLayer::forward(const Tensor& x, const AttentionMasks& masks) {
     Tensor h = norm1_->forward(x);                                          // [B, T, D]
     Tensor out = add(x, dropout1_->forward(self_attn_->forward(h, h, h, masks)));  // [B, T, D]
     Tensor h2 = norm2_->forward(out);                                       // [B, T, D]
-    return add(out, dropout2_->forward(ff_->forward(h2)));                  // [B, T, D]
+    return add(out, dropout2_->forward(ffn(h2)));                  // [B, T, D]
   }
   Tensor sa = self_attn_->forward(x, x, x, masks);                          // [B, T, D]
   Tensor out = norm1_->forward(add(x, dropout1_->forward(sa)));             // [B, T, D]
-  Tensor ff = ff_->forward(out);                                            // [B, T, D]
+  Tensor ff = ffn(out);                                            // [B, T, D]
   return norm2_->forward(add(out, dropout2_->forward(ff)));                 // [B, T, D]
 }
 
@@ -42,10 +60,10 @@ Tensor EncoderLayer::prefill(const Tensor& x, LayerKV& kv, const AttentionMasks&
   auto attend = [&](const Tensor& h) { return self_attn_->forward_cached_self(h, kv.self_k, kv.self_v, masks); };
   if (options_.norm_first) {
     Tensor out = add(x, dropout1_->forward(attend(norm1_->forward(x))));  // [N, T, D]
-    return add(out, dropout2_->forward(ff_->forward(norm2_->forward(out))));  // [N, T, D]
+    return add(out, dropout2_->forward(ffn(norm2_->forward(out))));  // [N, T, D]
   }
   Tensor out = norm1_->forward(add(x, dropout1_->forward(attend(x))));      // [N, T, D]
-  return norm2_->forward(add(out, dropout2_->forward(ff_->forward(out))));  // [N, T, D]
+  return norm2_->forward(add(out, dropout2_->forward(ffn(out))));  // [N, T, D]
 }
 
 Tensor EncoderLayer::forward_step(const Tensor& x, LayerKV& kv, const Tensor& key_padding_mask,

@@ -18,14 +18,22 @@ void fans(const Tensor& t, const char* op, double& fan_in, double& fan_out) {
   fan_out = static_cast<double>(t.size(0)) * receptive;
 }
 
+thread_local bool skip_init = false;
+
 }  // namespace
 
+SkipInitGuard::SkipInitGuard() : previous_(skip_init) { skip_init = true; }
+SkipInitGuard::~SkipInitGuard() { skip_init = previous_; }
+bool init_skipped() { return skip_init; }
+
 void uniform_(Tensor t, double lo, double hi, Rng& rng) {
+  if (skip_init) return;
   NoGradGuard no_grad;
   t.copy_from(Tensor::uniform(t.shape(), rng, lo, hi, t.dtype()));
 }
 
 void normal_(Tensor t, double mean, double std, Rng& rng) {
+  if (skip_init) return;
   NoGradGuard no_grad;
   t.copy_from(Tensor::randn(t.shape(), rng, t.dtype(), mean, std));
 }
@@ -35,6 +43,7 @@ void constant_(Tensor t, double value) { t.fill(value); }
 void xavier_uniform_(Tensor t, Rng& rng, double gain) {
   double fan_in = 0, fan_out = 0;
   fans(t, "xavier_uniform_", fan_in, fan_out);
+  if (skip_init) return;
   const double a = gain * std::sqrt(6.0 / (fan_in + fan_out));
   uniform_(t, -a, a, rng);
 }
@@ -42,6 +51,7 @@ void xavier_uniform_(Tensor t, Rng& rng, double gain) {
 void linear_weight_uniform_(Tensor t, Rng& rng) {
   double fan_in = 0, fan_out = 0;
   fans(t, "linear_weight_uniform_", fan_in, fan_out);
+  if (skip_init) return;
   const double bound = fan_in > 0 ? 1.0 / std::sqrt(fan_in) : 0.0;
   uniform_(t, -bound, bound, rng);
 }

@@ -191,6 +191,15 @@ ValidationResult validate_masked_lm(models::EncoderOnlyModel& model, const std::
 
 namespace {
 
+// A mixture-of-experts model adds its load-balancing loss from the same forward (Switch
+// Transformer): loss + moe_aux_loss_weight * aux_loss(). Dense models are unchanged.
+BatchLoss with_moe_aux(const models::Model& model, BatchLoss b) {
+  const double weight = model.config().moe_aux_loss_weight;
+  const Tensor aux = model.aux_loss();
+  if (aux.defined() && weight != 0.0) b.loss = add(b.loss, scale(aux, weight));
+  return b;
+}
+
 // Paper §5: the decoder reads <bos> + target and predicts target + <eos>.
 class Seq2SeqObjective : public Objective {
  public:
@@ -200,8 +209,9 @@ class Seq2SeqObjective : public Objective {
     const Batch b = make_batch(dataset, indices, o_.ids);
     const Tensor logits = model_.forward(b.src, b.tgt_in);  // [B, T, V]
     const int64_t rows = logits.size(0) * logits.size(1), V = logits.size(2);
-    return {cross_entropy(logits.reshape({rows, V}), b.tgt_out.reshape({rows}), o_.ids.pad, o_.label_smoothing),
-            b.n_tgt_tokens};
+    return with_moe_aux(model_, {cross_entropy(logits.reshape({rows, V}), b.tgt_out.reshape({rows}), o_.ids.pad,
+                                               o_.label_smoothing),
+                                 b.n_tgt_tokens});
   }
   ValidationResult validate(const std::vector<Example>& examples, int64_t batch_size) override {
     return validate_model(model_, examples, batch_size, o_.label_smoothing, o_.ids);
@@ -222,8 +232,9 @@ class CausalLmObjective : public Objective {
     const Batch b = make_lm_batch(dataset, indices, o_.ids);
     const Tensor logits = model_.forward(b.tgt_in);  // [B, T, V]
     const int64_t rows = logits.size(0) * logits.size(1), V = logits.size(2);
-    return {cross_entropy(logits.reshape({rows, V}), b.tgt_out.reshape({rows}), o_.ids.pad, o_.label_smoothing),
-            b.n_tgt_tokens};
+    return with_moe_aux(model_, {cross_entropy(logits.reshape({rows, V}), b.tgt_out.reshape({rows}), o_.ids.pad,
+                                               o_.label_smoothing),
+                                 b.n_tgt_tokens});
   }
   ValidationResult validate(const std::vector<Example>& examples, int64_t batch_size) override {
     return validate_language_model(model_, examples, batch_size, o_.label_smoothing, o_.ids);
@@ -245,7 +256,7 @@ class MaskedLmObjective : public Objective {
   BatchLoss loss(const std::vector<Example>& dataset, const std::vector<int64_t>& indices, int64_t epoch) override {
     const MaskedBatch b = make_masked_batch(dataset, indices, o_.masking, o_.seed, epoch, o_.ids.pad);
     const Tensor logits = model_.forward(b.input);  // [B, S, V]
-    return {masked_lm_loss(logits, b.labels, o_.ids.pad, o_.label_smoothing), b.n_chosen};
+    return with_moe_aux(model_, {masked_lm_loss(logits, b.labels, o_.ids.pad, o_.label_smoothing), b.n_chosen});
   }
   ValidationResult validate(const std::vector<Example>& examples, int64_t batch_size) override {
     return validate_masked_lm(model_, examples, batch_size, o_.label_smoothing, o_.masking, o_.seed, o_.ids.pad);

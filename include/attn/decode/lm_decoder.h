@@ -2,11 +2,14 @@
 // (models::DecoderOnlyModel, GPT style), so that greedy_search, beam_search and sample
 // (decode/*.h) continue prompts unchanged. start() takes the prompts right-padded, as every
 // caller passes a batch, re-aligns them to the left (PAD first) and prefills the KV cache in one
-// pass; step() then feeds one token per row; reorder() reorders the cache rows.
+// pass; step() then feeds one token per row; reorder() reorders the cache rows. Models without a
+// PAD token (pad_id -1, GPT-2) take prompts of different lengths as token lists or as lengths:
+// the padding mask then comes from the lengths, never from a token id.
 // Not here: prompts longer than the model allows are the model's error, not truncated.
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "attn/decode/incremental_decoder.h"
@@ -23,7 +26,17 @@ class LmDecoder : public IncrementalDecoder {
   // prompt_ids I64 [B, S], each row a prompt of at least one token followed by PAD (the
   // model's pad_id). Re-aligned to the left internally ([B, S'] with S' the longest prompt) and
   // run through DecoderOnlyModel::prefill; afterwards row b continues prompt b.
+  // With pad_id -1 every token of every row is a prompt token (all prompts as long as S), unless
+  // set_prompt_lengths() gave the lengths first.
   void start(const Tensor& prompt_ids) override;
+  // prompt_ids I64 [B, S] right-padded with anything; row b's prompt is its first lengths[b]
+  // tokens (1 <= lengths[b] <= S), whatever the ids after them (PAD ids inside are kept).
+  void start(const Tensor& prompt_ids, const std::vector<int64_t>& lengths);
+  // The prompts as token lists (each non-empty), for any pad_id.
+  void start(const std::vector<std::vector<int64_t>>& prompts);
+  // The lengths the NEXT start(prompt_ids) uses (then forgotten), for searches that call
+  // start() themselves: greedy_search(decoder, ids) after decoder.set_prompt_lengths(lengths).
+  void set_prompt_lengths(std::vector<int64_t> lengths) { pending_lengths_ = std::move(lengths); }
   // last_tokens I64 [N] -> log-probabilities [N, V] of the next token, in the model's dtype.
   // The FIRST step after start() ignores its tokens (the search's BOS: the prompt already ends
   // where generation begins) and returns the distribution of the token after each prompt; every
@@ -35,7 +48,11 @@ class LmDecoder : public IncrementalDecoder {
   const nn::KVCache& cache() const { return cache_; }
 
  private:
+  // Left-aligns the prompts and prefills the cache.
+  void start_prompts(const std::vector<std::vector<int64_t>>& prompts);
+
   models::DecoderOnlyModel& model_;
+  std::vector<int64_t> pending_lengths_;  // for the next start(prompt_ids); empty = none
   nn::KVCache cache_;
   Tensor first_;  // log-probabilities [N, V] after start(), until the first step returns them
   bool started_ = false;

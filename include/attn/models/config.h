@@ -4,7 +4,9 @@
 // are the paper's base model (N=6, D=512, d_ff=2048, h=8, dropout 0.1, shared 37k vocabulary).
 // The descendants of the paper (issue 5) are options too: "positional": "rope" / "alibi"
 // (with rope_theta, rope_pairing), n_kv_heads (grouped-query attention), sliding_window and
-// "activation": "swiglu"; docs/conventions.md states their conventions.
+// "activation": "swiglu", "attention": "linear" and a mixture-of-experts FFN (n_experts,
+// expert_top_k, expert_capacity_factor, moe_aux_loss_weight); docs/conventions.md states their
+// conventions.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +56,19 @@ struct ModelConfig {
   // Sliding-window attention (decoder_only only): each position sees itself and the W - 1
   // before it; the KV cache keeps W positions. 0 = full causal attention.
   int64_t sliding_window = 0;
+  // Self-attention of every layer: "softmax" (the paper) or "linear" (elu+1 kernel attention,
+  // nn/linear_attention.h; O(T) memory). Linear attention combines with sinusoidal, learned or
+  // no positions only (not rope, alibi, sliding_window or n_kv_heads), has no attention
+  // dropout, and gives no attention weights to capture. Cross-attention stays softmax.
+  nn::AttentionKind attention = nn::AttentionKind::Softmax;
+  // Mixture of experts in place of every layer's FFN: n_experts (0 = the dense FFN) experts of
+  // width d_ff, expert_top_k of them per token (1 <= k <= n_experts), per-expert capacity
+  // ceil(expert_capacity_factor * tokens * k / n_experts) per forward (0 = unlimited). The
+  // trainer adds moe_aux_loss_weight * Model::aux_loss() (the load-balancing loss) to the loss.
+  int64_t n_experts = 0;
+  int64_t expert_top_k = 2;
+  double expert_capacity_factor = 0.0;
+  double moe_aux_loss_weight = 0.01;
   // Single-stack models (decoder_only, encoder_only) use src_vocab_size as their vocabulary;
   // their tgt_vocab_size must be 0 or equal to it.
   int64_t src_vocab_size = 37000;
@@ -75,8 +90,8 @@ struct ModelConfig {
   nn::LayerOptions layer_options() const;
 
   // Every field, enums as their names ("encoder_decoder", "relu", "layer", "sinusoidal", "f32");
-  // rope_theta, rope_pairing, n_kv_heads and sliding_window only when they differ from their
-  // defaults (a paper model's config keeps the keys it always had).
+  // rope_theta, rope_pairing, n_kv_heads, sliding_window, attention and the MoE keys only when
+  // they differ from their defaults (a paper model's config keeps the keys it always had).
   nlohmann::json to_json() const;
   // Reads the keys present over the defaults; unknown keys and wrong types are errors naming
   // the key. Does not validate (call validate()).

@@ -7,10 +7,12 @@
 // Cached decoding: init_cache, prefill (a whole prompt batch at once) and decode_step (one
 // token per row), the decoder-only twin of EncoderDecoderModel's. Batched prompts of different
 // lengths are LEFT-padded with PAD, so that every row's next token lands at the same cache
-// index; a row's positions start at its first real token (see nn::KVCache::left_pad).
+// index; a row's positions start at its first real token (see nn::KVCache::left_pad). Models
+// without a PAD token (pad_id -1, GPT-2) give the rows' lengths instead.
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "attn/models/model.h"
 #include "attn/nn/encoder.h"
@@ -42,6 +44,12 @@ class DecoderOnlyModel : public Model {
   Tensor prefill(const Tensor& ids, nn::KVCache& cache);
   // The same, returning the last block's (normed) output for every new position, [N, T, D].
   Tensor prefill_hidden(const Tensor& ids, nn::KVCache& cache);
+  // Prompts of different lengths without PAD ids (any pad_id, also -1): on an empty cache,
+  // ids [N, T] left-aligned, row r's real tokens are its last lengths[r] (1 <= lengths[r] <= T);
+  // the T - lengths[r] before them are padding whatever their ids (masked, not positioned).
+  // -> logits [N, V] of the last column, as prefill(ids, cache).
+  Tensor prefill(const Tensor& ids, const std::vector<int64_t>& lengths, nn::KVCache& cache);
+  Tensor prefill_hidden(const Tensor& ids, const std::vector<int64_t>& lengths, nn::KVCache& cache);
   // token I64 [N], the token at cache index `position` (= cache.length()) of every row ->
   // logits [N, V] for the next token. Appends the step's K/V (and PAD flag) to `cache`.
   // Learned positions beyond max_len - 1 are an error.
@@ -52,6 +60,9 @@ class DecoderOnlyModel : public Model {
   nn::Linear& lm_head() { return *lm_head_; }
 
  private:
+  // prefill_hidden with the rows' padding from PAD ids (lengths null) or from lengths.
+  Tensor prefill_impl(const Tensor& ids, const std::vector<int64_t>* lengths, nn::KVCache& cache);
+
   std::shared_ptr<nn::Embedding> embedding_;
   std::shared_ptr<nn::PositionalEncoding> positions_;
   std::shared_ptr<nn::Encoder> blocks_;  // its "layers" and "norm" are registered at the root

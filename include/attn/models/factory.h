@@ -1,6 +1,7 @@
 // attn/models/factory.h — builds the model family a config names, validated and
 // initialised from config.seed. Callers that need a family's own methods dynamic_cast
-// (std::dynamic_pointer_cast<EncoderDecoderModel>(model)).
+// (std::dynamic_pointer_cast<EncoderDecoderModel>(model)). ModelInit::None allocates the
+// parameters without drawing their values, for loaders that overwrite every one of them.
 #pragma once
 
 #include <memory>
@@ -13,6 +14,10 @@
 
 namespace attn::models {
 
-std::shared_ptr<Model> make_model(const ModelConfig& config);
+// Random: initialised from config.seed. None: every parameter allocated but left zero (random
+// initialisers skipped, nn::SkipInitGuard); only for a loader that fills all of them next.
+enum class ModelInit { Random, None };
+
+std::shared_ptr<Model> make_model(const ModelConfig& config, ModelInit init = ModelInit::Random);
 
 }  // namespace attn::models

@@ -26,8 +26,15 @@ class Model : public nn::Module {
   // ids I64 [B, T] -> Bool [B, T], true where ids == pad_id; undefined when pad_id is -1.
   Tensor padding_mask(const Tensor& ids) const;
 
+  // The summed load-balancing loss (nn::MixtureOfExperts::aux_loss) of every MoE layer after
+  // the last forward: a differentiable scalar, or undefined when the model has no experts (or
+  // before its first forward). The trainer adds config().moe_aux_loss_weight times it.
+  Tensor aux_loss() const;
+
   // Attention capture for inspection: on/off in every attention module, and the weights
   // [B, H, Tq, Tk] kept by the last forward, named like "decoder.layers.1.multihead_attn".
+  // Linear self-attention forms no weights: turning capture on is an error for a single-stack
+  // model with linear attention (an encoder-decoder still captures its cross-attention).
   void set_capture_attention(bool on);
   std::vector<std::pair<std::string, Tensor>> captured_attention();
 

@@ -61,7 +61,21 @@ struct AttentionOutput {
   Tensor weights;  // [B, H, Tq, Tk] (after masking, before dropout; not differentiable)
 };
 
-class MultiHeadAttention : public Module {
+// What an encoder or decoder layer needs of its self-attention, so that a layer holds either
+// softmax attention (MultiHeadAttention) or linear attention (nn/linear_attention.h) behind one
+// pointer: the full forward and the cached causal forward of decoding.
+class AttentionModule : public Module {
+ public:
+  // query [B, Tq, D], key [B, Tk, D], value [B, Tk, D] -> [B, Tq, D].
+  virtual Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                         const AttentionMasks& masks = {}) = 0;
+  // Causal self-attention of T new positions x [N, T, D] over cached keys/values [N, Hkv, T', Dh]
+  // and themselves; the new keys/values are appended to the caches. -> [N, T, D].
+  virtual Tensor forward_cached_self(const Tensor& x, Tensor& k_cache, Tensor& v_cache,
+                                     const AttentionMasks& masks) = 0;
+};
+
+class MultiHeadAttention : public AttentionModule {
  public:
   // Initialisation as nn.MultiheadAttention: in_proj_weight xavier-uniform, both biases zero,
   // out_proj.weight nn.Linear's default. `dropout` applies to the attention weights in training;
@@ -75,7 +89,7 @@ class MultiHeadAttention : public Module {
   // Self-attention passes the same tensor three times; cross-attention passes the encoder
   // output ("memory") as key and value.
   Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value,
-                 const AttentionMasks& masks = {});
+                 const AttentionMasks& masks = {}) override;
   // The same, also returning the weights [B, H, Tq, Tk] (average over H for PyTorch's default).
   AttentionOutput forward_with_weights(const Tensor& query, const Tensor& key, const Tensor& value,
                                        const AttentionMasks& masks = {});
@@ -99,7 +113,8 @@ class MultiHeadAttention : public Module {
   // the last W; the cache then keeps only its last W positions). masks.key_padding_mask: Bool
   // [N, T' + T] or undefined; masks.positions: I64 [N, T] or [T], the new positions (RoPE;
   // undefined = T' .. T' + T - 1); masks.causal and attn_mask are ignored. -> [N, T, D].
-  Tensor forward_cached_self(const Tensor& x, Tensor& k_cache, Tensor& v_cache, const AttentionMasks& masks);
+  Tensor forward_cached_self(const Tensor& x, Tensor& k_cache, Tensor& v_cache,
+                             const AttentionMasks& masks) override;
 
   // [B, T, D] -> [B, H, T, Dh]: reshape to [B, T, H, Dh], then swap T and H. With `heads`
   // given, [B, T, heads*Dh] -> [B, heads, T, Dh] (the key/value heads).

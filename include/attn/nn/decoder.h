@@ -4,6 +4,8 @@
 //   post-norm: x = norm1(x + d1(SA(x))); x = norm2(x + d2(CA(x, mem))); x = norm3(x + d3(FFN(x)))
 // Names: self_attn.*, multihead_attn.*, linear1.*, linear2.*, norm1..3.*; stack "layers.N.", "norm.".
 // forward_step: incremental decoding of one new position against a KVCache (nn/kv_cache.h).
+// The self-attention is softmax or linear attention (LayerOptions::attention_kind; the
+// attention over memory stays softmax), the FFN dense or a mixture of experts ("moe").
 #pragma once
 
 #include <memory>
@@ -37,15 +39,23 @@ class DecoderLayer : public Module {
   // [N, S], or undefined. With RoPE, this position is the number of cached ones. -> [N, 1, D].
   Tensor forward_step(const Tensor& x_t, LayerKV& cache, const Tensor& self_padding, const Tensor& memory_padding);
 
-  MultiHeadAttention& self_attn() { return *self_attn_; }
+  // As EncoderLayer's: self_attention() of either kind, self_attn() the softmax one (an error
+  // with linear attention), feed_forward() the dense FFN (an error with experts), moe().
+  AttentionModule& self_attention() { return *self_attn_; }
+  MultiHeadAttention& self_attn();
   MultiHeadAttention& multihead_attn() { return *cross_attn_; }
-  FeedForward& feed_forward() { return *ff_; }
+  FeedForward& feed_forward();
+  MixtureOfExperts* moe() { return moe_.get(); }
   const LayerOptions& options() const { return options_; }
 
  private:
+  Tensor ffn(const Tensor& x);  // [..., D] -> [..., D], dense or experts
+
   LayerOptions options_;
-  std::shared_ptr<MultiHeadAttention> self_attn_, cross_attn_;
+  std::shared_ptr<AttentionModule> self_attn_;
+  std::shared_ptr<MultiHeadAttention> cross_attn_;
   std::shared_ptr<FeedForward> ff_;  // its linear1/dropout/linear2 are registered on this layer
+  std::shared_ptr<MixtureOfExperts> moe_;  // instead of ff_ with n_experts > 0
   std::shared_ptr<Norm> norm1_, norm2_, norm3_;
   std::shared_ptr<Dropout> dropout1_, dropout2_, dropout3_;
 };

@@ -41,16 +41,24 @@ class EncoderLayer : public Module {
   Tensor forward_step(const Tensor& x, LayerKV& kv, const Tensor& key_padding_mask,
                       const Tensor& positions = Tensor());
 
-  MultiHeadAttention& self_attn() { return *self_attn_; }
-  FeedForward& feed_forward() { return *ff_; }
+  // The self-attention of either kind; self_attn() is the softmax one (an error with linear
+  // attention), feed_forward() the dense FFN (an error with experts), moe() null without them.
+  AttentionModule& self_attention() { return *self_attn_; }
+  MultiHeadAttention& self_attn();
+  FeedForward& feed_forward();
+  MixtureOfExperts* moe() { return moe_.get(); }
   Norm& norm1() { return *norm1_; }
   Norm& norm2() { return *norm2_; }
   const LayerOptions& options() const { return options_; }
 
  private:
+  // The FFN sublayer: the dense FFN or the mixture of experts. [..., D] -> [..., D].
+  Tensor ffn(const Tensor& x);
+
   LayerOptions options_;
-  std::shared_ptr<MultiHeadAttention> self_attn_;
+  std::shared_ptr<AttentionModule> self_attn_;
   std::shared_ptr<FeedForward> ff_;  // its linear1/dropout/linear2 are registered on this layer
+  std::shared_ptr<MixtureOfExperts> moe_;  // instead of ff_ with n_experts > 0
   std::shared_ptr<Norm> norm1_, norm2_;
   std::shared_ptr<Dropout> dropout1_, dropout2_;
 };

@@ -49,13 +49,13 @@ struct LinearAttentionState {
 // attn_mask and float padding masks are errors (they need the score matrix this avoids), and
 // AttentionMasks::positions is not used (no rotary positions). No attention dropout and no
 // weights to return: the [Tq, Tk] matrix is never formed.
-class LinearAttention : public Module {
+class LinearAttention : public AttentionModule {
  public:
   LinearAttention(int64_t d_model, int64_t n_heads, DType dtype, Rng& rng);
 
   // query [B, Tq, D], key [B, Tk, D], value [B, Tk, D] -> [B, Tq, D].
   Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value,
-                 const AttentionMasks& masks = {});
+                 const AttentionMasks& masks = {}) override;
 
   // Incremental decoding with MultiHeadAttention's cache interface (inference only: call under
   // NoGradGuard): x [N, 1, D]; its key and value are appended to k_cache and v_cache
@@ -68,7 +68,8 @@ class LinearAttention : public Module {
   // values are appended to the caches and new query i sees every cached key and new keys <= i
   // (bottom-right causal alignment). masks.key_padding_mask: Bool [N, T' + T] or undefined; the
   // other fields are ignored. -> [N, T, D].
-  Tensor forward_cached_self(const Tensor& x, Tensor& k_cache, Tensor& v_cache, const AttentionMasks& masks);
+  Tensor forward_cached_self(const Tensor& x, Tensor& k_cache, Tensor& v_cache,
+                             const AttentionMasks& masks) override;
   // memory [B, S, D] -> keys and values [B, H, S, Dh], projected once per source.
   void project_memory_kv(const Tensor& memory, Tensor& k, Tensor& v) const;
   // The recurrent form of causal self-attention (inference only): x [N, 1, D] updates `state`

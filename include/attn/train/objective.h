@@ -66,7 +66,8 @@ ValidationResult validate_masked_lm(models::EncoderOnlyModel& model, const std::
                                     int64_t batch_size, double label_smoothing, const MaskingOptions& masking,
                                     uint64_t seed, int64_t pad = Vocab::kPad);
 
-// The loss of one training batch: the mean over `tokens` predicted tokens, recorded on the tape.
+// The loss of one training batch: the mean over `tokens` predicted tokens, recorded on the tape;
+// for a mixture-of-experts model plus moe_aux_loss_weight times its load-balancing loss.
 struct BatchLoss {
   Tensor loss;
   int64_t tokens = 0;

@@ -4,7 +4,9 @@
 // prompts; the first step returns the distribution after the prompt whatever tokens it gets;
 // reorder works before and after the first step; sampling runs and top-k 1 is greedy; a
 // LLaMA-style model (RoPE, one K/V head, a window, SwiGLU, RMSNorm) decodes like its full
-// forward; misuse is an error.
+// forward; a model without a PAD token (pad_id -1, as GPT-2) takes prompts of different
+// lengths as token lists or lengths and gives the same output alone or in a batch; misuse is an
+// error.
 #include "attn/decode/lm_decoder.h"
 
 #include <gtest/gtest.h>
@@ -242,6 +244,65 @@ TEST(LmDecoder, RejectsEmptyPromptsStepsBeforeStartAndTrainingMode) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("prompt 1 is empty"), std::string::npos) << e.what();
   }
+}
+
+// pad_id -1 (GPT-2): token 0 is an ordinary token, so padding can only come from lengths.
+TEST(LmDecoder, PadlessModelGivesTheSameGreedyOutputAloneOrInABatchOfDifferentLengths) {
+  models::ModelConfig c = lm_config(nn::PositionalKind::Learned);
+  c.pad_id = -1;
+  models::DecoderOnlyModel model(c);
+  randomize(model, 31);
+  // Prompts that contain token 0, the filler of the left padding.
+  const std::vector<std::vector<int64_t>> prompts = {{kBos, 0, 9, 4}, {kBos, 8}, {0, 6, 6, 10, 3, 7}};
+  GreedyOptions o = greedy_options(8);
+  o.pad = 0;
+  std::vector<int64_t> lengths;
+  for (const auto& p : prompts) lengths.push_back(static_cast<int64_t>(p.size()));
+  LmDecoder decoder(model);
+  decoder.set_prompt_lengths(lengths);
+  const auto batch = greedy_search(decoder, test::padded_batch(prompts, 0), o);
+  ASSERT_EQ(batch.size(), prompts.size());
+  bool any_tokens = false;
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    const auto alone = greedy_search(decoder, test::padded_batch({prompts[b]}, 0), o);
+    EXPECT_EQ(alone[0].tokens, batch[b].tokens) << "row " << b;
+    EXPECT_NEAR(alone[0].logprob, batch[b].logprob, 1e-9) << "row " << b;
+    EXPECT_EQ(batch[b].tokens, brute_force_greedy(model, prompts[b], 8)) << "row " << b;
+    any_tokens = any_tokens || !batch[b].tokens.empty();
+  }
+  EXPECT_TRUE(any_tokens);
+  // The token-list overload and the explicit lengths agree with the search's start.
+  LmDecoder lists(model), explicit_lengths(model);
+  lists.start(prompts);
+  explicit_lengths.start(test::padded_batch(prompts, 5), lengths);
+  const Tensor bos = Tensor::from_vector<int64_t>({kBos, kBos, kBos}, {3});
+  EXPECT_TRUE(test::all_close(lists.step(bos), explicit_lengths.step(bos), 0.0, 0.0, "lists vs lengths"));
+  // Without lengths every token of a pad-less row is a prompt token: the 0s are not dropped.
+  LmDecoder whole(model);
+  whole.start(test::padded_batch({prompts[0]}, 0));
+  LmDecoder listed(model);
+  listed.start({prompts[0]});
+  EXPECT_TRUE(test::all_close(whole.step(Tensor::from_vector<int64_t>({kBos}, {1})),
+                              listed.step(Tensor::from_vector<int64_t>({kBos}, {1})), 0.0, 0.0, "whole row"));
+}
+
+TEST(LmDecoder, RejectsBadPromptLengths) {
+  models::ModelConfig c = lm_config(nn::PositionalKind::Sinusoidal);
+  c.pad_id = -1;
+  models::DecoderOnlyModel model(c);
+  model.eval();
+  LmDecoder decoder(model);
+  const Tensor ids = test::padded_batch({{kBos, 4, 5}, {kBos, 3}}, 0);
+  EXPECT_THROW(decoder.start(ids, {3}), Error);      // one length for two rows
+  EXPECT_THROW(decoder.start(ids, {3, 0}), Error);   // an empty prompt
+  EXPECT_THROW(decoder.start(ids, {4, 2}), Error);   // longer than the batch
+  EXPECT_THROW(decoder.start(std::vector<std::vector<int64_t>>{}), Error);
+  EXPECT_THROW(decoder.start(std::vector<std::vector<int64_t>>{{kBos}, {}}), Error);
+  NoGradGuard no_grad;
+  nn::KVCache cache = model.init_cache(2);
+  EXPECT_THROW(model.prefill(ids, {3, 2, 1}, cache), Error);
+  model.prefill(ids, {3, 2}, cache);
+  EXPECT_THROW(model.prefill(ids, {3, 2}, cache), Error);  // lengths only start a batch
 }
 
 }  // namespace
