@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "attn/core/error.h"
+#include "attn/dist/communicator.h"
 #include "attn/io/atomic_file.h"
 #include "attn/train/checkpointing.h"
 #include "attn/train/text_data.h"
@@ -371,9 +372,16 @@ int run_train(const TrainOptions& o) {
       fail("train", "--config '", o.config_file, "' with the flags: ", e.what());
     }
     trainer = std::make_unique<train::Trainer>(config, o.out);  // validates, loads the data
-    if (o.force) train::clear_run_dir(o.out);
+    if (o.force && trainer->communicator().is_root()) train::clear_run_dir(o.out);
   }
   const train::TrainConfig& c = trainer->config();
+  // Under mpirun every rank trains; rank 0 alone talks and writes (docs/distributed.md).
+  const dist::Communicator& comm = trainer->communicator();
+  if (!comm.is_root()) {
+    SignalScope signals(trainer.get());
+    trainer->run();
+    return trainer->stopped() ? 130 : 0;
+  }
   const bool tty = ::isatty(2) != 0;
   const models::Arch arch = c.model.arch;
   Progress progress(tty, o.quiet, o.log_every, arch, trainer->objective().validation_method());
@@ -410,6 +418,9 @@ int run_train(const TrainOptions& o) {
     if (d.valid_unknown_tokens > 0)
       std::fprintf(stderr, "  warning: %lld validation tokens are not in the training vocabulary (read as <unk>)\n",
                    static_cast<long long>(d.valid_unknown_tokens));
+    if (comm.size() > 1)
+      std::fprintf(stderr, "  data parallel: %d ranks (MPI), each training on its 1/%d of every batch\n",
+                   comm.size(), comm.size());
     if (o.resume)
       std::fprintf(stderr, "  resuming at step %lld (%lld epochs done)\n", static_cast<long long>(trainer->step()),
                    static_cast<long long>(trainer->epochs_done()));

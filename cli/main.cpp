@@ -1,10 +1,14 @@
 // attn — command-line entry point. Subcommands live in cmd_<name>.cpp and register
 // themselves here; every attn::Error becomes "attn: error: ..." and exit status 1,
-// every command-line mistake CLI11's message and its non-zero status.
+// every command-line mistake CLI11's message and its non-zero status. Started by an MPI
+// launcher (mpirun -np N attn train ...), a rank that fails stops the whole job instead
+// (the others would wait for it forever), and a rank that succeeds ends MPI.
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "attn/core/error.h"
+#include "attn/dist/communicator.h"
 #include "commands.h"
 
 int main(int argc, char** argv) {
@@ -28,12 +32,17 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  const bool ranks = attn::dist::launcher_world_size() > 1;
   try {
-    return action ? action() : 0;
+    const int rc = action ? action() : 0;
+    attn::dist::finalize();
+    return rc;
   } catch (const attn::Error& e) {
+    if (ranks) attn::dist::abort_job(std::string("error: ") + e.what());
     std::fprintf(stderr, "attn: error: %s\n", e.what());
     return 1;
   } catch (const std::exception& e) {
+    if (ranks) attn::dist::abort_job(std::string("internal error: ") + e.what());
     std::fprintf(stderr, "attn: internal error: %s\n", e.what());
     return 1;
   }

@@ -10,6 +10,7 @@ namespace attn {
 namespace {
 
 thread_local bool g_grad_mode = true;
+thread_local LeafGradHook g_leaf_grad_hook;
 
 // dst += src for two contiguous-or-not floating tensors of one shape; returns the sum as a
 // fresh contiguous tensor when dst is shared (we never write into a tensor the user holds).
@@ -41,6 +42,11 @@ bool grad_mode_enabled() { return g_grad_mode; }
 NoGradGuard::NoGradGuard() : previous_(g_grad_mode) { g_grad_mode = false; }
 NoGradGuard::~NoGradGuard() { g_grad_mode = previous_; }
 
+LeafGradHookGuard::LeafGradHookGuard(LeafGradHook hook) : previous_(std::move(g_leaf_grad_hook)) {
+  g_leaf_grad_hook = std::move(hook);
+}
+LeafGradHookGuard::~LeafGradHookGuard() { g_leaf_grad_hook = std::move(previous_); }
+
 bool needs_grad(std::initializer_list<const Tensor*> inputs) {
   if (!g_grad_mode) return false;
   for (const Tensor* t : inputs)
@@ -60,6 +66,7 @@ void run_backward(const Tensor& root, const Tensor& grad_root) {
   if (!root.grad_fn()) {  // the root is itself a leaf
     Tensor g = root.grad();
     root.set_grad(g.defined() ? add_grads(g, grad_root) : grad_root.clone());
+    if (g_leaf_grad_hook) g_leaf_grad_hook(root);
     return;
   }
   // Topological order by iterative depth-first search (post-order).
@@ -83,12 +90,28 @@ void run_backward(const Tensor& root, const Tensor& grad_root) {
   }
   // Every node stays alive during the sweep: the root holds its grad_fn, and each node
   // holds its inputs (release() frees only saved tensors, never the edges).
+  // With a leaf hook: how many edges of nodes still to run point at each leaf that wants a
+  // gradient; when the count reaches zero, that leaf's .grad() is final for this sweep.
+  const LeafGradHook hook = g_leaf_grad_hook;  // a copy: the hook may install another
+  std::unordered_map<TensorImpl*, int64_t> pending;
+  if (hook)
+    for (Node* node : order)
+      for (const Tensor& in : node->inputs)
+        if (in.defined() && !in.grad_fn() && in.requires_grad()) ++pending[&in.impl()];
+  const auto leaf_edges_done = [&](Node* node) {
+    if (!hook) return;
+    for (const Tensor& in : node->inputs)
+      if (in.defined() && !in.grad_fn() && in.requires_grad() && --pending[&in.impl()] == 0) hook(in);
+  };
   std::unordered_map<Node*, Tensor> grads;
   grads[root.grad_fn().get()] = grad_root;
   for (size_t i = order.size(); i-- > 0;) {
     Node* node = order[i];
     auto it = grads.find(node);
-    if (it == grads.end()) continue;
+    if (it == grads.end()) {
+      leaf_edges_done(node);
+      continue;
+    }
     Tensor g = std::move(it->second);
     grads.erase(it);
     std::vector<Tensor> in_grads = node->backward(g);
@@ -111,6 +134,7 @@ void run_backward(const Tensor& root, const Tensor& grad_root) {
       }
     }
     node->release();
+    leaf_edges_done(node);
   }
 }
 

@@ -2,12 +2,16 @@
 // §5.4's label smoothing as PyTorch defines it: the target distribution is
 // (1 - eps) * onehot(t) + eps / V (the uniform part includes the true class). One pass for
 // the row max, one for the log-sum-exp; the backward recomputes softmax from the saved lse.
-// Rows run in parallel when large. Not done here: class weights, reductions other than mean,
+// Rows run in parallel when large; float rows use the active ISA's vector kernels
+// (simd/vector_kernels.cpp), double rows the plain loops. Not done here: class weights, reductions other than mean,
 // probability (soft) targets.
 #include "kernels/cross_entropy.h"
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
+
+#include "kernels/simd/vector_kernels.h"
 
 namespace attn::kernels {
 
@@ -22,6 +26,8 @@ template <class T>
 void cross_entropy_forward(T* losses, T* lse_out, const T* logits, const int64_t* targets,
                            int64_t N, int64_t V, int64_t ignore_index, double label_smoothing) {
   const T eps = static_cast<T>(label_smoothing);
+  const simd::VectorKernels* vk = nullptr;
+  if constexpr (std::is_same_v<T, float>) vk = &simd::vector_kernels();
 #pragma omp parallel for if (N > 1 && N * V >= kParallelMin)
   for (int64_t n = 0; n < N; ++n) {
     const int64_t t = targets[n];
@@ -31,14 +37,19 @@ void cross_entropy_forward(T* losses, T* lse_out, const T* logits, const int64_t
       continue;
     }
     const T* x = logits + n * V;  // [V]
-    T m = -std::numeric_limits<T>::infinity();
-    for (int64_t v = 0; v < V; ++v) m = x[v] > m ? x[v] : m;
-    T s = 0, sum_x = 0;
-    for (int64_t v = 0; v < V; ++v) {
-      s += std::exp(x[v] - m);
-      sum_x += x[v];
+    T lse = 0, sum_x = 0;
+    if constexpr (std::is_same_v<T, float>) {
+      vk->cross_entropy_stats(&lse, &sum_x, x, V);
+    } else {
+      T m = -std::numeric_limits<T>::infinity();
+      for (int64_t v = 0; v < V; ++v) m = x[v] > m ? x[v] : m;
+      T s = 0;
+      for (int64_t v = 0; v < V; ++v) {
+        s += std::exp(x[v] - m);
+        sum_x += x[v];
+      }
+      lse = m + std::log(s);
     }
-    const T lse = m + std::log(s);
     // -log p[t] = lse - x[t];  sum_v -log p[v] = V * lse - sum_v x[v].
     // Terms with a zero coefficient are skipped so that a -inf logit cannot make 0 * inf.
     T loss = 0;
@@ -60,6 +71,8 @@ void cross_entropy_backward(T* dlogits, const T* lse, const T* logits, const int
                             T scale) {
   const T eps = static_cast<T>(label_smoothing);
   const T uniform = eps / static_cast<T>(V);
+  const simd::VectorKernels* vk = nullptr;
+  if constexpr (std::is_same_v<T, float>) vk = &simd::vector_kernels();
 #pragma omp parallel for if (N > 1 && N * V >= kParallelMin)
   for (int64_t n = 0; n < N; ++n) {
     const int64_t t = targets[n];
@@ -67,7 +80,10 @@ void cross_entropy_backward(T* dlogits, const T* lse, const T* logits, const int
     const T* x = logits + n * V;  // [V]
     T* dx = dlogits + n * V;      // [V]
     const T l = lse[n];
-    for (int64_t v = 0; v < V; ++v) dx[v] += scale * (std::exp(x[v] - l) - uniform);
+    if constexpr (std::is_same_v<T, float>)
+      vk->cross_entropy_backward(dx, x, V, l, scale, uniform);
+    else
+      for (int64_t v = 0; v < V; ++v) dx[v] += scale * (std::exp(x[v] - l) - uniform);
     dx[t] -= scale * (T(1) - eps);
   }
 }

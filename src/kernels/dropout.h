@@ -10,7 +10,11 @@
 
 namespace attn::kernels {
 
-// keep[i] = !(rng.uniform() < p);  out[i] = keep[i] ? x[i] * scale : 0, scale = 1 / (1 - p).
+// keep[i] = !(rng.uniform() < p) for i < n: one draw per element in row-major order, leaving
+// rng exactly where n calls of uniform() would (for any op that drops with its own scale).
+void dropout_mask(uint8_t* keep, int64_t n, double p, Rng& rng);
+
+// keep = dropout_mask(n, p, rng);  out[i] = keep[i] ? x[i] * scale : 0, scale = 1 / (1 - p).
 template <class T>
 void dropout_forward(T* out, uint8_t* keep, const T* x, int64_t n, double p, Rng& rng);
 // forward: out = x * keep * scale;  d out / dx = keep * scale, so dx[i] += dout[i] * keep[i] * scale.

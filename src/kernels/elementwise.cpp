@@ -2,14 +2,19 @@
 // Residual sums (§3.1), the FFN activation (§3.3: ReLU in the paper, GELU/SiLU for the
 // variants) and scaling (§3.4). Fast paths for equal shapes and for an operand repeated over
 // leading dimensions ([B, T, D] + [D]); everything else walks strides. OpenMP only kicks in
-// at kParallelMin elements. Not done here: SIMD intrinsics, in-place variants.
+// at kParallelMin elements. float spans of the fast paths run the active ISA's vector
+// kernels (simd/vector_kernels.cpp); double and general broadcasts run the loops below.
+// Not done here: vector kernels for silu/tanh, in-place variants.
 #include "kernels/elementwise.h"
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "attn/core/error.h"
+#include "kernels/simd/parallel_chunks.h"
+#include "kernels/simd/vector_kernels.h"
 
 namespace attn::kernels {
 
@@ -153,6 +158,66 @@ void backward_any(T* da, T* db, const T* dout, const T* a, const T* b, const Bro
   }
 }
 
+// ---- float paths through the vector kernels ----------------------------------------------
+
+using SpanFn = void (*)(float*, const float*, const float*, int64_t);
+
+SpanFn binary_span(const simd::VectorKernels& vk, BinaryOp op) {
+  switch (op) {
+    case BinaryOp::Add: return vk.add;
+    case BinaryOp::Sub: return vk.sub;
+    case BinaryOp::Mul: return vk.mul;
+  }
+  return vk.add;
+}
+
+// out = a (op) b for the Same / RowA / RowB plans; false for General (not handled here).
+bool binary_forward_vector(BinaryOp op, float* out, const float* a, const float* b,
+                           const BroadcastPlan& p) {
+  using K = BroadcastPlan::Kind;
+  const auto& vk = simd::vector_kernels();
+  const SpanFn f = binary_span(vk, op);
+  switch (p.kind) {
+    case K::Same:
+      simd::for_chunks(p.numel, kParallelMin,
+                       [&](int64_t i, int64_t n) { f(out + i, a + i, b + i, n); });
+      return true;
+    case K::RowA:
+    case K::RowB: {
+      const bool small_is_a = p.kind == K::RowA;
+      const int64_t inner = p.inner;
+#pragma omp parallel for if (p.outer * inner >= kParallelMin && p.outer > 1)
+      for (int64_t o = 0; o < p.outer; ++o) {
+        const int64_t off = o * inner;
+        f(out + off, small_is_a ? a : a + off, small_is_a ? b + off : b, inner);
+      }
+      return true;
+    }
+    case K::General: return false;
+  }
+  return false;
+}
+
+// The gradient of the operand that has out's shape: dfull += dout * s (Add, Sub) or
+// dfull += dout * other (Mul), where `other` is the second operand, full or one repeated row.
+void full_grad_vector(float* dfull, const float* dout, float s, const float* other,
+                      bool other_is_row, const BroadcastPlan& p) {
+  const auto& vk = simd::vector_kernels();
+  if (other == nullptr) {
+    simd::for_chunks(p.numel, kParallelMin,
+                     [&](int64_t i, int64_t n) { vk.accumulate(dfull + i, dout + i, s, n); });
+  } else if (!other_is_row) {
+    simd::for_chunks(p.numel, kParallelMin, [&](int64_t i, int64_t n) {
+      vk.accumulate_mul(dfull + i, dout + i, other + i, n);
+    });
+  } else {
+    const int64_t inner = p.inner;
+#pragma omp parallel for if (p.numel >= kParallelMin && p.outer > 1)
+    for (int64_t o = 0; o < p.outer; ++o)
+      vk.accumulate_mul(dfull + o * inner, dout + o * inner, other, inner);
+  }
+}
+
 }  // namespace
 
 BroadcastPlan plan_broadcast(const Shape& a, const Shape& b, const char* op) {
@@ -206,6 +271,8 @@ BroadcastPlan plan_broadcast(const Shape& a, const Shape& b, const char* op) {
 
 template <class T>
 void binary_forward(BinaryOp op, T* out, const T* a, const T* b, const BroadcastPlan& plan) {
+  if constexpr (std::is_same_v<T, float>)
+    if (binary_forward_vector(op, out, a, b, plan)) return;
   switch (op) {
     case BinaryOp::Add: forward_any(out, a, b, plan, [](T x, T y) { return x + y; }); return;
     case BinaryOp::Sub: forward_any(out, a, b, plan, [](T x, T y) { return x - y; }); return;
@@ -220,6 +287,22 @@ void binary_backward(BinaryOp op, T* da, T* db, const T* dout, const T* a, const
   //   out = a + b:  dout/da = 1, dout/db = 1
   //   out = a - b:  dout/da = 1, dout/db = -1
   //   out = a * b:  dout/da = b, dout/db = a
+  if constexpr (std::is_same_v<T, float>) {
+    using K = BroadcastPlan::Kind;
+    if (plan.kind != K::General) {
+      // The operand with out's shape goes through the vector kernels; a repeated row's
+      // gradient is a column sum (reduce_rows, in double) and keeps the generic path.
+      const bool a_full = plan.kind != K::RowA, b_full = plan.kind != K::RowB;
+      const bool mul = op == BinaryOp::Mul;
+      if (da && a_full) full_grad_vector(da, dout, 1.0f, mul ? b : nullptr, !b_full, plan);
+      if (db && b_full)
+        full_grad_vector(db, dout, op == BinaryOp::Sub ? -1.0f : 1.0f, mul ? a : nullptr, !a_full,
+                         plan);
+      if (a_full) da = nullptr;  // done
+      if (b_full) db = nullptr;
+      if (!da && !db) return;
+    }
+  }
   auto one = [](T g, const T*, const T*, int64_t, int64_t) { return g; };
   switch (op) {
     case BinaryOp::Add: backward_any(da, db, dout, a, b, plan, one, one); return;
@@ -240,6 +323,10 @@ void binary_backward(BinaryOp op, T* da, T* db, const T* dout, const T* a, const
 
 template <class T>
 void scale_forward(T* out, const T* x, T s, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    const auto& vk = simd::vector_kernels();
+    return simd::for_chunks(n, kParallelMin, [&](int64_t i, int64_t k) { vk.scale(out + i, x + i, s, k); });
+  }
 #pragma omp parallel for if (n >= kParallelMin)
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * s;
 }
@@ -247,12 +334,21 @@ void scale_forward(T* out, const T* x, T s, int64_t n) {
 // forward: out = s * x;  d out / dx = s.
 template <class T>
 void scale_backward(T* dx, const T* dout, T s, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    const auto& vk = simd::vector_kernels();
+    return simd::for_chunks(n, kParallelMin,
+                            [&](int64_t i, int64_t k) { vk.accumulate(dx + i, dout + i, s, k); });
+  }
 #pragma omp parallel for if (n >= kParallelMin)
   for (int64_t i = 0; i < n; ++i) dx[i] += dout[i] * s;
 }
 
 template <class T>
 void relu_forward(T* out, const T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    const auto& vk = simd::vector_kernels();
+    return simd::for_chunks(n, kParallelMin, [&](int64_t i, int64_t k) { vk.relu_forward(out + i, x + i, k); });
+  }
 #pragma omp parallel for if (n >= kParallelMin)
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] < T(0) ? T(0) : x[i];  // NaN passes through
 }
@@ -260,12 +356,21 @@ void relu_forward(T* out, const T* x, int64_t n) {
 // forward: out = max(x, 0);  d out / dx = 1 for x > 0, else 0 (0 at x = 0, as PyTorch).
 template <class T>
 void relu_backward(T* dx, const T* dout, const T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    const auto& vk = simd::vector_kernels();
+    return simd::for_chunks(n, kParallelMin,
+                            [&](int64_t i, int64_t k) { vk.relu_backward(dx + i, dout + i, x + i, k); });
+  }
 #pragma omp parallel for if (n >= kParallelMin)
   for (int64_t i = 0; i < n; ++i) dx[i] += x[i] > T(0) ? dout[i] : T(0);
 }
 
 template <class T>
 void gelu_forward(T* out, const T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    const auto& vk = simd::vector_kernels();
+    return simd::for_chunks(n, kParallelMin, [&](int64_t i, int64_t k) { vk.gelu_forward(out + i, x + i, k); });
+  }
   const T inv_sqrt2 = static_cast<T>(0.70710678118654752440);
 #pragma omp parallel for if (n >= kParallelMin)
   for (int64_t i = 0; i < n; ++i) out[i] = T(0.5) * x[i] * (T(1) + std::erf(x[i] * inv_sqrt2));
@@ -275,6 +380,11 @@ void gelu_forward(T* out, const T* x, int64_t n) {
 // d out / dx = Phi(x) + x * phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
 template <class T>
 void gelu_backward(T* dx, const T* dout, const T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    const auto& vk = simd::vector_kernels();
+    return simd::for_chunks(n, kParallelMin,
+                            [&](int64_t i, int64_t k) { vk.gelu_backward(dx + i, dout + i, x + i, k); });
+  }
   const T inv_sqrt2 = static_cast<T>(0.70710678118654752440);
   const T inv_sqrt_2pi = static_cast<T>(0.39894228040143267794);
 #pragma omp parallel for if (n >= kParallelMin)
@@ -288,6 +398,10 @@ void gelu_backward(T* dx, const T* dout, const T* x, int64_t n) {
 
 template <class T>
 void gelu_tanh_forward(T* out, const T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    const auto& vk = simd::vector_kernels();
+    return simd::for_chunks(n, kParallelMin, [&](int64_t i, int64_t k) { vk.gelu_tanh_forward(out + i, x + i, k); });
+  }
   const T k = static_cast<T>(0.79788456080286535588);  // sqrt(2 / pi)
   const T c = static_cast<T>(0.044715);
 #pragma omp parallel for if (n >= kParallelMin)
@@ -301,6 +415,11 @@ void gelu_tanh_forward(T* out, const T* x, int64_t n) {
 // d out / dx = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi) (1 + 3 * 0.044715 x^2).
 template <class T>
 void gelu_tanh_backward(T* dx, const T* dout, const T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    const auto& vk = simd::vector_kernels();
+    return simd::for_chunks(n, kParallelMin,
+                            [&](int64_t i, int64_t k) { vk.gelu_tanh_backward(dx + i, dout + i, x + i, k); });
+  }
   const T k = static_cast<T>(0.79788456080286535588);
   const T c = static_cast<T>(0.044715);
 #pragma omp parallel for if (n >= kParallelMin)

@@ -3,11 +3,15 @@
 // squares) for accuracy; the per-row mean and rstd are saved so the backward never
 // recomputes them. Rows run in parallel; the dw/db reductions run in parallel over column
 // blocks, each summing rows in order, so results do not depend on the thread count.
-// Not done here: SIMD intrinsics, Welford single-pass statistics, strided inputs.
+// float rows run the active ISA's vector kernels (simd/vector_kernels.cpp), double rows the
+// plain loops below. Not done here: Welford single-pass statistics, strided inputs.
 #include "kernels/layer_norm.h"
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+
+#include "kernels/simd/vector_kernels.h"
 
 namespace attn::kernels {
 
@@ -18,11 +22,34 @@ constexpr int64_t kParallelMin = 32768;
 // Columns per task in the dw/db reductions (a few cache lines of each row).
 constexpr int64_t kColumnBlock = 64;
 
+// dw += sum_rows dy * (x - mean) * rstd and db += sum_rows dy (mean null: 0) with the vector
+// kernel: columns in blocks across threads, rows in order within a block, as the loops below.
+void norm_params_vector(const simd::VectorKernels& vk, float* dw, float* db, const float* dy,
+                        const float* x, const float* mean, const float* rstd, int64_t rows,
+                        int64_t D) {
+  const int64_t blocks = (D + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for if (blocks > 1 && rows * D >= kParallelMin)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t i0 = blk * kColumnBlock, n = std::min(D, i0 + kColumnBlock) - i0;
+    for (int64_t r = 0; r < rows; ++r)
+      vk.norm_params_backward(dw ? dw + i0 : nullptr, db ? db + i0 : nullptr, dy + r * D + i0,
+                              x + r * D + i0, mean ? mean[r] : 0.0f, rstd[r], n);
+  }
+}
+
 }  // namespace
 
 template <class T>
 void layer_norm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t rows,
                         int64_t D, double eps) {
+  if constexpr (std::is_same_v<T, float>) {
+    const auto& vk = simd::vector_kernels();
+    const float e = static_cast<float>(eps);
+#pragma omp parallel for if (rows > 1 && rows * D >= kParallelMin)
+    for (int64_t r = 0; r < rows; ++r)
+      vk.layer_norm_forward(y + r * D, mean + r, rstd + r, x + r * D, w, b, D, e);
+    return;
+  }
 #pragma omp parallel for if (rows > 1 && rows * D >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * D;  // [D]
@@ -53,6 +80,16 @@ void layer_norm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T*
 template <class T>
 void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, const T* mean,
                          const T* rstd, int64_t rows, int64_t D) {
+  if constexpr (std::is_same_v<T, float>) {
+    const auto& vk = simd::vector_kernels();
+    if (dx) {
+#pragma omp parallel for if (rows > 1 && rows * D >= kParallelMin)
+      for (int64_t r = 0; r < rows; ++r)
+        vk.layer_norm_backward(dx + r * D, dy + r * D, x + r * D, w, mean[r], rstd[r], D);
+    }
+    if (dw || db) norm_params_vector(vk, dw, db, dy, x, mean, rstd, rows, D);
+    return;
+  }
   if (dx) {
 #pragma omp parallel for if (rows > 1 && rows * D >= kParallelMin)
     for (int64_t r = 0; r < rows; ++r) {
@@ -95,6 +132,13 @@ void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* 
 
 template <class T>
 void rms_norm_forward(T* y, T* rstd, const T* x, const T* w, int64_t rows, int64_t D, double eps) {
+  if constexpr (std::is_same_v<T, float>) {
+    const auto& vk = simd::vector_kernels();
+    const float e = static_cast<float>(eps);
+#pragma omp parallel for if (rows > 1 && rows * D >= kParallelMin)
+    for (int64_t r = 0; r < rows; ++r) vk.rms_norm_forward(y + r * D, rstd + r, x + r * D, w, D, e);
+    return;
+  }
 #pragma omp parallel for if (rows > 1 && rows * D >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * D;  // [D]
@@ -116,6 +160,17 @@ void rms_norm_forward(T* y, T* rstd, const T* x, const T* w, int64_t rows, int64
 template <class T>
 void rms_norm_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, const T* rstd,
                        int64_t rows, int64_t D) {
+  if constexpr (std::is_same_v<T, float>) {
+    const auto& vk = simd::vector_kernels();
+    if (dx) {
+#pragma omp parallel for if (rows > 1 && rows * D >= kParallelMin)
+      for (int64_t r = 0; r < rows; ++r)
+        vk.rms_norm_backward(dx + r * D, dy + r * D, x + r * D, w, rstd[r], D);
+    }
+    // xhat = x * rstd is the layer-norm xhat with mean 0.
+    if (dw) norm_params_vector(vk, dw, nullptr, dy, x, nullptr, rstd, rows, D);
+    return;
+  }
   if (dx) {
 #pragma omp parallel for if (rows > 1 && rows * D >= kParallelMin)
     for (int64_t r = 0; r < rows; ++r) {

@@ -1,12 +1,17 @@
 // kernels/softmax.cpp — row-wise softmax and log_softmax, forward and backward.
 // The attention weights of §3.2.1 (Eq. 1) and the output distribution of §3.4. Each row is
 // max-subtracted before exp so that large logits do not overflow. Rows run in parallel
-// (OpenMP) once the block is large. Not done here: SIMD intrinsics, strided rows, masking
-// (callers mask by writing -inf; a fully masked row yields zeros, never NaN).
+// (OpenMP) once the block is large; float rows run the active ISA's vector kernel
+// (simd/vector_kernels.cpp, its own exp), double rows the plain loops below (std::exp).
+// Not done here: strided rows, masking (callers mask by writing -inf; a fully masked row
+// yields zeros, never NaN).
 #include "kernels/softmax.h"
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
+
+#include "kernels/simd/vector_kernels.h"
 
 namespace attn::kernels {
 
@@ -33,6 +38,12 @@ bool fully_masked(T max) {
 
 template <class T>
 void softmax_forward(T* y, const T* x, int64_t rows, int64_t cols) {
+  if constexpr (std::is_same_v<T, float>) {
+    const auto& vk = simd::vector_kernels();
+#pragma omp parallel for if (rows > 1 && rows * cols >= kParallelMin)
+    for (int64_t r = 0; r < rows; ++r) vk.softmax_forward(y + r * cols, x + r * cols, cols);
+    return;
+  }
 #pragma omp parallel for if (rows > 1 && rows * cols >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * cols;  // [cols]
@@ -60,6 +71,13 @@ void softmax_forward(T* y, const T* x, int64_t rows, int64_t cols) {
 // and therefore gets dx = 0 without a special case.
 template <class T>
 void softmax_backward(T* dx, const T* dy, const T* y, int64_t rows, int64_t cols) {
+  if constexpr (std::is_same_v<T, float>) {
+    const auto& vk = simd::vector_kernels();
+#pragma omp parallel for if (rows > 1 && rows * cols >= kParallelMin)
+    for (int64_t r = 0; r < rows; ++r)
+      vk.softmax_backward(dx + r * cols, dy + r * cols, y + r * cols, cols);
+    return;
+  }
 #pragma omp parallel for if (rows > 1 && rows * cols >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     const T* dyr = dy + r * cols;  // [cols]
@@ -73,6 +91,12 @@ void softmax_backward(T* dx, const T* dy, const T* y, int64_t rows, int64_t cols
 
 template <class T>
 void log_softmax_forward(T* y, const T* x, int64_t rows, int64_t cols) {
+  if constexpr (std::is_same_v<T, float>) {
+    const auto& vk = simd::vector_kernels();
+#pragma omp parallel for if (rows > 1 && rows * cols >= kParallelMin)
+    for (int64_t r = 0; r < rows; ++r) vk.log_softmax_forward(y + r * cols, x + r * cols, cols);
+    return;
+  }
 #pragma omp parallel for if (rows > 1 && rows * cols >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * cols;  // [cols]
@@ -96,6 +120,13 @@ void log_softmax_forward(T* y, const T* x, int64_t rows, int64_t cols) {
 // A fully masked row (y all -inf) has no finite input to move: its gradient is defined as 0.
 template <class T>
 void log_softmax_backward(T* dx, const T* dy, const T* y, int64_t rows, int64_t cols) {
+  if constexpr (std::is_same_v<T, float>) {
+    const auto& vk = simd::vector_kernels();
+#pragma omp parallel for if (rows > 1 && rows * cols >= kParallelMin)
+    for (int64_t r = 0; r < rows; ++r)
+      vk.log_softmax_backward(dx + r * cols, dy + r * cols, y + r * cols, cols);
+    return;
+  }
 #pragma omp parallel for if (rows > 1 && rows * cols >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     const T* dyr = dy + r * cols;  // [cols]

@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "attn/autograd/tape.h"
+#include "kernels/adam.h"
 
 namespace attn::train {
 
@@ -19,27 +20,9 @@ namespace {
 template <class T>
 void adam_update(T* p, T* m, T* v, const T* g, int64_t n, double lr, int64_t k,
                  const AdamOptions& o) {
-  const bool l2 = o.weight_decay != 0.0 && !o.decoupled_weight_decay;
-  const bool decoupled = o.weight_decay != 0.0 && o.decoupled_weight_decay;
-  const T wd = static_cast<T>(o.weight_decay);
-  const T decay = static_cast<T>(1.0 - lr * o.weight_decay);
-  const T w1 = static_cast<T>(1.0 - o.beta1);
-  const T b2 = static_cast<T>(o.beta2);
-  const T c2 = static_cast<T>(1.0 - o.beta2);
-  const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(k));
-  const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(k));
-  const T step_size = static_cast<T>(lr / bc1);
-  const T bc2_sqrt = static_cast<T>(std::sqrt(bc2));
-  const T eps = static_cast<T>(o.eps);
-  for (int64_t i = 0; i < n; ++i) {
-    T gi = g[i];
-    if (l2) gi = gi + wd * p[i];
-    if (decoupled) p[i] = p[i] * decay;
-    m[i] = m[i] + w1 * (gi - m[i]);
-    v[i] = v[i] * b2 + c2 * (gi * gi);
-    const T denom = std::sqrt(v[i]) / bc2_sqrt + eps;
-    p[i] = p[i] + (-step_size) * (m[i] / denom);
-  }
+  kernels::adam_update<T>(p, m, v, g, n,
+                          kernels::adam_step_scalars<T>(lr, k, o.beta1, o.beta2, o.eps,
+                                                        o.weight_decay, o.decoupled_weight_decay));
 }
 
 // The gradient of p as a contiguous tensor of p's dtype (undefined when p has none).

@@ -3,7 +3,9 @@
 // checkpoint, the latest model and metrics.jsonl. Everything that influences a later loss
 // (weights, Adam moments, batch order, every dropout generator, the epoch's running sums) is in
 // the checkpoint, and the masked LM's masks are a function of (seed, epoch, example), so a
-// resumed run repeats the uninterrupted one bit for bit.
+// resumed run repeats the uninterrupted one bit for bit. Over several ranks (attn/dist/): each
+// trains on its share of the global batch, the loss is token-weighted so that the summed
+// gradients are those of the whole batch, and rank 0 alone validates and writes.
 // Not here: the command line, progress drawing (callbacks), the HTML report.
 #include "attn/train/trainer.h"
 
@@ -16,9 +18,11 @@
 #include <filesystem>
 #include <limits>
 #include <set>
+#include <thread>
 
 #include "attn/autograd/tape.h"
 #include "attn/core/error.h"
+#include "attn/dist/sharding.h"
 #include "attn/io/atomic_file.h"
 #include "attn/models/checkpoint.h"
 #include "attn/models/factory.h"
@@ -100,6 +104,47 @@ void write_metrics_file(const std::string& path, const std::vector<EpochMetrics>
 
 std::string join(const std::string& dir, const char* name) { return (fs::path(dir) / name).string(); }
 
+// FNV-1a, for the fingerprint that ranks compare before training together.
+void fnv_mix(uint64_t& h, const void* data, size_t bytes) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+}
+
+// The config (but the thread count, which may differ per rank) and the data.
+uint64_t run_fingerprint(const TrainConfig& config, const Dataset& data) {
+  uint64_t h = 1469598103934665603ull;
+  json c = config.to_json();
+  c.erase("threads");
+  const std::string text = c.dump() + data.vocab.to_json().dump();
+  fnv_mix(h, text.data(), text.size());
+  for (const auto* set : {&data.train, &data.valid})
+    for (const Example& e : *set) {
+      const int64_t sizes[2] = {static_cast<int64_t>(e.src.size()), static_cast<int64_t>(e.tgt.size())};
+      fnv_mix(h, sizes, sizeof sizes);
+      fnv_mix(h, e.src.data(), e.src.size() * sizeof(int64_t));
+      fnv_mix(h, e.tgt.data(), e.tgt.size() * sizeof(int64_t));
+    }
+  return h;
+}
+
+// Rank r's dropout generators, derived from rank 0's states (model_rng_states' JSON): each
+// state is hashed with r into a fresh seed, so ranks draw different masks.
+json fork_rng_states(const json& states, int rank) {
+  json out = json::object();
+  for (const auto& [key, words] : states.items()) {
+    uint64_t seed = 0x72616e6b00000000ull + static_cast<uint64_t>(rank);
+    for (const json& w : words) seed = stream_seed(seed, std::stoull(w.get<std::string>()));
+    const Rng::State st = Rng(seed).state();
+    json forked = json::array();
+    for (uint64_t v : st.s) forked.push_back(std::to_string(v));
+    out[key] = forked;
+  }
+  return out;
+}
+
 }  // namespace
 
 void set_num_threads(int64_t n) {
@@ -111,7 +156,14 @@ void set_num_threads(int64_t n) {
 
 int64_t training_threads(const TrainConfig& config) {
   if (config.threads > 0) return config.threads;
-  return config.model.d_model <= 128 ? 1 : 0;
+  if (config.model.d_model <= 128) return 1;
+  // Several ranks on this machine share its cores: those this rank is bound to, when the
+  // launcher bound it to some, else an equal part of all.
+  const int local = dist::launcher_local_size();
+  if (local <= 1) return 0;
+  const int available = omp_get_num_procs();
+  const int all = static_cast<int>(std::thread::hardware_concurrency());
+  return available < all ? available : std::max(1, available / local);
 }
 
 // ---- metrics ------------------------------------------------------------------------------
@@ -153,13 +205,41 @@ EpochMetrics EpochMetrics::from_json(const json& j) {
 
 // ---- construction ---------------------------------------------------------------------------
 
-Trainer::Trainer(TrainConfig config, std::string out_dir) : Trainer(std::move(config), std::move(out_dir), true) {}
+Trainer::Trainer(TrainConfig config, std::string out_dir, const dist::Communicator& comm)
+    : Trainer(std::move(config), std::move(out_dir), true, comm) {}
 
-Trainer::Trainer(TrainConfig config, std::string out_dir, bool fresh)
-    : config_(std::move(config)), out_dir_(std::move(out_dir)), fresh_(fresh) {
+Trainer::Trainer(TrainConfig config, std::string out_dir, bool fresh, const dist::Communicator& comm)
+    : config_(std::move(config)), out_dir_(std::move(out_dir)), comm_(comm), fresh_(fresh) {
   ATTN_CHECK(!out_dir_.empty(), kOp, "no output folder given");
   config_.validate();
   build();
+  setup_ranks();
+}
+
+// With several ranks: the same run on every rank (checked), rank 0's initial weights
+// everywhere, the gradient reducer, and dropout generators of their own on ranks > 0.
+void Trainer::setup_ranks() {
+  if (comm_.size() == 1) return;
+  dist::check_same_on_all_ranks(run_fingerprint(config_, data_), "the training configuration or data", comm_);
+  dist::broadcast_parameters(adam_->params(), comm_);
+  reducer_ = std::make_unique<dist::GradientReducer>(adam_->params(), comm_);
+  if (comm_.rank() > 0) set_model_rng_states(*model_, fork_rng_states(model_rng_states(*model_), comm_.rank()));
+}
+
+void Trainer::restore_rank_rngs(const json& state) {
+  if (comm_.rank() == 0) return;  // rank 0's generators are the state's "rng"
+  const auto it = state.find("rng_by_rank");
+  const size_t r = static_cast<size_t>(comm_.rank());
+  if (it != state.end() && it->is_array() && r < it->size())
+    set_model_rng_states(*model_, (*it)[r]);
+  else  // a rank the checkpointed run did not have
+    set_model_rng_states(*model_, fork_rng_states(model_rng_states(*model_), comm_.rank()));
+}
+
+bool Trainer::stop_agreed() {
+  const bool mine = stop_requested_.exchange(false);
+  if (comm_.size() == 1) return mine;
+  return comm_.all_reduce_value(int64_t{mine ? 1 : 0}, dist::ReduceOp::Max) > 0;
 }
 
 void Trainer::build() {
@@ -236,7 +316,8 @@ void Trainer::build() {
   schedule_text_ = schedule_->describe();
 }
 
-std::unique_ptr<Trainer> Trainer::resume(const std::string& out_dir, const json& overrides) {
+std::unique_ptr<Trainer> Trainer::resume(const std::string& out_dir, const json& overrides,
+                                         const dist::Communicator& comm) {
   const std::string tc_path = join(out_dir, kRunTrainConfigFileName);
   std::error_code ec;
   ATTN_CHECK(fs::is_regular_file(tc_path, ec), kOp, "cannot resume: '", out_dir, "' has no ", kRunTrainConfigFileName,
@@ -254,7 +335,7 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& out_dir, const json&
   const auto latest = latest_checkpoint(out_dir);
   ATTN_CHECK(latest.has_value(), kOp, "cannot resume: '", out_dir, "' has no complete checkpoint in ",
              kCheckpointsDirName, "/");
-  std::unique_ptr<Trainer> t(new Trainer(config, out_dir, false));
+  std::unique_ptr<Trainer> t(new Trainer(config, out_dir, false, comm));
   const Vocab stored_vocab = Vocab::load(join(out_dir, kRunVocabFileName));
   ATTN_CHECK(stored_vocab == t->data_.vocab, kOp, "cannot resume: the data's vocabulary (", t->data_.vocab.size(),
              " tokens) differs from the run's ", kRunVocabFileName, " (", stored_vocab.size(), " tokens)");
@@ -274,7 +355,9 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& out_dir, const json&
     fail(kOp, "'", join(latest->path, kStateFileName), "' is not valid JSON: ", e.what());
   }
   t->restore_state(state);
+  t->restore_rank_rngs(state);
   t->folder_ready_ = false;  // run() rewrites train_config.json and metrics.jsonl first
+  comm.barrier();            // every rank has read the checkpoint before rank 0 writes again
   return t;
 }
 
@@ -344,25 +427,66 @@ void Trainer::write_run_files() {
 
 std::string Trainer::save_checkpoint() {
   CheckpointContents c;
+  c.state = state_json();
+  if (comm_.size() > 1) {
+    // Every rank's dropout generators, so that a resume with as many ranks continues exactly:
+    // the states as words in the (sorted) order of model_rng_states' keys, gathered by rank.
+    const json mine = model_rng_states(*model_);
+    std::vector<int64_t> words;
+    for (const auto& [key, state] : mine.items())
+      for (const json& w : state) words.push_back(static_cast<int64_t>(std::stoull(w.get<std::string>())));
+    const std::vector<int64_t> all = comm_.all_gather(words);
+    json by_rank = json::array();
+    for (int r = 0; r < comm_.size(); ++r) {
+      json states = json::object();
+      size_t at = static_cast<size_t>(r) * words.size();
+      for (const auto& [key, state] : mine.items()) {
+        json ws = json::array();
+        for (size_t k = 0; k < state.size(); ++k) ws.push_back(std::to_string(static_cast<uint64_t>(all[at++])));
+        states[key] = ws;
+      }
+      by_rank.push_back(states);
+    }
+    c.state["rng_by_rank"] = by_rank;
+  }
+  if (!comm_.is_root()) return "";
   c.step = adam_->steps();
   c.vocab = &data_.vocab;
   c.optimizer_state = adam_->state();
-  c.state = state_json();
   return write_checkpoint(out_dir_, *model_, c, config_.keep);
 }
 
 double Trainer::train_step(const std::vector<int64_t>& indices, int64_t* tokens) {
   const int64_t step = adam_->steps() + 1;
   const double lr = schedule_->lr(step);
-  const BatchLoss batch = objective_->loss(data_.train, indices, batches_->epoch());
-  const Tensor& loss = batch.loss;  // [] mean over the batch's predicted tokens
-  *tokens = batch.tokens;
-  const double value = loss.item();
-  if (!std::isfinite(value)) {
-    adam_->zero_grad();
-    fail(kOp, "the loss is ", value, " at step ", step, " (lr ", lr, "); lower the learning rate or set --clip");
+  double value = 0;
+  if (!reducer_) {
+    const BatchLoss batch = objective_->loss(data_.train, indices, batches_->epoch());
+    const Tensor& loss = batch.loss;  // [] mean over the batch's predicted tokens
+    *tokens = batch.tokens;
+    value = loss.item();
+    if (!std::isfinite(value)) {
+      adam_->zero_grad();
+      fail(kOp, "the loss is ", value, " at step ", step, " (lr ", lr, "); lower the learning rate or set --clip");
+    }
+    loss.backward();
+  } else {
+    // This rank's share of the global batch. Its mean loss, weighted by its share of all
+    // ranks' tokens, has gradients that sum over ranks to the whole batch's mean loss's.
+    const std::vector<int64_t> mine = dist::shard(indices, comm_.rank(), comm_.size());
+    BatchLoss batch;
+    if (!mine.empty()) batch = objective_->loss(data_.train, mine, batches_->epoch());
+    const dist::TokenShare share = dist::share_tokens(batch.tokens, comm_);
+    const bool contributes = share.local > 0;
+    value = dist::global_mean(contributes ? batch.loss.item() : 0.0, share, comm_);  // the same on every rank
+    *tokens = share.global;
+    if (!std::isfinite(value)) {
+      adam_->zero_grad();
+      fail(kOp, "the loss is ", value, " at step ", step, " (lr ", lr, "); lower the learning rate or set --clip");
+    }
+    if (contributes) reducer_->backward(scale(batch.loss, share.weight()));
+    reducer_->wait_all();  // every rank now holds the summed gradients
   }
-  loss.backward();
   if (config_.clip > 0) clip_grad_norm(adam_->params(), config_.clip, step);
   adam_->step(lr);
   adam_->zero_grad();
@@ -378,7 +502,7 @@ void Trainer::finish_epoch(double train_seconds) {
   m.loss = epoch_tokens_ > 0 ? epoch_loss_sum_ / static_cast<double>(epoch_tokens_) : kNaN;
   m.lr = last_lr_;
   m.tokens_per_s = train_seconds > 0 ? static_cast<double>(epoch_tokens_) / train_seconds : kNaN;
-  if (!data_.valid.empty()) {
+  if (!data_.valid.empty() && comm_.is_root()) {  // rank 0 validates for all
     if (progress_) {
       TrainProgress p;
       p.phase = TrainProgress::Phase::Validate;
@@ -407,8 +531,10 @@ void Trainer::finish_epoch(double train_seconds) {
   epoch_tokens_ = 0;
   epoch_seconds_ = 0;
   save_checkpoint();
-  models::save_model(out_dir_, *model_, {{kRunVocabFileName, data_.vocab.to_json().dump(1) + "\n"}});
-  write_metrics_file(join(out_dir_, kRunMetricsFileName), metrics_);
+  if (comm_.is_root()) {
+    models::save_model(out_dir_, *model_, {{kRunVocabFileName, data_.vocab.to_json().dump(1) + "\n"}});
+    write_metrics_file(join(out_dir_, kRunMetricsFileName), metrics_);
+  }
   if (epoch_cb_) epoch_cb_(m);
 }
 
@@ -427,6 +553,7 @@ const std::vector<EpochMetrics>& Trainer::run(std::optional<int64_t> max_steps) 
       for (const auto& entry : fs::directory_iterator(out_dir_, ec)) fs::remove_all(entry.path(), ec);
     folder_ready_ = false;
   };
+  if (!folder_ready_ && !comm_.is_root()) folder_ready_ = true;  // rank 0 alone writes the folder
   if (!folder_ready_) {
     if (fresh_) {
       check_fresh_run_dir(out_dir_, false);
@@ -485,7 +612,7 @@ const std::vector<EpochMetrics>& Trainer::run(std::optional<int64_t> max_steps) 
                           validation_seconds * static_cast<double>(epochs_left + 1);
           progress_(p);
         }
-        if (batches_->index() < batches_->num_batches() && stop_requested_.exchange(false)) {
+        if (batches_->index() < batches_->num_batches() && stop_agreed()) {
           epoch_seconds_ = epoch_seconds_now();
           save_checkpoint();
           stopped_ = true;
@@ -501,7 +628,7 @@ const std::vector<EpochMetrics>& Trainer::run(std::optional<int64_t> max_steps) 
       const Clock::time_point v0 = Clock::now();
       finish_epoch(train_seconds);
       validation_seconds = seconds_since(v0);
-      if (stop_requested_.exchange(false)) {  // the epoch's checkpoint is the place to resume
+      if (stop_agreed()) {  // the epoch's checkpoint is the place to resume
         stopped_ = true;
         return metrics_;
       }

@@ -6,6 +6,7 @@
 // the call that caused them. Higher-order gradients are deliberately not supported.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -50,5 +51,25 @@ void attach_node(Tensor& out, std::shared_ptr<Node> node, std::vector<Tensor> in
 
 // Runs the reverse sweep from `root` seeded with `grad_root`.
 void run_backward(const Tensor& root, const Tensor& grad_root);
+
+// Called by run_backward once for every leaf that requires grad and is an input of the swept
+// graph (or is the root), as soon as no node still to run can add to its .grad(): its gradient
+// for this sweep is final (undefined when no gradient reached it). Data-parallel training
+// starts a bucket's all-reduce from here while the sweep continues (attn/dist/). An exception
+// thrown by the hook ends the sweep and propagates.
+using LeafGradHook = std::function<void(const Tensor& leaf)>;
+
+// Installs `hook` for the sweeps run on this thread within the scope (the previous hook, if
+// any, is restored afterwards; an empty hook disables it).
+class LeafGradHookGuard {
+ public:
+  explicit LeafGradHookGuard(LeafGradHook hook);
+  ~LeafGradHookGuard();
+  LeafGradHookGuard(const LeafGradHookGuard&) = delete;
+  LeafGradHookGuard& operator=(const LeafGradHookGuard&) = delete;
+
+ private:
+  LeafGradHook previous_;
+};
 
 }  // namespace attn

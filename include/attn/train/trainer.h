@@ -3,7 +3,10 @@
 // prediction for decoder-only, BERT's masked LM for encoder-only), global-norm clipping, Adam
 // at the schedule's rate, per-epoch validation, metrics.jsonl, and checkpoints that make
 // --resume exact (checkpointing.h). Deterministic: the same config, seed and thread count give
-// the same losses bit for bit. Not here: gradient accumulation, mixed precision, several processes.
+// the same losses bit for bit. Data parallel under an MPI launcher (docs/distributed.md): every
+// rank trains on its share of each global batch, gradients are summed in buckets overlapping the
+// backward sweep, and rank 0 alone writes the run folder. Not here: gradient accumulation, mixed
+// precision, model or pipeline parallelism.
 #pragma once
 
 #include <atomic>
@@ -17,6 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attn/dist/communicator.h"
+#include "attn/dist/gradient_reducer.h"
 #include "attn/models/model.h"
 #include "attn/train/adam.h"
 #include "attn/train/batching.h"
@@ -34,7 +39,8 @@ void set_num_threads(int64_t n);
 // The thread count a training run uses: config.threads when set; otherwise ("auto") 1 for
 // models of d_model <= 128, whose per-op work is too small to share (on a busy 2-core machine
 // the seed's model trained ~15x slower on 2 threads than on 1), and 0 (the runtime's default,
-// all cores) for larger ones.
+// all cores) for larger ones; under an MPI launcher with several ranks on this machine, the
+// cores this rank is bound to, or (unbound) the machine's cores divided among its ranks.
 int64_t training_threads(const TrainConfig& config);
 
 // One line of metrics.jsonl: the epoch's training loss (the objective, label smoothing
@@ -82,13 +88,25 @@ class Trainer {
   // A new run into `out_dir`: validates the config, builds the data (task, TSV pairs or a
   // text file), the vocabulary, the model of config.model.arch, its objective and the
   // optimizer. Writes nothing (run() creates the folder).
-  Trainer(TrainConfig config, std::string out_dir);
+  // Over a communicator of N > 1 ranks (every rank constructs its Trainer with the same config;
+  // this is checked, with the data, and rank 0's initial weights are broadcast):
+  // config.batch_size and max_tokens cap the *global* batch, of which rank r trains on its
+  // share (dist::shard), so the run does not depend on N: N ranks compute what one process
+  // computes (to float32 summation order; dropout draws its masks per rank). The loss is the
+  // mean over all ranks' tokens, gradients are summed with dist::GradientReducer, every rank
+  // takes the same step, and rank 0 alone validates and writes files.
+  Trainer(TrainConfig config, std::string out_dir,
+          const dist::Communicator& comm = dist::Communicator::world());
   // Continues the run in `out_dir` from its latest checkpoint: the stored train_config.json
   // with `overrides` applied (only "epochs", "keep", "threads" and "checkpoint_every" may
   // differ), the data rebuilt (its vocabulary must equal vocab.json), then model weights,
   // Adam moments, batch position, every dropout generator and the metrics so far restored.
+  // Every rank reads the run folder (it must be visible to all), and the number of ranks may
+  // differ from the run's so far: the batches are global, and the dropout generators of ranks
+  // the checkpoint did not have are derived from rank 0's.
   static std::unique_ptr<Trainer> resume(const std::string& out_dir,
-                                         const nlohmann::json& overrides = nlohmann::json::object());
+                                         const nlohmann::json& overrides = nlohmann::json::object(),
+                                         const dist::Communicator& comm = dist::Communicator::world());
 
   void on_progress(ProgressCallback cb) { progress_ = std::move(cb); }
   void on_epoch(EpochCallback cb) { epoch_cb_ = std::move(cb); }
@@ -101,14 +119,20 @@ class Trainer {
 
   // Asks run() to stop after the current step and write a checkpoint there, so that --resume
   // continues exactly (async-signal-safe: a SIGINT handler may call it). stopped() tells
-  // whether the last run() ended that way.
+  // whether the last run() ended that way. With several ranks, all stop at the first step
+  // after any of them was asked.
   void request_stop() { stop_requested_.store(true); }
   bool stopped() const { return stopped_; }
 
-  // Writes a checkpoint of the current state now (run() does this on its own schedule).
+  // Writes a checkpoint of the current state now (run() does this on its own schedule) and
+  // returns its folder. With several ranks every rank must call it (it gathers each rank's
+  // dropout generators); rank 0 writes, the others return "".
   std::string save_checkpoint();
 
   const TrainConfig& config() const { return config_; }
+  const dist::Communicator& communicator() const { return comm_; }
+  // The gradient reducer of a run over several ranks (null with one).
+  const dist::GradientReducer* reducer() const { return reducer_.get(); }
   const std::string& out_dir() const { return out_dir_; }
   const Dataset& data() const { return data_; }
   models::Model& model() { return *model_; }
@@ -123,8 +147,13 @@ class Trainer {
   const std::string& describe_schedule() const { return schedule_text_; }
 
  private:
-  Trainer(TrainConfig config, std::string out_dir, bool fresh);
+  Trainer(TrainConfig config, std::string out_dir, bool fresh, const dist::Communicator& comm);
   void build();
+  void setup_ranks();
+  // This rank's dropout generators from a checkpoint's state (per rank when it has them).
+  void restore_rank_rngs(const nlohmann::json& state);
+  // Whether any rank was asked to stop (a collective when there are several).
+  bool stop_agreed();
   void write_run_files();
   // One optimizer step on dataset indices `indices`; returns the loss and counts the tokens.
   double train_step(const std::vector<int64_t>& indices, int64_t* tokens);
@@ -134,6 +163,8 @@ class Trainer {
 
   TrainConfig config_;
   std::string out_dir_;
+  dist::Communicator comm_;
+  std::unique_ptr<dist::GradientReducer> reducer_;  // only with several ranks
   bool fresh_ = true;          // a new run: run() creates the folder first
   bool folder_ready_ = false;
   Dataset data_;

@@ -1,0 +1,574 @@
+// kernels/simd/vector_kernels.cpp — the float32 vector kernels, written once over VecF<Isa>
+// and compiled per ISA (cmake/isa_kernels.cmake: ATTN_SIMD_ISA = 0 scalar, 1 AVX2+FMA, 2 AVX-512F,
+// -ffp-contract=off so only explicit fma() calls fuse), each build defining one table of
+// vector_kernels.h: §3.1 layer norm, §3.2.1 softmax, §3.3 GELU/ReLU, §5.3 Adam, §5.4 dropout
+// and cross entropy. All in an anonymous namespace, so the per-ISA copies never merge at link
+// time. Not here: threads (the callers split rows and spans), float64, strided inputs.
+#include <math.h>
+
+#include <cstdint>
+
+#include "kernels/simd/vec.h"
+#include "kernels/simd/vector_kernels.h"
+
+#if !defined(ATTN_SIMD_ISA)
+#error "vector_kernels.cpp is compiled through cmake/isa_kernels.cmake with ATTN_SIMD_ISA set"
+#endif
+
+namespace attn::kernels::simd {
+namespace {
+
+#if ATTN_SIMD_ISA == 2
+constexpr Isa kIsa = Isa::Avx512;
+#elif ATTN_SIMD_ISA == 1
+constexpr Isa kIsa = Isa::Avx2;
+#else
+constexpr Isa kIsa = Isa::Scalar;
+#endif
+
+using V = VecF<kIsa>;
+using R = V::reg;
+constexpr int64_t W = V::width;
+constexpr float kInf = __builtin_inff();
+
+// ---- loop helpers ------------------------------------------------------------------------
+
+// Calls body(i, k) on consecutive blocks of [0, n): k = W lanes, then one tail with k < W.
+template <class F>
+inline void for_blocks(int64_t n, F&& body) {
+  int64_t i = 0;
+  for (; i + W <= n; i += W) body(i, W);
+  if (i < n) body(i, n - i);
+}
+
+// The k lanes at p, with `fill` in the lanes past a tail.
+inline R load(const float* p, int64_t k, float fill = 0.0f) {
+  return k == W ? V::load(p) : V::load_partial(p, k, fill);
+}
+
+inline void store(float* p, R v, int64_t k) {
+  if (k == W)
+    V::store(p, v);
+  else
+    V::store_partial(p, v, k);
+}
+
+inline R abs(R x) { return V::max(V::sub(V::zero(), x), x); }
+
+// ---- exp ---------------------------------------------------------------------------------
+
+// exp(x) = 2^n * exp(r), n = round(x / ln 2), r = x - n ln 2 in [-ln2/2, ln2/2] (Cody-Waite:
+// ln 2 split in a 9-bit head, exact in n * head, and a tail), exp(r) by Cephes' expf
+// polynomial (degree 7 in total). 2^n is applied as 2^(n>>1) * 2^(n - n>>1), so that n from
+// -150 to 128 needs no special case: results overflow to +inf above 88.72 and underflow
+// through the subnormals to 0 below -103.97. Measured against double exp over [-103, 88.7]:
+// at most 1 ulp (AVX2, AVX-512); subnormal results within one subnormal step. NaN stays NaN
+// (the clamps return their second operand). The scalar build calls the C library's expf
+// instead, which is as accurate and faster one lane at a time.
+inline R exp(R x) {
+#if ATTN_SIMD_ISA == 0
+  return expf(x);
+#else
+  x = V::max(V::set1(-104.0f), x);
+  x = V::min(V::set1(89.0f), x);
+  // Adding 1.5 * 2^23 rounds x / ln 2 to an integer and leaves it in the low mantissa bits.
+  const R magic = V::set1(12582912.0f);
+  const R t = V::add(V::mul(x, V::set1(1.44269504088896341f)), magic);
+  const R n = V::sub(t, magic);
+  const V::ireg ni = V::sub_i(V::as_int(t), V::as_int(magic));
+  R r = V::fma(n, V::set1(-0.693359375f), x);
+  r = V::fma(n, V::set1(2.12194440e-4f), r);
+  R p = V::set1(1.9875691500e-4f);
+  p = V::fma(p, r, V::set1(1.3981999507e-3f));
+  p = V::fma(p, r, V::set1(8.3334519073e-3f));
+  p = V::fma(p, r, V::set1(4.1665795894e-2f));
+  p = V::fma(p, r, V::set1(1.6666665459e-1f));
+  p = V::fma(p, r, V::set1(5.0000001201e-1f));
+  p = V::add(V::fma(p, V::mul(r, r), r), V::set1(1.0f));
+  const V::ireg n1 = V::sra_i(ni, 1);
+  const V::ireg n2 = V::sub_i(ni, n1);
+  const R s1 = V::as_float(V::shl_i(V::add_i(n1, V::set1_i(127)), 23));
+  const R s2 = V::as_float(V::shl_i(V::add_i(n2, V::set1_i(127)), 23));
+  return V::mul(V::mul(p, s1), s2);
+#endif
+}
+
+void exp_span(float* y, const float* x, int64_t n) {
+  for_blocks(n, [&](int64_t i, int64_t k) { store(y + i, exp(load(x + i, k)), k); });
+}
+
+// ---- softmax rows (softmax.h) ------------------------------------------------------------
+
+float row_max(const float* x, int64_t n) {
+  R m = V::set1(-kInf);
+  for_blocks(n, [&](int64_t i, int64_t k) { m = V::max(load(x + i, k, -kInf), m); });
+  return V::reduce_max(m);
+}
+
+// y = exp(x - m) stored, and the sum of y returned (tail lanes load -inf: exp gives 0).
+float exp_shifted_sum(float* y, const float* x, float m, int64_t n) {
+  const R vm = V::set1(m);
+  R s = V::zero();
+  for_blocks(n, [&](int64_t i, int64_t k) {
+    const R e = exp(V::sub(load(x + i, k, -kInf), vm));
+    store(y + i, e, k);
+    s = V::add(s, e);
+  });
+  return V::reduce_add(s);
+}
+
+// The sum of exp(x - m), nothing stored (tail lanes load -inf: exp gives 0).
+float exp_shifted_sum(const float* x, float m, int64_t n) {
+  const R vm = V::set1(m);
+  R s = V::zero();
+  for_blocks(n, [&](int64_t i, int64_t k) { s = V::add(s, exp(V::sub(load(x + i, k, -kInf), vm))); });
+  return V::reduce_add(s);
+}
+
+void fill(float* y, float value, int64_t n) {
+  const R v = V::set1(value);
+  for_blocks(n, [&](int64_t i, int64_t k) { store(y + i, v, k); });
+}
+
+void scale_span(float* out, const float* x, float s, int64_t n) {
+  const R vs = V::set1(s);
+  for_blocks(n, [&](int64_t i, int64_t k) { store(out + i, V::mul(load(x + i, k), vs), k); });
+}
+
+// y = exp(x - max) / sum exp(x - max); a row of -inf gives zeros.
+void softmax_forward(float* y, const float* x, int64_t n) {
+  const float m = row_max(x, n);
+  if (m == -kInf) return fill(y, 0.0f, n);
+  const float s = exp_shifted_sum(y, x, m, n);  // s >= 1: the max contributes exp(0)
+  scale_span(y, y, 1.0f / s, n);
+}
+
+// Forward y_i = exp(x_i) / sum_j exp(x_j); dy_i/dx_j = y_i (delta_ij - y_j), so
+// dx_j += y_j (dy_j - sum_i dy_i y_i).
+void softmax_backward(float* dx, const float* dy, const float* y, int64_t n) {
+  R acc = V::zero();
+  for_blocks(n, [&](int64_t i, int64_t k) { acc = V::fma(load(dy + i, k), load(y + i, k), acc); });
+  const R dot = V::set1(V::reduce_add(acc));
+  for_blocks(n, [&](int64_t i, int64_t k) {
+    const R g = V::sub(load(dy + i, k), dot);
+    store(dx + i, V::fma(load(y + i, k), g, load(dx + i, k)), k);
+  });
+}
+
+// y = x - max - log(sum exp(x - max)); a row of -inf stays -inf. y may be x (in place).
+void log_softmax_forward(float* y, const float* x, int64_t n) {
+  const float m = row_max(x, n);
+  if (m == -kInf) return fill(y, -kInf, n);
+  const float lse = m + logf(exp_shifted_sum(x, m, n));
+  const R vl = V::set1(lse);
+  for_blocks(n, [&](int64_t i, int64_t k) { store(y + i, V::sub(load(x + i, k), vl), k); });
+}
+
+// Forward y_i = x_i - log sum_j exp(x_j); dy_i/dx_j = delta_ij - exp(y_j), so
+// dx_j += dy_j - exp(y_j) sum_i dy_i; a fully masked row (max y = -inf) gets nothing.
+void log_softmax_backward(float* dx, const float* dy, const float* y, int64_t n) {
+  if (row_max(y, n) == -kInf) return;
+  R acc = V::zero();
+  for_blocks(n, [&](int64_t i, int64_t k) { acc = V::add(acc, load(dy + i, k)); });
+  const R s = V::set1(V::reduce_add(acc));
+  for_blocks(n, [&](int64_t i, int64_t k) {
+    const R d = V::sub(load(dy + i, k), V::mul(exp(load(y + i, k)), s));
+    store(dx + i, V::add(load(dx + i, k), d), k);
+  });
+}
+
+// ---- cross entropy rows (cross_entropy.h) --------------------------------------------------
+
+void cross_entropy_stats(float* lse, float* sum_x, const float* x, int64_t n) {
+  const float m = row_max(x, n);
+  const R vm = V::set1(m);
+  R s = V::zero(), sx = V::zero();
+  for_blocks(n, [&](int64_t i, int64_t k) {
+    s = V::add(s, exp(V::sub(load(x + i, k, -kInf), vm)));
+    sx = V::add(sx, load(x + i, k));
+  });
+  *lse = m + logf(V::reduce_add(s));
+  *sum_x = V::reduce_add(sx);
+}
+
+// Forward loss = (1 - eps)(lse - x_t) + eps/V sum_v (lse - x_v); d loss/d x_v = softmax_v - target_v.
+// Here the dense part: dx_v += scale * (exp(x_v - lse) - eps / V).
+void cross_entropy_backward(float* dx, const float* x, int64_t n, float lse, float scale,
+                            float uniform) {
+  const R vl = V::set1(lse), vs = V::set1(scale), vu = V::set1(uniform);
+  for_blocks(n, [&](int64_t i, int64_t k) {
+    const R p = V::sub(exp(V::sub(load(x + i, k), vl)), vu);
+    store(dx + i, V::fma(vs, p, load(dx + i, k)), k);
+  });
+}
+
+// ---- layer norm and RMS norm rows (layer_norm.h) -----------------------------------------
+
+// Two passes: the mean, then the centred sum of squares (tail lanes load the mean: 0 added).
+template <bool HasW, bool HasB>
+void layer_norm_forward_t(float* y, float* mean, float* rstd, const float* x, const float* w,
+                          const float* b, int64_t D, float eps) {
+  R acc = V::zero();
+  for_blocks(D, [&](int64_t i, int64_t k) { acc = V::add(acc, load(x + i, k)); });
+  const float m = V::reduce_add(acc) / static_cast<float>(D);
+  const R vm = V::set1(m);
+  acc = V::zero();
+  for_blocks(D, [&](int64_t i, int64_t k) {
+    const R c = V::sub(load(x + i, k, m), vm);
+    acc = V::fma(c, c, acc);
+  });
+  const float var = V::reduce_add(acc) / static_cast<float>(D);  // biased, as nn.LayerNorm
+  const float s = 1.0f / __builtin_sqrtf(var + eps);
+  const R vs = V::set1(s);
+  for_blocks(D, [&](int64_t i, int64_t k) {
+    R v = V::mul(V::sub(load(x + i, k), vm), vs);
+    if constexpr (HasW && HasB)
+      v = V::fma(v, load(w + i, k), load(b + i, k));
+    else if constexpr (HasW)
+      v = V::mul(v, load(w + i, k));
+    else if constexpr (HasB)
+      v = V::add(v, load(b + i, k));
+    store(y + i, v, k);
+  });
+  *mean = m;
+  *rstd = s;
+}
+
+void layer_norm_forward(float* y, float* mean, float* rstd, const float* x, const float* w,
+                        const float* b, int64_t D, float eps) {
+  if (w && b) return layer_norm_forward_t<true, true>(y, mean, rstd, x, w, b, D, eps);
+  if (w) return layer_norm_forward_t<true, false>(y, mean, rstd, x, w, b, D, eps);
+  if (b) return layer_norm_forward_t<false, true>(y, mean, rstd, x, w, b, D, eps);
+  layer_norm_forward_t<false, false>(y, mean, rstd, x, w, b, D, eps);
+}
+
+// g = dy * w (dy alone without w); tail lanes load dy = 0, so g = 0 there.
+template <bool HasW>
+inline R grad_times_w(const float* dy, const float* w, int64_t i, int64_t k) {
+  if constexpr (HasW)
+    return V::mul(load(dy + i, k), load(w + i, k));
+  else
+    return load(dy + i, k);
+}
+
+// Forward xhat = (x - mean) rstd, y = xhat w + b. With g = dy w (derivation in
+// docs/derivations/layer_norm.md): dx += rstd (g - mean(g) - xhat mean(g xhat)).
+template <bool HasW>
+void layer_norm_backward_t(float* dx, const float* dy, const float* x, const float* w, float mean,
+                           float rstd, int64_t D) {
+  const R vm = V::set1(mean), vs = V::set1(rstd);
+  R ga = V::zero(), gxa = V::zero();
+  for_blocks(D, [&](int64_t i, int64_t k) {
+    const R g = grad_times_w<HasW>(dy, w, i, k);
+    ga = V::add(ga, g);
+    gxa = V::fma(g, V::mul(V::sub(load(x + i, k, mean), vm), vs), gxa);
+  });
+  const float inv_d = 1.0f / static_cast<float>(D);
+  const R g_mean = V::set1(V::reduce_add(ga) * inv_d);
+  const R gx_mean = V::set1(V::reduce_add(gxa) * inv_d);
+  for_blocks(D, [&](int64_t i, int64_t k) {
+    const R g = grad_times_w<HasW>(dy, w, i, k);
+    const R xhat = V::mul(V::sub(load(x + i, k), vm), vs);
+    const R inner = V::sub(V::sub(g, g_mean), V::mul(xhat, gx_mean));
+    store(dx + i, V::fma(vs, inner, load(dx + i, k)), k);
+  });
+}
+
+void layer_norm_backward(float* dx, const float* dy, const float* x, const float* w, float mean,
+                         float rstd, int64_t D) {
+  if (w) return layer_norm_backward_t<true>(dx, dy, x, w, mean, rstd, D);
+  layer_norm_backward_t<false>(dx, dy, x, w, mean, rstd, D);
+}
+
+// Forward y = xhat w + b: dw += dy xhat, db += dy (one row, n columns).
+void norm_params_backward(float* dw, float* db, const float* dy, const float* x, float mean,
+                          float rstd, int64_t n) {
+  const R vm = V::set1(mean), vs = V::set1(rstd);
+  for_blocks(n, [&](int64_t i, int64_t k) {
+    const R d = load(dy + i, k);
+    if (dw) {
+      const R xhat_dy = V::mul(V::mul(d, V::sub(load(x + i, k), vm)), vs);
+      store(dw + i, V::add(load(dw + i, k), xhat_dy), k);
+    }
+    if (db) store(db + i, V::add(load(db + i, k), d), k);
+  });
+}
+
+void rms_norm_forward(float* y, float* rstd, const float* x, const float* w, int64_t D, float eps) {
+  R acc = V::zero();
+  for_blocks(D, [&](int64_t i, int64_t k) {
+    const R v = load(x + i, k);
+    acc = V::fma(v, v, acc);
+  });
+  const float ms = V::reduce_add(acc) / static_cast<float>(D);
+  const float s = 1.0f / __builtin_sqrtf(ms + eps);
+  const R vs = V::set1(s);
+  for_blocks(D, [&](int64_t i, int64_t k) {
+    R v = V::mul(load(x + i, k), vs);
+    if (w) v = V::mul(v, load(w + i, k));
+    store(y + i, v, k);
+  });
+  *rstd = s;
+}
+
+// Forward y = x rstd w, rstd = (mean(x^2) + eps)^(-1/2). With g = dy w, xhat = x rstd:
+// dx += rstd (g - xhat mean(g xhat)).
+template <bool HasW>
+void rms_norm_backward_t(float* dx, const float* dy, const float* x, const float* w, float rstd,
+                         int64_t D) {
+  const R vs = V::set1(rstd);
+  R gxa = V::zero();
+  for_blocks(D, [&](int64_t i, int64_t k) {
+    gxa = V::fma(grad_times_w<HasW>(dy, w, i, k), V::mul(load(x + i, k), vs), gxa);
+  });
+  const R gx_mean = V::set1(V::reduce_add(gxa) / static_cast<float>(D));
+  for_blocks(D, [&](int64_t i, int64_t k) {
+    const R g = grad_times_w<HasW>(dy, w, i, k);
+    const R xhat = V::mul(load(x + i, k), vs);
+    store(dx + i, V::fma(vs, V::sub(g, V::mul(xhat, gx_mean)), load(dx + i, k)), k);
+  });
+}
+
+void rms_norm_backward(float* dx, const float* dy, const float* x, const float* w, float rstd,
+                       int64_t D) {
+  if (w) return rms_norm_backward_t<true>(dx, dy, x, w, rstd, D);
+  rms_norm_backward_t<false>(dx, dy, x, w, rstd, D);
+}
+
+// ---- element-wise spans (elementwise.h) ---------------------------------------------------
+// Single IEEE operations per element (no fma): the same bits on every ISA.
+
+void add_span(float* out, const float* a, const float* b, int64_t n) {
+  for_blocks(n, [&](int64_t i, int64_t k) { store(out + i, V::add(load(a + i, k), load(b + i, k)), k); });
+}
+void sub_span(float* out, const float* a, const float* b, int64_t n) {
+  for_blocks(n, [&](int64_t i, int64_t k) { store(out + i, V::sub(load(a + i, k), load(b + i, k)), k); });
+}
+void mul_span(float* out, const float* a, const float* b, int64_t n) {
+  for_blocks(n, [&](int64_t i, int64_t k) { store(out + i, V::mul(load(a + i, k), load(b + i, k)), k); });
+}
+
+// dx += g * s (s = 1: add's gradient, s = -1: sub's; otherwise scale's backward).
+void accumulate(float* dx, const float* g, float s, int64_t n) {
+  const R vs = V::set1(s);
+  for_blocks(n, [&](int64_t i, int64_t k) {
+    store(dx + i, V::add(load(dx + i, k), V::mul(load(g + i, k), vs)), k);
+  });
+}
+
+// dx += g * other (mul's gradient: d(a b)/da = b).
+void accumulate_mul(float* dx, const float* g, const float* other, int64_t n) {
+  for_blocks(n, [&](int64_t i, int64_t k) {
+    store(dx + i, V::add(load(dx + i, k), V::mul(load(g + i, k), load(other + i, k))), k);
+  });
+}
+
+// y = x < 0 ? 0 : x (NaN passes through, as the scalar loop and PyTorch).
+void relu_forward(float* y, const float* x, int64_t n) {
+  const R z = V::zero();
+  for_blocks(n, [&](int64_t i, int64_t k) {
+    const R v = load(x + i, k);
+    store(y + i, V::select(V::lt(v, z), z, v), k);
+  });
+}
+
+// Forward y = max(x, 0): dy/dx = 1 for x > 0, else 0, so dx += x > 0 ? dy : 0.
+void relu_backward(float* dx, const float* dy, const float* x, int64_t n) {
+  const R z = V::zero();
+  for_blocks(n, [&](int64_t i, int64_t k) {
+    const R g = V::select(V::gt(load(x + i, k), z), load(dy + i, k), z);
+    store(dx + i, V::add(load(dx + i, k), g), k);
+  });
+}
+
+// ---- GELU ----------------------------------------------------------------------------------
+
+constexpr float kInvSqrt2 = 0.70710678118654752440f;
+constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
+
+// erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z/2), for z >= 0: the Chebyshev fit of Numerical
+// Recipes' erfcc (fractional error below 1.2e-7 for every z >= 0). `minus_z2` is -z^2.
+inline R erfc_nonneg(R z, R minus_z2) {
+  const R t = V::div(V::set1(1.0f), V::fma(z, V::set1(0.5f), V::set1(1.0f)));
+  R p = V::set1(0.17087277f);
+  p = V::fma(p, t, V::set1(-0.82215223f));
+  p = V::fma(p, t, V::set1(1.48851587f));
+  p = V::fma(p, t, V::set1(-1.13520398f));
+  p = V::fma(p, t, V::set1(0.27886807f));
+  p = V::fma(p, t, V::set1(-0.18628806f));
+  p = V::fma(p, t, V::set1(0.09678418f));
+  p = V::fma(p, t, V::set1(0.37409196f));
+  p = V::fma(p, t, V::set1(1.00002368f));
+  p = V::fma(p, t, V::set1(-1.26551223f));
+  return V::mul(t, exp(V::add(minus_z2, p)));
+}
+
+// Phi(x) = 0.5 erfc(-x / sqrt 2): with z = |x| / sqrt 2 and q = 0.5 erfc(z), Phi = q for
+// x < 0 and 1 - q for x >= 0. Small relative error on both tails (no 1 + erf cancellation).
+// The scalar build takes erfc from the C library.
+inline R normal_cdf(R x, R z, R minus_z2) {
+#if ATTN_SIMD_ISA == 0
+  (void)z;
+  (void)minus_z2;
+  return 0.5f * erfcf(-x * kInvSqrt2);
+#else
+  const R q = V::mul(V::set1(0.5f), erfc_nonneg(z, minus_z2));
+  return V::select(V::lt(x, V::zero()), q, V::sub(V::set1(1.0f), q));
+#endif
+}
+
+// y = x Phi(x) (GELU, Hendrycks & Gimpel 2016; PyTorch's approximate='none').
+void gelu_forward(float* y, const float* x, int64_t n) {
+  for_blocks(n, [&](int64_t i, int64_t k) {
+    const R v = load(x + i, k);
+    const R z = V::mul(abs(v), V::set1(kInvSqrt2));
+    const R minus_z2 = V::sub(V::zero(), V::mul(z, z));
+    store(y + i, V::mul(v, normal_cdf(v, z, minus_z2)), k);
+  });
+}
+
+// Forward y = x Phi(x); dy/dx = Phi(x) + x phi(x), phi(x) = exp(-x^2/2) / sqrt(2 pi).
+void gelu_backward(float* dx, const float* dy, const float* x, int64_t n) {
+  for_blocks(n, [&](int64_t i, int64_t k) {
+    const R v = load(x + i, k);
+    const R z = V::mul(abs(v), V::set1(kInvSqrt2));
+    const R minus_z2 = V::sub(V::zero(), V::mul(z, z));  // -x^2 / 2
+    const R pdf = V::mul(V::set1(kInvSqrt2Pi), exp(minus_z2));
+    const R local = V::fma(v, pdf, normal_cdf(v, z, minus_z2));
+    store(dx + i, V::fma(load(dy + i, k), local, load(dx + i, k)), k);
+  });
+}
+
+constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+constexpr float kGeluC = 0.044715f;
+
+// s = sigmoid(2u) = 1 / (1 + e), e = exp(-2u), u = sqrt(2/pi) (x + 0.044715 x^3), so that
+// 0.5 (1 + tanh u) = s with no cancellation for negative u (e = inf gives s = 0); `one_minus_s`
+// gets 1 - s = e s, also without cancellation as s approaches 1.
+inline R gelu_tanh_sigmoid(R v, R* one_minus_s = nullptr) {
+  const R v2 = V::mul(v, v);
+  const R u = V::mul(V::set1(kSqrt2OverPi), V::mul(v, V::fma(v2, V::set1(kGeluC), V::set1(1.0f))));
+  const R e = exp(V::mul(V::set1(-2.0f), u));
+  const R s = V::div(V::set1(1.0f), V::add(V::set1(1.0f), e));
+  if (one_minus_s) *one_minus_s = V::select(V::lt(e, V::set1(kInf)), V::mul(e, s), V::set1(1.0f));
+  return s;
+}
+
+// y = 0.5 x (1 + tanh u) = x sigmoid(2u) (PyTorch's approximate='tanh').
+void gelu_tanh_forward(float* y, const float* x, int64_t n) {
+  for_blocks(n, [&](int64_t i, int64_t k) {
+    const R v = load(x + i, k);
+    store(y + i, V::mul(v, gelu_tanh_sigmoid(v)), k);
+  });
+}
+
+// Forward y = 0.5 x (1 + tanh u); dy/dx = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) u' with
+// u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2). In s = sigmoid(2u): 1 + tanh u = 2s and
+// 1 - tanh^2 u = 4 s (1 - s), so dy/dx = s + 2 x s (1 - s) u'.
+void gelu_tanh_backward(float* dx, const float* dy, const float* x, int64_t n) {
+  for_blocks(n, [&](int64_t i, int64_t k) {
+    const R v = load(x + i, k);
+    R one_minus_s;
+    const R s = gelu_tanh_sigmoid(v, &one_minus_s);
+    const R du = V::mul(V::set1(kSqrt2OverPi), V::fma(V::mul(v, v), V::set1(3.0f * kGeluC), V::set1(1.0f)));
+    const R two_x_s = V::mul(V::mul(V::set1(2.0f), v), s);
+    const R local = V::fma(V::mul(two_x_s, one_minus_s), du, s);
+    store(dx + i, V::fma(load(dy + i, k), local, load(dx + i, k)), k);
+  });
+}
+
+// ---- dropout (dropout.h) -------------------------------------------------------------------
+
+// The keep mask of lanes [i, i + k): whole vectors read W bytes; a tail copies its k bytes
+// into a zeroed block first, so no byte past the mask's end is read.
+inline V::mask keep_mask(const uint8_t* keep, int64_t k) {
+  if (k == W) return V::nonzero_u8(keep);
+  uint8_t block[W] = {};
+  for (int64_t j = 0; j < k; ++j) block[j] = keep[j];
+  return V::nonzero_u8(block);
+}
+
+// out = keep ? x * scale : 0 (one multiply: the same bits on every ISA).
+void dropout_forward(float* out, const uint8_t* keep, const float* x, float scale, int64_t n) {
+  const R vs = V::set1(scale), z = V::zero();
+  for_blocks(n, [&](int64_t i, int64_t k) {
+    store(out + i, V::select(keep_mask(keep + i, k), V::mul(load(x + i, k), vs), z), k);
+  });
+}
+
+// Forward out = x * keep * scale; d out / dx = keep * scale, so dx += keep ? dout * scale : 0.
+void dropout_backward(float* dx, const float* dout, const uint8_t* keep, float scale, int64_t n) {
+  const R vs = V::set1(scale), z = V::zero();
+  for_blocks(n, [&](int64_t i, int64_t k) {
+    const R g = V::select(keep_mask(keep + i, k), V::mul(load(dout + i, k), vs), z);
+    store(dx + i, V::add(load(dx + i, k), g), k);
+  });
+}
+
+// ---- Adam (adam.h) -------------------------------------------------------------------------
+// torch.optim.Adam's single-tensor update, one IEEE operation at a time (no fma): the same
+// bits as the scalar loop on every ISA.
+void adam_update(float* p, float* m, float* v, const float* g, int64_t n, const AdamStep<float>& s) {
+  const R wd = V::set1(s.weight_decay), decay = V::set1(s.decay);
+  const R w1 = V::set1(s.one_minus_beta1), b2 = V::set1(s.beta2), c2 = V::set1(s.one_minus_beta2);
+  const R step = V::set1(s.neg_step_size), bc2 = V::set1(s.bc2_sqrt), eps = V::set1(s.eps);
+  for_blocks(n, [&](int64_t i, int64_t k) {
+    R pi = load(p + i, k), gi = load(g + i, k);
+    if (s.l2) gi = V::add(gi, V::mul(wd, pi));
+    if (s.decoupled) pi = V::mul(pi, decay);
+    R mi = load(m + i, k), vi = load(v + i, k);
+    mi = V::add(mi, V::mul(w1, V::sub(gi, mi)));
+    vi = V::add(V::mul(vi, b2), V::mul(c2, V::mul(gi, gi)));
+    // Tail lanes load v = 0 and eps > 0, so the division stays finite there.
+    const R denom = V::add(V::div(V::sqrt(vi), bc2), eps);
+    pi = V::add(pi, V::mul(step, V::div(mi, denom)));
+    store(p + i, pi, k);
+    store(m + i, mi, k);
+    store(v + i, vi, k);
+  });
+}
+
+constexpr VectorKernels kTable = {
+    .isa = kIsa,
+    .exp = exp_span,
+    .softmax_forward = softmax_forward,
+    .softmax_backward = softmax_backward,
+    .log_softmax_forward = log_softmax_forward,
+    .log_softmax_backward = log_softmax_backward,
+    .cross_entropy_stats = cross_entropy_stats,
+    .cross_entropy_backward = cross_entropy_backward,
+    .layer_norm_forward = layer_norm_forward,
+    .layer_norm_backward = layer_norm_backward,
+    .norm_params_backward = norm_params_backward,
+    .rms_norm_forward = rms_norm_forward,
+    .rms_norm_backward = rms_norm_backward,
+    .add = add_span,
+    .sub = sub_span,
+    .mul = mul_span,
+    .scale = scale_span,
+    .accumulate = accumulate,
+    .accumulate_mul = accumulate_mul,
+    .relu_forward = relu_forward,
+    .relu_backward = relu_backward,
+    .gelu_forward = gelu_forward,
+    .gelu_backward = gelu_backward,
+    .gelu_tanh_forward = gelu_tanh_forward,
+    .gelu_tanh_backward = gelu_tanh_backward,
+    .dropout_forward = dropout_forward,
+    .dropout_backward = dropout_backward,
+    .adam_update = adam_update,
+};
+
+}  // namespace
+
+namespace detail {
+#if ATTN_SIMD_ISA == 2
+const VectorKernels kAvx512Kernels = kTable;
+#elif ATTN_SIMD_ISA == 1
+const VectorKernels kAvx2Kernels = kTable;
+#else
+const VectorKernels kScalarKernels = kTable;
+#endif
+}  // namespace detail
+
+}  // namespace attn::kernels::simd

@@ -1,0 +1,87 @@
+// kernels/simd/vector_kernels.h — the table of float32 vector kernels, one table per ISA.
+// vector_kernels.cpp is compiled once per ISA (scalar, AVX2+FMA, AVX-512F) and each build
+// fills one VectorKernels; vector_kernels() hands out the active one (isa.h). The kernels
+// work on one contiguous row or span: threading and the float64 paths stay in the callers
+// (softmax.cpp, layer_norm.cpp, ...). Spans may have any length (tails use masked loads).
+// Not here: float64 (the reference dtype of the gradient checks keeps the plain loops).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/adam.h"
+#include "kernels/simd/isa.h"
+
+namespace attn::kernels::simd {
+
+struct VectorKernels {
+  Isa isa;
+
+  // y[i] = exp(x[i]) within 1 ulp (tests/unit/kernels/vector_kernels_test.cpp), 0 below
+  // -103.97 (under half the smallest subnormal), +inf above 88.72, NaN for NaN.
+  void (*exp)(float* y, const float* x, int64_t n);
+
+  // ---- one row of softmax.h's kernels (n = the row's length) ------------------------------
+  void (*softmax_forward)(float* y, const float* x, int64_t n);
+  void (*softmax_backward)(float* dx, const float* dy, const float* y, int64_t n);
+  void (*log_softmax_forward)(float* y, const float* x, int64_t n);
+  void (*log_softmax_backward)(float* dx, const float* dy, const float* y, int64_t n);
+
+  // ---- one row of cross_entropy.h -----------------------------------------------------------
+  // lse = log(sum_v exp(x[v])), sum_x = sum_v x[v].
+  void (*cross_entropy_stats)(float* lse, float* sum_x, const float* x, int64_t n);
+  // dx[v] += scale * (exp(x[v] - lse) - uniform).
+  void (*cross_entropy_backward)(float* dx, const float* x, int64_t n, float lse, float scale,
+                                 float uniform);
+
+  // ---- one row of layer_norm.h (w, b may be null) ------------------------------------------
+  void (*layer_norm_forward)(float* y, float* mean, float* rstd, const float* x, const float* w,
+                             const float* b, int64_t D, float eps);
+  void (*layer_norm_backward)(float* dx, const float* dy, const float* x, const float* w,
+                              float mean, float rstd, int64_t D);
+  // dw[i] += dy[i] * (x[i] - mean) * rstd and db[i] += dy[i] for i < n (either may be null):
+  // one row's share of the parameter gradients, for a block of n columns.
+  void (*norm_params_backward)(float* dw, float* db, const float* dy, const float* x, float mean,
+                               float rstd, int64_t n);
+  void (*rms_norm_forward)(float* y, float* rstd, const float* x, const float* w, int64_t D,
+                           float eps);
+  void (*rms_norm_backward)(float* dx, const float* dy, const float* x, const float* w, float rstd,
+                            int64_t D);
+
+  // ---- element-wise spans (elementwise.h) ------------------------------------------------
+  void (*add)(float* out, const float* a, const float* b, int64_t n);  // out = a + b
+  void (*sub)(float* out, const float* a, const float* b, int64_t n);  // out = a - b
+  void (*mul)(float* out, const float* a, const float* b, int64_t n);  // out = a * b
+  void (*scale)(float* out, const float* x, float s, int64_t n);       // out = x * s
+  void (*accumulate)(float* dx, const float* g, float s, int64_t n);   // dx += g * s
+  void (*accumulate_mul)(float* dx, const float* g, const float* other, int64_t n);  // dx += g * other
+  void (*relu_forward)(float* y, const float* x, int64_t n);
+  void (*relu_backward)(float* dx, const float* dy, const float* x, int64_t n);
+  void (*gelu_forward)(float* y, const float* x, int64_t n);
+  void (*gelu_backward)(float* dx, const float* dy, const float* x, int64_t n);
+  void (*gelu_tanh_forward)(float* y, const float* x, int64_t n);
+  void (*gelu_tanh_backward)(float* dx, const float* dy, const float* x, int64_t n);
+
+  // ---- dropout (dropout.h): keep[i] is 0 or 1 ---------------------------------------------
+  // out = keep ? x * scale : 0, and its backward dx += keep ? dout * scale : 0.
+  void (*dropout_forward)(float* out, const uint8_t* keep, const float* x, float scale, int64_t n);
+  void (*dropout_backward)(float* dx, const float* dout, const uint8_t* keep, float scale, int64_t n);
+
+  // ---- optimizer (adam.h): one span of parameters and their moments ------------------------
+  void (*adam_update)(float* p, float* m, float* v, const float* g, int64_t n,
+                      const AdamStep<float>& s);
+};
+
+// The kernels of the active ISA (active_isa()); may throw as active_isa() does. Fetch the
+// table before an OpenMP region, never inside it.
+const VectorKernels& vector_kernels();
+// The kernels of one ISA, which must be supported (isa_supported).
+const VectorKernels& vector_kernels(Isa isa);
+
+namespace detail {
+// Defined by the per-ISA builds of vector_kernels.cpp; the AVX tables exist only on x86-64.
+extern const VectorKernels kScalarKernels;
+extern const VectorKernels kAvx2Kernels;
+extern const VectorKernels kAvx512Kernels;
+}  // namespace detail
+
+}  // namespace attn::kernels::simd
