@@ -573,9 +573,31 @@ void register_train(CLI::App& app, Action* action) {
                 dstr(d.model.attention_dropout), true);
   param<bool>(cmd, p, "--norm-first", "norm_first", "true: pre-norm; false: post-norm (the paper)", "false", true);
   param<std::string>(cmd, p, "--norm", "norm", "layer or rms", "layer", true);
-  param<std::string>(cmd, p, "--activation", "activation", "feed-forward activation: relu, gelu or gelu_tanh", "relu", true);
-  param<std::string>(cmd, p, "--positional", "positional", "sinusoidal, learned or none", "sinusoidal",
+  param<std::string>(cmd, p, "--activation", "activation",
+                     "feed-forward activation: relu, gelu, gelu_tanh or swiglu (gated; linear1 is [2 d_ff, D])", "relu",
                      true);
+  param<std::string>(cmd, p, "--positional", "positional",
+                     "positions: sinusoidal, learned, rope (rotary, in attention), alibi (linear biases) or none",
+                     "sinusoidal", true);
+  param<double>(cmd, p, "--rope-theta", "rope_theta", "rope: the base of the rotation frequencies",
+                dstr(d.model.rope_theta), true);
+  param<std::string>(cmd, p, "--rope-pairing", "rope_pairing",
+                     "rope: which features rotate together, interleaved (2i, 2i+1) or half (i, i + Dh/2)",
+                     "interleaved", true);
+  param<int64_t>(cmd, p, "--kv-heads", "n_kv_heads",
+                 "key/value heads (grouped-query attention; 1: multi-query; 0: as many as --heads)", "0", true);
+  param<int64_t>(cmd, p, "--sliding-window", "sliding_window",
+                 "decoder-only: each query sees the last W keys, and the KV cache keeps W (0: all)", "0", true);
+  param<std::string>(cmd, p, "--attention", "attention", "self-attention: softmax (the paper) or linear (elu+1)",
+                     "softmax", true);
+  param<int64_t>(cmd, p, "--experts", "n_experts", "mixture-of-experts FFN with this many experts (0: dense FFN)",
+                 "0", true);
+  param<int64_t>(cmd, p, "--expert-top-k", "expert_top_k", "experts per token", std::to_string(d.model.expert_top_k),
+                 true);
+  param<double>(cmd, p, "--expert-capacity", "expert_capacity_factor",
+                "capacity factor per expert (tokens over it are dropped; 0: unlimited)", "0", true);
+  param<double>(cmd, p, "--moe-aux-weight", "moe_aux_loss_weight", "weight of the load-balancing loss",
+                dstr(d.model.moe_aux_loss_weight), true);
   param<int64_t>(cmd, p, "--max-len", "max_len", "positions of learned position embeddings",
                  std::to_string(d.model.max_len), true);
   param<std::string>(cmd, p, "--dtype", "dtype", "f32 or f64", "f32", true);

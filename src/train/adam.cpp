@@ -1,7 +1,8 @@
 // Adam / AdamW and global-norm gradient clipping (paper §5.3).
 // The per-element update follows torch.optim.Adam's single-tensor path (_single_tensor_adam)
 // operation for operation, so float32 results agree with PyTorch to rounding and float64
-// results to a few ulps. Not here: fused or multi-threaded updates (one loop per tensor).
+// results to a few ulps. The float32 update runs in the vector kernels (kernels/adam.h, one call
+// per tensor). Not here: a multi-tensor fused update.
 #include "attn/train/adam.h"
 
 #include <cmath>
