@@ -8,6 +8,7 @@
 
 #include "attn/core/error.h"
 #include "attn/io/atomic_file.h"
+#include "attn/io/lines.h"
 
 namespace attn::train {
 
@@ -27,16 +28,9 @@ TextFile read_text(const std::string& path, Tokenization tokenization) {
   const std::string text = io::read_file(path);
   TextFile f;
   f.path = path;
-  size_t pos = 0;
-  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) pos = 3;  // UTF-8 byte-order mark
-  int64_t line_no = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(pos, end - pos);
-    pos = end + 1;
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+  for (const io::NumberedLine& numbered : io::split_lines(text)) {
+    const std::string line(numbered.text);
+    const int64_t line_no = numbered.number;
     if (is_blank(line)) {
       ++f.blank_lines;
       continue;

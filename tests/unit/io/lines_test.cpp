@@ -1,0 +1,34 @@
+// io::split_lines against hand-written expectations: byte-order mark, CRLF, a last line
+// without "\n", empty lines, and a "\r" that is not at a line's end (kept).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "attn/io/lines.h"
+
+namespace attn::io {
+namespace {
+
+std::vector<std::pair<int64_t, std::string>> lines_of(const std::string& text) {
+  std::vector<std::pair<int64_t, std::string>> out;
+  for (const NumberedLine& l : split_lines(text)) out.emplace_back(l.number, std::string(l.text));
+  return out;
+}
+
+using Lines = std::vector<std::pair<int64_t, std::string>>;
+
+TEST(SplitLines, NumbersLinesAndDropsTheByteOrderMarkAndCarriageReturns) {
+  EXPECT_EQ(lines_of("\xEF\xBB\xBF" "a\tb\r\nc\n"), (Lines{{1, "a\tb"}, {2, "c"}}));
+  EXPECT_EQ(lines_of("x\ny"), (Lines{{1, "x"}, {2, "y"}}));  // no final newline
+  EXPECT_EQ(lines_of("\n\n"), (Lines{{1, ""}, {2, ""}}));
+  EXPECT_EQ(lines_of("a\rb\r\n"), (Lines{{1, "a\rb"}}));  // only the "\r" before "\n" goes
+  EXPECT_TRUE(lines_of("").empty());
+  EXPECT_TRUE(lines_of("\xEF\xBB\xBF").empty());
+  // A byte-order mark later in the text is content, not a marker.
+  EXPECT_EQ(lines_of("a\n\xEF\xBB\xBF" "b"), (Lines{{1, "a"}, {2, "\xEF\xBB\xBF" "b"}}));
+}
+
+}  // namespace
+}  // namespace attn::io
