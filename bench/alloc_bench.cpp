@@ -143,8 +143,9 @@ int run(int argc, char** argv) {
   config.model.d_model = d_model;
   config.epochs = 1000;  // never reached: run() stops after warmup + steps
 
-  char dir_template[] = "/tmp/attn_alloc_bench_XXXXXX";
-  const char* dir = mkdtemp(dir_template);
+  // A fresh folder under the system's temporary directory (TMPDIR or its default).
+  std::string dir_template = (std::filesystem::temp_directory_path() / "attn_alloc_bench_XXXXXX").string();
+  const char* dir = mkdtemp(dir_template.data());
   if (!dir) {
     std::perror("mkdtemp");
     return 1;

@@ -200,6 +200,16 @@ BatchLoss with_moe_aux(const models::Model& model, BatchLoss b) {
   return b;
 }
 
+// Next-token cross entropy of logits [B, T, V] against targets [B, T] (PAD ignored, label
+// smoothing as configured), plus the MoE term: what the two teacher-forced objectives share.
+BatchLoss next_token_loss(const models::Model& model, const Tensor& logits, const Tensor& targets,
+                          int64_t tokens, const ObjectiveOptions& o) {
+  const int64_t rows = logits.size(0) * logits.size(1), V = logits.size(2);
+  return with_moe_aux(model, {cross_entropy(logits.reshape({rows, V}), targets.reshape({rows}), o.ids.pad,
+                                            o.label_smoothing),
+                              tokens});
+}
+
 // Paper §5: the decoder reads <bos> + target and predicts target + <eos>.
 class Seq2SeqObjective : public Objective {
  public:
@@ -207,11 +217,7 @@ class Seq2SeqObjective : public Objective {
 
   BatchLoss loss(const std::vector<Example>& dataset, const std::vector<int64_t>& indices, int64_t) override {
     const Batch b = make_batch(dataset, indices, o_.ids);
-    const Tensor logits = model_.forward(b.src, b.tgt_in);  // [B, T, V]
-    const int64_t rows = logits.size(0) * logits.size(1), V = logits.size(2);
-    return with_moe_aux(model_, {cross_entropy(logits.reshape({rows, V}), b.tgt_out.reshape({rows}), o_.ids.pad,
-                                               o_.label_smoothing),
-                                 b.n_tgt_tokens});
+    return next_token_loss(model_, model_.forward(b.src, b.tgt_in), b.tgt_out, b.n_tgt_tokens, o_);
   }
   ValidationResult validate(const std::vector<Example>& examples, int64_t batch_size) override {
     return validate_model(model_, examples, batch_size, o_.label_smoothing, o_.ids);
@@ -230,11 +236,7 @@ class CausalLmObjective : public Objective {
 
   BatchLoss loss(const std::vector<Example>& dataset, const std::vector<int64_t>& indices, int64_t) override {
     const Batch b = make_lm_batch(dataset, indices, o_.ids);
-    const Tensor logits = model_.forward(b.tgt_in);  // [B, T, V]
-    const int64_t rows = logits.size(0) * logits.size(1), V = logits.size(2);
-    return with_moe_aux(model_, {cross_entropy(logits.reshape({rows, V}), b.tgt_out.reshape({rows}), o_.ids.pad,
-                                               o_.label_smoothing),
-                                 b.n_tgt_tokens});
+    return next_token_loss(model_, model_.forward(b.tgt_in), b.tgt_out, b.n_tgt_tokens, o_);
   }
   ValidationResult validate(const std::vector<Example>& examples, int64_t batch_size) override {
     return validate_language_model(model_, examples, batch_size, o_.label_smoothing, o_.ids);
