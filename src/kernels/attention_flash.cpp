@@ -2,8 +2,11 @@
 // Eq. 1; FlashAttention-2, Dao 2023, Algorithms 1 and 2) on CPU: tile products through
 // kernels::gemm, masks applied inside the tiles, tiles that causal or a sliding window hide
 // entirely skipped, only L = m + log l saved, P recomputed in the backward. Grouped-query
-// attention reads K/V head h / (H / Hkv); ALiBi biases are computed inside the tiles. No
-// dropout, no weights output, no SIMD of its own: exp and the row loops are plain C++.
+// attention reads K/V head h / (H / Hkv); ALiBi biases are computed inside the tiles. The
+// float32 row loops (max, exp with the row sum, rescales, dS) go through the per-ISA vector
+// kernels (simd/vector_kernels.h); float64 keeps plain loops. Each thread keeps a transposed
+// copy of the K (and V) slice it works on, so no tile product has a transposed right operand
+// (see score_tile). No dropout, no weights output, no micro-kernel of its own.
 // Derivation: docs/derivations/attention.md ("Tiled forward" and "Recomputing backward").
 #include "kernels/attention_flash.h"
 
@@ -12,17 +15,85 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/gemm.h"
+#include "kernels/simd/vector_kernels.h"
 
 namespace attn::kernels {
 
 namespace {
 
+// From this many query rows on, the kernels transpose each slice's K (and V in the backward)
+// once, for products without transposed operands (score_tile); below it (decoding, Tq = 1)
+// the copy would cost about as much as the products themselves.
+constexpr int64_t kTransposeMinQueries = 32;
+
 // Below this many multiply-adds (B*H*Tq*Tk*(Dh+Dv)) a call stays on one thread: starting a
 // team costs more than it saves. Same threshold as the naive kernel.
 constexpr int64_t kParallelWork = 32768;
+
+// The row loops of the tiles: float32 through the vector-kernel table (fetched once per call,
+// before any OpenMP region), float64 as plain loops (the reference dtype of gradient checks).
+template <class T>
+struct RowKernels {
+  const simd::VectorKernels* vk = nullptr;  // float32 only
+
+  static RowKernels make() {
+    RowKernels r;
+    if constexpr (std::is_same_v<T, float>) r.vk = &simd::vector_kernels();
+    return r;
+  }
+  // max(init, x[0..n))
+  T max(const T* x, int64_t n, T init) const {
+    if constexpr (std::is_same_v<T, float>) {
+      return vk->row_max(x, n, init);
+    } else {
+      for (int64_t c = 0; c < n; ++c) init = x[c] > init ? x[c] : init;
+      return init;
+    }
+  }
+  // y = exp(x - m) (y may be x), returns sum y; exp(-inf - m) = 0 for masked entries.
+  T exp_shifted_sum(T* y, const T* x, T m, int64_t n) const {
+    if constexpr (std::is_same_v<T, float>) {
+      return vk->exp_shifted_sum(y, x, m, n);
+    } else {
+      T sum = 0;
+      for (int64_t c = 0; c < n; ++c) {
+        y[c] = std::exp(x[c] - m);
+        sum += y[c];
+      }
+      return sum;
+    }
+  }
+  // x *= s
+  void scale(T* x, T s, int64_t n) const {
+    if constexpr (std::is_same_v<T, float>) {
+      vk->scale(x, x, s, n);
+    } else {
+      for (int64_t c = 0; c < n; ++c) x[c] *= s;
+    }
+  }
+  // ds = p * (dp - d) (ds may be dp)
+  void softmax_grad(T* ds, const T* p, const T* dp, T d, int64_t n) const {
+    if constexpr (std::is_same_v<T, float>) {
+      vk->softmax_grad_shifted(ds, p, dp, d, n);
+    } else {
+      for (int64_t c = 0; c < n; ++c) ds[c] = p[c] * (dp[c] - d);
+    }
+  }
+  // sum x * y
+  T dot(const T* x, const T* y, int64_t n) const {
+    if constexpr (std::is_same_v<T, float>) {
+      return vk->dot(x, y, n);
+    } else {
+      T acc = 0;
+      for (int64_t c = 0; c < n; ++c) acc += x[c] * y[c];
+      return acc;
+    }
+  }
+};
 
 struct Span {
   int64_t begin = 0, end = 0;  // [begin, end), empty when end <= begin
@@ -62,13 +133,32 @@ bool tile_needs_mask(const AttentionMask<T>& m, int64_t i0, int64_t i1, int64_t 
   return false;
 }
 
+// dst [cols, rows] = src [rows, cols]^T, in blocks of 16 rows x 8 columns: each destination
+// row gets one 64-byte run per block, and the 8 destination lines (a power-of-two stride apart
+// at T = 2^k) still fit in one 8-way L1 set.
+template <class T>
+void transpose(T* dst, const T* src, int64_t rows, int64_t cols) {
+  constexpr int64_t kRows = 16, kCols = 8;
+  for (int64_t c0 = 0; c0 < cols; c0 += kCols)
+    for (int64_t r0 = 0; r0 < rows; r0 += kRows)
+      for (int64_t c = c0; c < std::min(cols, c0 + kCols); ++c)
+        for (int64_t r = r0; r < std::min(rows, r0 + kRows); ++r) dst[c * rows + r] = src[r * cols + c];
+}
+
 // S[rows, cols] (row stride ld) = scale * Q_i K_j^T, then the mask: bias added, masked
 // entries set to -inf. Shared by the forward and the backward so both see the same scores.
+// K comes as stored (ks [Tk, Dh]) and, when the caller made it, transposed (kts = K^T [Dh, Tk]
+// of the slice, else null): a product without transposed operands takes OpenBLAS's
+// small-matrix kernel at these sizes, while Q K^T with K as stored (a "TN" product in its
+// column-major terms) goes through its packing path, about twice as slow.
 template <class T>
-void score_tile(T* s, int64_t ld, const T* qs, const T* ks, const AttentionMask<T>& mask,
-                int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
-                int64_t Tq, int64_t Tk, int64_t Dh, T scale) {
-  gemm<T>(false, true, rows, cols, Dh, scale, qs + i0 * Dh, Dh, ks + j0 * Dh, Dh, T(0), s, ld);
+void score_tile(T* s, int64_t ld, const T* qs, const T* ks, const T* kts,
+                const AttentionMask<T>& mask, int64_t b, int64_t h, int64_t i0, int64_t rows,
+                int64_t j0, int64_t cols, int64_t Tq, int64_t Tk, int64_t Dh, T scale) {
+  if (kts)
+    gemm<T>(false, false, rows, cols, Dh, scale, qs + i0 * Dh, Dh, kts + j0, Tk, T(0), s, ld);
+  else
+    gemm<T>(false, true, rows, cols, Dh, scale, qs + i0 * Dh, Dh, ks + j0 * Dh, Dh, T(0), s, ld);
   if (tile_needs_mask(mask, i0, i0 + rows, j0, j0 + cols, Tq, Tk))
     for (int64_t r = 0; r < rows; ++r)
       apply_attention_mask_row(s + r * ld, mask, b, h, i0 + r, j0, j0 + cols, Tq, Tk);
@@ -81,10 +171,10 @@ void score_tile(T* s, int64_t ld, const T* qs, const T* ks, const AttentionMask<
 // A row with no visible key so far keeps m = -inf, l = 0, O = 0 (its P row is zeroed rather
 // than computed as exp(-inf - (-inf)) = NaN).
 template <class T>
-void forward_query_tile(T* os, T* lse_s, const T* qs, const T* ks, const T* vs,
+void forward_query_tile(T* os, T* lse_s, const T* qs, const T* ks, const T* kts, const T* vs,
                         const AttentionMask<T>& mask, int64_t b, int64_t h, int64_t i0,
                         int64_t rows, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv, T scale,
-                        int64_t Bc, T* s, T* m, T* l) {
+                        int64_t Bc, const RowKernels<T>& rk, T* s, T* m, T* l) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   T* o = os + i0 * Dv;  // [rows, Dv], used as the accumulator
   for (int64_t e = 0; e < rows * Dv; ++e) o[e] = T(0);
@@ -95,27 +185,19 @@ void forward_query_tile(T* os, T* lse_s, const T* qs, const T* ks, const T* vs,
   const Span keys = visible_keys(mask, i0, i0 + rows, Tq, Tk);
   for (int64_t j0 = keys.begin; j0 < keys.end; j0 += Bc) {
     const int64_t cols = std::min(Bc, keys.end - j0);
-    score_tile(s, Bc, qs, ks, mask, b, h, i0, rows, j0, cols, Tq, Tk, Dh, scale);  // [rows, cols]
+    score_tile(s, Bc, qs, ks, kts, mask, b, h, i0, rows, j0, cols, Tq, Tk, Dh, scale);  // [rows, cols]
     for (int64_t r = 0; r < rows; ++r) {
       T* row = s + r * Bc;
-      T mx = m[r];
-      for (int64_t c = 0; c < cols; ++c) mx = row[c] > mx ? row[c] : mx;
+      const T mx = rk.max(row, cols, m[r]);
       if (mx == kNegInf) {  // nothing visible yet in this row: P = 0, state unchanged
-        for (int64_t c = 0; c < cols; ++c) row[c] = T(0);
+        std::fill(row, row + cols, T(0));
         continue;
       }
-      T sum = 0;
-      for (int64_t c = 0; c < cols; ++c) {
-        row[c] = std::exp(row[c] - mx);  // exp(-inf - mx) = 0 for masked entries
-        sum += row[c];
-      }
+      const T sum = rk.exp_shifted_sum(row, row, mx, cols);  // exp(-inf - mx) = 0 when masked
       const T alpha = std::exp(m[r] - mx);  // 0 when m = -inf; 1 when the max did not move
       l[r] = alpha * l[r] + sum;
       m[r] = mx;
-      if (alpha != T(1)) {
-        T* orow = o + r * Dv;
-        for (int64_t c = 0; c < Dv; ++c) orow[c] *= alpha;
-      }
+      if (alpha != T(1)) rk.scale(o + r * Dv, alpha, Dv);
     }
     // O += P V_j
     gemm<T>(false, false, rows, Dv, cols, T(1), s, Bc, vs + j0 * Dv, Dv, T(1), o, Dv);
@@ -123,8 +205,7 @@ void forward_query_tile(T* os, T* lse_s, const T* qs, const T* ks, const T* vs,
   for (int64_t r = 0; r < rows; ++r) {
     T* orow = o + r * Dv;
     if (l[r] > T(0)) {  // l >= 1 once any key was seen: the maximum contributes exp(0)
-      const T inv = T(1) / l[r];
-      for (int64_t c = 0; c < Dv; ++c) orow[c] *= inv;
+      rk.scale(orow, T(1) / l[r], Dv);
       lse_s[i0 + r] = m[r] + std::log(l[r]);
     } else {  // fully masked row: output 0, the -inf marker for the backward
       for (int64_t c = 0; c < Dv; ++c) orow[c] = T(0);
@@ -144,33 +225,32 @@ void forward_query_tile(T* os, T* lse_s, const T* qs, const T* ks, const T* vs,
 // other key tiles, so the caller decides who owns it.
 template <class T>
 void backward_key_tile(T* dq_s, T* dk_s, T* dv_s, const T* dos, const T* ls, const T* dd,
-                       const T* qs, const T* ks, const T* vs, const AttentionMask<T>& mask,
-                       int64_t b, int64_t h, int64_t j0, int64_t cols, int64_t Tq, int64_t Tk,
-                       int64_t Dh, int64_t Dv, T scale, int64_t Br, int64_t Bc, T* p, T* dp) {
+                       const T* qs, const T* ks, const T* vs, const T* kts, const T* vts,
+                       const AttentionMask<T>& mask, int64_t b, int64_t h, int64_t j0,
+                       int64_t cols, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv, T scale,
+                       int64_t Br, int64_t Bc, const RowKernels<T>& rk, T* p, T* dp) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   const Span queries = visible_queries(mask, j0, j0 + cols, Tq, Tk);
   for (int64_t i0 = queries.begin; i0 < queries.end; i0 += Br) {
     const int64_t rows = std::min(Br, queries.end - i0);
-    score_tile(p, Bc, qs, ks, mask, b, h, i0, rows, j0, cols, Tq, Tk, Dh, scale);  // [rows, cols]
+    score_tile(p, Bc, qs, ks, kts, mask, b, h, i0, rows, j0, cols, Tq, Tk, Dh, scale);  // [rows, cols]
     for (int64_t r = 0; r < rows; ++r) {
       T* row = p + r * Bc;
       const T L = ls[i0 + r];
-      if (L == kNegInf) {
-        for (int64_t c = 0; c < cols; ++c) row[c] = T(0);
-      } else {
-        for (int64_t c = 0; c < cols; ++c) row[c] = std::exp(row[c] - L);
-      }
+      if (L == kNegInf)
+        std::fill(row, row + cols, T(0));
+      else
+        rk.exp_shifted_sum(row, row, L, cols);  // the sum is not needed here
     }
     // dV_j += P^T dO_i
     gemm<T>(true, false, cols, Dv, rows, T(1), p, Bc, dos + i0 * Dv, Dv, T(1), dv_s + j0 * Dv, Dv);
     // dP = dO_i V_j^T, then dS = P ∘ (dP - D) in place
-    gemm<T>(false, true, rows, cols, Dv, T(1), dos + i0 * Dv, Dv, vs + j0 * Dv, Dv, T(0), dp, Bc);
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* prow = p + r * Bc;
-      T* drow = dp + r * Bc;
-      const T di = dd[i0 + r];
-      for (int64_t c = 0; c < cols; ++c) drow[c] = prow[c] * (drow[c] - di);
-    }
+    if (vts)
+      gemm<T>(false, false, rows, cols, Dv, T(1), dos + i0 * Dv, Dv, vts + j0, Tk, T(0), dp, Bc);
+    else
+      gemm<T>(false, true, rows, cols, Dv, T(1), dos + i0 * Dv, Dv, vs + j0 * Dv, Dv, T(0), dp, Bc);
+    for (int64_t r = 0; r < rows; ++r)
+      rk.softmax_grad(dp + r * Bc, p + r * Bc, dp + r * Bc, dd[i0 + r], cols);
     // dQ_i += scale dS K_j,  dK_j += scale dS^T Q_i
     gemm<T>(false, false, rows, Dh, cols, scale, dp, Bc, ks + j0 * Dh, Dh, T(1), dq_s + i0 * Dh, Dh);
     gemm<T>(true, false, cols, Dh, rows, scale, dp, Bc, qs + i0 * Dh, Dh, T(1), dk_s + j0 * Dh, Dh);
@@ -180,12 +260,8 @@ void backward_key_tile(T* dq_s, T* dk_s, T* dv_s, const T* dos, const T* ls, con
 // D_i = sum_c dO_ic O_ic for every row of one slice; it equals sum_j P_ij dP_ij (see the
 // derivation), which the backward cannot form without P.
 template <class T>
-void row_dots(T* dd, const T* dos, const T* os, int64_t Tq, int64_t Dv) {
-  for (int64_t i = 0; i < Tq; ++i) {
-    T acc = 0;
-    for (int64_t c = 0; c < Dv; ++c) acc += dos[i * Dv + c] * os[i * Dv + c];
-    dd[i] = acc;
-  }
+void row_dots(T* dd, const T* dos, const T* os, int64_t Tq, int64_t Dv, const RowKernels<T>& rk) {
+  for (int64_t i = 0; i < Tq; ++i) dd[i] = rk.dot(dos + i * Dv, os + i * Dv, Dv);
 }
 
 }  // namespace
@@ -200,18 +276,28 @@ void attention_flash_forward(T* out, T* lse, const T* q, const T* k, const T* v,
   const int64_t items = BH * n_qt;          // (slice, query tile) work items
   const bool parallel = items > 1 && BH * Tq * Tk * (Dh + Dv) >= kParallelWork;
   const int n_threads = parallel ? omp_get_max_threads() : 1;
-  // Per-thread scratch, allocated once per call: S/P [Br, Bc], m [Br], l [Br].
-  const int64_t per_thread = Br * Bc + 2 * Br;
+  const RowKernels<T> rk = RowKernels<T>::make();
+  // Per-thread scratch, allocated once per call: S/P [Br, Bc], m [Br], l [Br], and K^T [Dh, Tk]
+  // of the slice the thread last worked on (kept across its query tiles).
+  const bool use_kt = Tq >= kTransposeMinQueries;
+  const int64_t per_thread = Br * Bc + 2 * Br + (use_kt ? Dh * Tk : 0);
   std::vector<T> scratch(static_cast<size_t>(n_threads * per_thread));  // [threads, per_thread]
+  std::vector<int64_t> kt_head(static_cast<size_t>(n_threads), -1);     // [threads]: whose K^T
   // Work is uneven under causal masks (late query tiles see more keys): dynamic schedule.
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads) if (parallel)
   for (int64_t item = 0; item < items; ++item) {
     const int64_t bh = item / n_qt, i0 = (item % n_qt) * Br;
     const int64_t bkv = (bh / H) * Hkv + (bh % H) / group;  // the K/V head query head h reads
-    T* s = scratch.data() + omp_get_thread_num() * per_thread;
-    forward_query_tile(out + bh * Tq * Dv, lse + bh * Tq, q + bh * Tq * Dh, k + bkv * Tk * Dh,
+    const int t = omp_get_thread_num();
+    T* s = scratch.data() + t * per_thread;
+    T* kt = use_kt ? s + Br * Bc + 2 * Br : nullptr;  // [Dh, Tk]
+    if (use_kt && kt_head[static_cast<size_t>(t)] != bkv) {
+      transpose(kt, k + bkv * Tk * Dh, Tk, Dh);
+      kt_head[static_cast<size_t>(t)] = bkv;
+    }
+    forward_query_tile(out + bh * Tq * Dv, lse + bh * Tq, q + bh * Tq * Dh, k + bkv * Tk * Dh, kt,
                        v + bkv * Tk * Dv, mask, bh / H, bh % H, i0, std::min(Br, Tq - i0), Tq, Tk,
-                       Dh, Dv, scale, Bc, s, s + Br * Bc, s + Br * Bc + Br);
+                       Dh, Dv, scale, Bc, rk, s, s + Br * Bc, s + Br * Bc + Br);
   }
 }
 
@@ -231,14 +317,18 @@ void attention_flash_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, 
   const int64_t BH = B * H, BHkv = B * Hkv, Br = tiles.q, Bc = tiles.k, group = H / Hkv;
   if (BH == 0 || Tq == 0 || Tk == 0) return;  // no keys: the output was constant 0
   const int64_t n_kt = (Tk + Bc - 1) / Bc;
+  const RowKernels<T> rk = RowKernels<T>::make();
   const bool big = BH * Tq * Tk * (Dh + Dv) >= kParallelWork;
   const int max_threads = big ? omp_get_max_threads() : 1;
   const bool by_slice = BHkv >= max_threads || n_kt == 1;
   const int n_threads = by_slice ? static_cast<int>(std::min<int64_t>(max_threads, BHkv))
                                  : static_cast<int>(std::min<int64_t>(max_threads, n_kt));
-  // Per-thread scratch, allocated once: P [Br, Bc], dP [Br, Bc], D [Tq], and with key-tile
-  // splitting a private dQ [Tq, Dh].
-  const int64_t per_thread = 2 * Br * Bc + Tq + (by_slice ? 0 : Tq * Dh);
+  // Per-thread scratch, allocated once: P [Br, Bc], dP [Br, Bc], D [Tq], then by slices the
+  // slice's K^T [Dh, Tk] and V^T [Dv, Tk], or with key-tile splitting a private dQ [Tq, Dh]
+  // (and one shared K^T, V^T).
+  const bool use_kvt = Tq >= kTransposeMinQueries;
+  const int64_t kvt_size = use_kvt ? (Dh + Dv) * Tk : 0;
+  const int64_t per_thread = 2 * Br * Bc + Tq + (by_slice ? kvt_size : Tq * Dh);
   std::vector<T> scratch(static_cast<size_t>(n_threads * per_thread));  // [threads, per_thread]
 
   if (by_slice) {
@@ -247,22 +337,37 @@ void attention_flash_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, 
       T* p = scratch.data() + omp_get_thread_num() * per_thread;
       T* dp = p + Br * Bc;
       T* dd = dp + Br * Bc;  // [Tq]
+      T* kt = use_kvt ? dd + Tq : nullptr;       // [Dh, Tk]
+      T* vt = use_kvt ? kt + Dh * Tk : nullptr;  // [Dv, Tk]
+      if (use_kvt) {
+        transpose(kt, k + bkv * Tk * Dh, Tk, Dh);
+        transpose(vt, v + bkv * Tk * Dv, Tk, Dv);
+      }
       for (int64_t g = 0; g < group; ++g) {
         const int64_t bh = (bkv / Hkv) * H + (bkv % Hkv) * group + g;  // query head of this K/V head
         const T* dos = dout + bh * Tq * Dv;
-        row_dots(dd, dos, out + bh * Tq * Dv, Tq, Dv);
+        row_dots(dd, dos, out + bh * Tq * Dv, Tq, Dv, rk);
         for (int64_t j0 = 0; j0 < Tk; j0 += Bc)
           backward_key_tile(dq + bh * Tq * Dh, dk + bkv * Tk * Dh, dv + bkv * Tk * Dv, dos,
                             lse + bh * Tq, dd, q + bh * Tq * Dh, k + bkv * Tk * Dh, v + bkv * Tk * Dv,
-                            mask, bh / H, bh % H, j0, std::min(Bc, Tk - j0), Tq, Tk, Dh, Dv, scale,
-                            Br, Bc, p, dp);
+                            kt, vt, mask, bh / H, bh % H, j0, std::min(Bc, Tk - j0), Tq, Tk, Dh, Dv,
+                            scale, Br, Bc, rk, p, dp);
       }
     }
     return;
   }
 
+  std::vector<T> kvt(static_cast<size_t>(kvt_size));  // K^T [Dh, Tk], V^T [Dv, Tk]
+  T* kt = use_kvt ? kvt.data() : nullptr;
+  T* vt = use_kvt ? kt + Dh * Tk : nullptr;
+  int64_t kvt_head = -1;
   for (int64_t bh = 0; bh < BH; ++bh) {
     const int64_t bkv = (bh / H) * Hkv + (bh % H) / group;
+    if (use_kvt && kvt_head != bkv) {
+      transpose(kt, k + bkv * Tk * Dh, Tk, Dh);
+      transpose(vt, v + bkv * Tk * Dv, Tk, Dv);
+      kvt_head = bkv;
+    }
     const T* dos = dout + bh * Tq * Dv;
     T* dq_s = dq + bh * Tq * Dh;  // [Tq, Dh]
 #pragma omp parallel num_threads(n_threads)
@@ -273,15 +378,15 @@ void attention_flash_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, 
       T* dp = p + Br * Bc;
       T* dd = dp + Br * Bc;   // [Tq], each thread its own copy
       T* dq_t = dd + Tq;      // [Tq, Dh], this thread's share of dQ
-      row_dots(dd, dos, out + bh * Tq * Dv, Tq, Dv);
+      row_dots(dd, dos, out + bh * Tq * Dv, Tq, Dv, rk);
       std::fill(dq_t, dq_t + Tq * Dh, T(0));
       // Round-robin over key tiles balances the triangle a causal mask leaves.
 #pragma omp for schedule(static, 1)
-      for (int64_t kt = 0; kt < n_kt; ++kt) {
-        const int64_t j0 = kt * Bc;
+      for (int64_t tile = 0; tile < n_kt; ++tile) {
+        const int64_t j0 = tile * Bc;
         backward_key_tile(dq_t, dk + bkv * Tk * Dh, dv + bkv * Tk * Dv, dos, lse + bh * Tq, dd,
-                          q + bh * Tq * Dh, k + bkv * Tk * Dh, v + bkv * Tk * Dv, mask, bh / H,
-                          bh % H, j0, std::min(Bc, Tk - j0), Tq, Tk, Dh, Dv, scale, Br, Bc, p, dp);
+                          q + bh * Tq * Dh, k + bkv * Tk * Dh, v + bkv * Tk * Dv, kt, vt, mask, bh / H,
+                          bh % H, j0, std::min(Bc, Tk - j0), Tq, Tk, Dh, Dv, scale, Br, Bc, rk, p, dp);
       }
       // dQ = sum of the threads' shares, in thread order; rows split across threads.
 #pragma omp for schedule(static)

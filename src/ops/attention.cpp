@@ -6,13 +6,17 @@
 // Grouped-query K/V heads and ALiBi slopes go to the kernels as they are. Also the ALiBi
 // slope schedule and the rotary_embedding op (RoPE) with its tape node.
 // Multi-head projections live in nn/attention; this op sees heads already split.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "attn/ops/ops.h"
 #include "kernels/attention_flash.h"
 #include "kernels/attention_naive.h"
 #include "kernels/attention_rope.h"
+#include "kernels/dropout.h"
 #include "ops/attention_impl.h"
 
 namespace attn {
@@ -263,13 +267,21 @@ SdpaResult sdpa_impl(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
 
   // Dropout keep-scale D drawn in row-major order over [B, H, Tq, Tk]: an entry is dropped
   // when rng.uniform() < p (the dropout op's convention), kept ones are scaled by 1/(1-p).
+  // kernels::dropout_mask draws exactly that mask (the same stream, bit for bit) with integer
+  // comparisons, in chunks so the byte mask stays small.
   Tensor dropout_scale, work;
   if (o.dropout_p > 0.0) {
     dropout_scale = Tensor::empty({d.B, d.H, d.Tq, d.Tk}, dtype_of<T>);  // [B, H, Tq, Tk]
     work = Tensor::empty({d.B, d.H, d.Tq, d.Tk}, dtype_of<T>);           // [B, H, Tq, Tk]
-    const T keep = o.dropout_p < 1.0 ? static_cast<T>(1.0 / (1.0 - o.dropout_p)) : T(0);
+    const T keep_scale = o.dropout_p < 1.0 ? static_cast<T>(1.0 / (1.0 - o.dropout_p)) : T(0);
     T* ds = dropout_scale.data<T>();
-    for (int64_t e = 0; e < dropout_scale.numel(); ++e) ds[e] = o.rng->uniform() < o.dropout_p ? T(0) : keep;
+    constexpr int64_t kChunk = 16384;
+    std::vector<uint8_t> keep(static_cast<size_t>(std::min<int64_t>(kChunk, dropout_scale.numel())));
+    for (int64_t e0 = 0; e0 < dropout_scale.numel(); e0 += kChunk) {
+      const int64_t n = std::min<int64_t>(kChunk, dropout_scale.numel() - e0);
+      kernels::dropout_mask(keep.data(), n, o.dropout_p, *o.rng);
+      for (int64_t e = 0; e < n; ++e) ds[e0 + e] = keep[static_cast<size_t>(e)] ? keep_scale : T(0);
+    }
   }
 
   Tensor out = Tensor::empty({d.B, d.H, d.Tq, d.Dv}, dtype_of<T>);    // [B, H, Tq, Dv]

@@ -528,6 +528,28 @@ void adam_update(float* p, float* m, float* v, const float* g, int64_t n, const 
   });
 }
 
+// ---- tiled attention rows (attention_flash.h) ---------------------------------------------
+
+// max(init, max_i x[i]) (tail lanes load -inf).
+float row_max_from(const float* x, int64_t n, float init) {
+  const float m = row_max(x, n);
+  return m > init ? m : init;
+}
+
+// Forward D = sum_j P_j dP_j, S -> P = softmax: dS_j = P_j (dP_j - D) (one row, D given).
+void softmax_grad_shifted(float* ds, const float* p, const float* dp, float d, int64_t n) {
+  const R vd = V::set1(d);
+  for_blocks(n, [&](int64_t i, int64_t k) {
+    store(ds + i, V::mul(load(p + i, k), V::sub(load(dp + i, k), vd)), k);
+  });
+}
+
+float dot(const float* x, const float* y, int64_t n) {
+  R acc = V::zero();
+  for_blocks(n, [&](int64_t i, int64_t k) { acc = V::fma(load(x + i, k), load(y + i, k), acc); });
+  return V::reduce_add(acc);
+}
+
 constexpr VectorKernels kTable = {
     .isa = kIsa,
     .exp = exp_span,
@@ -557,6 +579,10 @@ constexpr VectorKernels kTable = {
     .dropout_forward = dropout_forward,
     .dropout_backward = dropout_backward,
     .adam_update = adam_update,
+    .row_max = row_max_from,
+    .exp_shifted_sum = exp_shifted_sum,
+    .softmax_grad_shifted = softmax_grad_shifted,
+    .dot = dot,
 };
 
 }  // namespace

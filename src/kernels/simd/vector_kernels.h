@@ -69,6 +69,17 @@ struct VectorKernels {
   // ---- optimizer (adam.h): one span of parameters and their moments ------------------------
   void (*adam_update)(float* p, float* m, float* v, const float* g, int64_t n,
                       const AdamStep<float>& s);
+
+  // ---- rows of the tiled attention kernels (attention_flash.h) -----------------------------
+  // max(init, x[0], ..., x[n-1]); -inf entries (masked scores) take part like any other.
+  float (*row_max)(const float* x, int64_t n, float init);
+  // y[i] = exp(x[i] - m) and the sum of the y[i] returned; x[i] = -inf gives 0. y may be x.
+  float (*exp_shifted_sum)(float* y, const float* x, float m, int64_t n);
+  // ds[i] = p[i] * (dp[i] - d): one row of the softmax backward given d = sum_j p_j dp_j.
+  // ds may be dp.
+  void (*softmax_grad_shifted)(float* ds, const float* p, const float* dp, float d, int64_t n);
+  // sum_i x[i] * y[i].
+  float (*dot)(const float* x, const float* y, int64_t n);
 };
 
 // The kernels of the active ISA (active_isa()); may throw as active_isa() does. Fetch the

@@ -190,6 +190,40 @@ std::vector<NamedCase> row_cases() {
                      vk.gelu_tanh_backward(dx.data(), dy.data(), x.data(), n);
                      return checked(dx, "gelu_tanh_backward");
                    }});
+  // The tiled attention's rows: scores with masked (-inf) entries, as the tiles hold them.
+  cases.push_back({"row_max", [](const VectorKernels& vk, int64_t n, uint64_t seed) {
+                     Rng rng(seed);
+                     auto x = random_floats(n, rng, -8.0, 8.0);
+                     for (int64_t i = 2; i < n; i += 3) x[static_cast<size_t>(i)] = -kInf;
+                     // Once below every entry, once above the largest (the running max wins),
+                     // then with the largest entry last (a tail lane) and first.
+                     std::vector<float> out = {vk.row_max(nan_padded(x).data(), n, -kInf),
+                                               vk.row_max(nan_padded(x).data(), n, 8.5f)};
+                     x.back() = 9.5f;
+                     out.push_back(vk.row_max(nan_padded(x).data(), n, -kInf));
+                     x.back() = 0.0f;
+                     x.front() = 9.25f;
+                     out.push_back(vk.row_max(nan_padded(x).data(), n, -kInf));
+                     EXPECT_EQ(out[2], 9.5f) << "row_max missed the last entry, n = " << n;
+                     EXPECT_EQ(out[3], 9.25f) << "row_max missed the first entry, n = " << n;
+                     return out;
+                   }});
+  cases.push_back({"exp_shifted_sum", [](const VectorKernels& vk, int64_t n, uint64_t seed) {
+                     Rng rng(seed);
+                     auto x = random_floats(n, rng, -8.0, 8.0);
+                     for (int64_t i = 1; i < n; i += 4) x[static_cast<size_t>(i)] = -kInf;
+                     const auto xp = nan_padded(x);
+                     Guarded y(n);
+                     const float sum = vk.exp_shifted_sum(y.data(), xp.data(), 8.0f, n);
+                     return concat(checked(y, "exp_shifted_sum"), {sum});
+                   }});
+  cases.push_back({"dot", [](const VectorKernels& vk, int64_t n, uint64_t seed) {
+                     Rng rng(seed);
+                     // Positive terms: no cancellation to magnify the summation order.
+                     const auto x = nan_padded(random_floats(n, rng, 0.1, 2.0));
+                     const auto y = nan_padded(random_floats(n, rng, 0.1, 2.0));
+                     return std::vector<float>{vk.dot(x.data(), y.data(), n)};
+                   }});
   return cases;
 }
 
@@ -251,6 +285,14 @@ std::vector<NamedCase> exact_cases() {
                      vk.relu_backward(dx.data(), dy.data(), x.data(), n);
                      EXPECT_EQ(dx.buf[0], before) << "relu's gradient at 0 must be 0";
                      return checked(dx, "relu_backward");
+                   }});
+  cases.push_back({"softmax_grad_shifted", [](const VectorKernels& vk, int64_t n, uint64_t seed) {
+                     Rng rng(seed);
+                     const auto p = random_floats(n, rng, 0.0, 1.0);
+                     const auto dp = random_floats(n, rng, -2.0, 2.0);
+                     Guarded ds(n);
+                     vk.softmax_grad_shifted(ds.data(), p.data(), dp.data(), 0.3f, n);
+                     return checked(ds, "softmax_grad_shifted");
                    }});
   for (auto [decay, decoupled] : {std::pair{0.0, true}, std::pair{0.01, true}, std::pair{0.01, false}}) {
     cases.push_back({"adam_update", [decay = decay, decoupled = decoupled](const VectorKernels& vk,
@@ -327,6 +369,10 @@ TEST(VectorKernels, EveryKernelWorksOnAnEmptySpan) {
     vk.add(out.data(), in.data(), in.data(), 0);
     vk.gelu_forward(out.data(), in.data(), 0);
     vk.relu_backward(out.data(), in.data(), in.data(), 0);
+    EXPECT_EQ(vk.row_max(in.data(), 0, -1.5f), -1.5f);
+    EXPECT_EQ(vk.exp_shifted_sum(out.data(), in.data(), 0.0f, 0), 0.0f);
+    EXPECT_EQ(vk.dot(in.data(), in.data(), 0), 0.0f);
+    vk.softmax_grad_shifted(out.data(), in.data(), in.data(), 0.5f, 0);
     EXPECT_TRUE(out.guard_intact()) << kernels::simd::isa_name(isa);
   }
 }
@@ -422,6 +468,54 @@ TEST(VectorKernels, SoftmaxRowsMayRunInPlace) {
       vk.log_softmax_forward(want.data(), x.data(), n);
       vk.log_softmax_forward(got.data(), got.data(), n);
       EXPECT_TRUE(same_bits(got, want, std::string("log_softmax in place on ") + kernels::simd::isa_name(isa)));
+    }
+  }
+}
+
+// The tiled attention computes P = exp(S - m) and dS = P (dP - D) in place, on every ISA; the
+// row sum of exp_shifted_sum equals the sum of what it stored up to rounding, and references
+// computed in double bound both (exp within 1 ulp).
+TEST(VectorKernels, AttentionRowKernelsRunInPlaceAndMatchDouble) {
+  for (Isa isa : kernels::simd::supported_isas()) {
+    const VectorKernels& vk = vector_kernels(isa);
+    for (int64_t n : kSpanLengths) {
+      Rng rng(static_cast<uint64_t>(n) + 7);
+      auto x = random_floats(n, rng, -6.0, 6.0);
+      if (n > 1) x[0] = -kInf;  // a masked score (the kernels' callers skip all-masked rows)
+      const float m = vk.row_max(x.data(), n, -kInf);
+      std::vector<float> want(x.size()), got(x);
+      const float sum_want = vk.exp_shifted_sum(want.data(), x.data(), m, n);
+      const float sum_got = vk.exp_shifted_sum(got.data(), got.data(), m, n);
+      const std::string where = std::string(kernels::simd::isa_name(isa)) + ", n = " + std::to_string(n);
+      EXPECT_TRUE(same_bits(got, want, "exp_shifted_sum in place on " + where));
+      EXPECT_EQ(sum_got, sum_want) << where;
+      double sum = 0, max = -kInf;
+      for (int64_t i = 0; i < n; ++i) max = std::max(max, static_cast<double>(x[static_cast<size_t>(i)]));
+      EXPECT_EQ(static_cast<double>(m), max) << where;
+      for (int64_t i = 0; i < n; ++i) {
+        // The float subtraction as the kernel does it, then exp in double: within 1 ulp.
+        const double e = std::exp(static_cast<double>(x[static_cast<size_t>(i)] - m));
+        ASSERT_NEAR(got[static_cast<size_t>(i)], e, 2.5e-7 * e) << where << ", i = " << i;
+        sum += e;
+      }
+      if (n > 1) {
+        EXPECT_EQ(got[0], 0.0f) << "exp(-inf - m) must be 0 on " << where;
+      }
+      EXPECT_NEAR(sum_got, sum, 1e-6 * sum) << where;
+      const auto dp = random_floats(n, rng, -2.0, 2.0);
+      std::vector<float> ds = dp;
+      vk.softmax_grad_shifted(ds.data(), got.data(), ds.data(), 0.25f, n);
+      for (int64_t i = 0; i < n; ++i) {
+        const size_t u = static_cast<size_t>(i);
+        ASSERT_EQ(ds[u], got[u] * (dp[u] - 0.25f)) << where << ", i = " << i;
+      }
+      double dot = 0, abs_dot = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        const double term = static_cast<double>(got[i]) * dp[i];
+        dot += term;
+        abs_dot += std::fabs(term);
+      }
+      EXPECT_NEAR(vk.dot(got.data(), dp.data(), n), dot, 1e-6 * abs_dot + 1e-30) << where;
     }
   }
 }

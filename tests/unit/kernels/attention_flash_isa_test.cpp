@@ -1,0 +1,200 @@
+// The tiled attention kernels (kernels/attention_flash, paper §3.2.1) in float32 under every
+// ISA this CPU runs (IsaGuard, as ATTN_ISA would): their row loops go through the vector
+// kernels, so each ISA's max / exp / rescale / dS is checked end to end against the naive
+// kernel in float64 on the same inputs, for every mask kind (causal, padding, sliding window,
+// additive bias with -inf entries, ALiBi), grouped-query heads, lengths that are not a
+// multiple of the tile, both the default tiles and small odd ones, query counts on both sides
+// of the kernels' switch to a transposed K/V copy (32), and the backward split across threads.
+// Not here: the op layer and gradchecks (tests/unit/ops/attention_flash_test.cpp).
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "attn/core/rng.h"
+#include "kernels/attention_flash.h"
+#include "kernels/attention_naive.h"
+#include "kernels/simd/isa.h"
+
+namespace attn {
+namespace {
+
+using kernels::simd::Isa;
+
+struct Shape {
+  int64_t B, H, Hkv, Tq, Tk, Dh, Dv;
+};
+
+std::string describe(const Shape& s) {
+  return "B " + std::to_string(s.B) + " H " + std::to_string(s.H) + " Hkv " + std::to_string(s.Hkv) +
+         " Tq " + std::to_string(s.Tq) + " Tk " + std::to_string(s.Tk) + " Dh " + std::to_string(s.Dh) +
+         " Dv " + std::to_string(s.Dv);
+}
+
+enum MaskKind { kNone, kCausal, kPadding, kWindow, kBias, kAlibi, kMaskKinds };
+
+const char* mask_name(int kind) {
+  static const char* names[] = {"none", "causal", "padding", "causal window 5", "bias", "alibi"};
+  return names[kind];
+}
+
+// The mask's data in both dtypes, so the float32 and float64 runs see the same values.
+struct Masks {
+  std::vector<double> bias64, alibi64;
+  std::vector<float> bias32, alibi32;
+  std::vector<uint8_t> padding;
+  kernels::AttentionMask<double> m64;
+  kernels::AttentionMask<float> m32;
+};
+
+void make_masks(Masks& m, const Shape& s, int kind) {
+  Rng rng(100 + static_cast<uint64_t>(kind));
+  if (kind == kCausal || kind == kWindow) m.m64.causal = m.m32.causal = true;
+  if (kind == kWindow) m.m64.window = m.m32.window = 5;
+  if (kind == kPadding) {
+    m.padding.assign(static_cast<size_t>(s.B * s.Tk), 0);
+    for (int64_t b = 0; b < s.B; ++b)
+      for (int64_t j = 0; j < s.Tk; ++j)
+        m.padding[static_cast<size_t>(b * s.Tk + j)] = (j % 4 == 1 || (b == 1 && j >= s.Tk - 3)) ? 1 : 0;
+    m.m64.key_padding = m.m32.key_padding = m.padding.data();
+  }
+  if (kind == kBias) {  // [1, H, Tq, Tk], broadcast over the batch
+    for (int64_t e = 0; e < s.H * s.Tq * s.Tk; ++e) {
+      const double x = rng.uniform() < 0.1 ? -std::numeric_limits<double>::infinity() : rng.uniform() * 2 - 1;
+      m.bias32.push_back(static_cast<float>(x));
+      m.bias64.push_back(static_cast<double>(m.bias32.back()));
+    }
+    m.m64.bias = m.bias64.data();
+    m.m32.bias = m.bias32.data();
+    m.m64.bias_stride_h = m.m32.bias_stride_h = s.Tq * s.Tk;
+  }
+  if (kind == kAlibi) {
+    for (int64_t h = 0; h < s.H; ++h) {
+      m.alibi32.push_back(std::pow(2.0f, -2.0f * static_cast<float>(h + 1)));
+      m.alibi64.push_back(static_cast<double>(m.alibi32.back()));
+    }
+    m.m64.alibi = m.alibi64.data();
+    m.m32.alibi = m.alibi32.data();
+  }
+}
+
+std::vector<float> normals(int64_t n, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (float& e : x) e = static_cast<float>(rng.normal());
+  return x;
+}
+
+std::vector<double> widen(const std::vector<float>& x) { return {x.begin(), x.end()}; }
+
+// Largest |got - want| over max(1, max |want|): the float32 kernel against float64.
+double scaled_error(const std::vector<float>& got, const std::vector<double>& want) {
+  double err = 0, scale = 1;
+  for (size_t i = 0; i < want.size(); ++i) {
+    scale = std::max(scale, std::fabs(want[i]));
+    const double d = std::fabs(static_cast<double>(got[i]) - want[i]);
+    err = std::max(err, std::isnan(d) ? std::numeric_limits<double>::infinity() : d);
+  }
+  return err / scale;
+}
+
+// Runs the float32 flash pair under the active ISA and the float64 naive pair; returns the
+// largest scaled error over out, dq, dk, dv, and checks lse's -inf markers agree.
+double flash_error(const Shape& s, int kind, kernels::FlashTiles tiles) {
+  const int64_t nq = s.B * s.H * s.Tq, nk = s.B * s.Hkv * s.Tk;
+  const auto q = normals(nq * s.Dh, 1), k = normals(nk * s.Dh, 2), v = normals(nk * s.Dv, 3);
+  const auto dout = normals(nq * s.Dv, 4);
+  Masks m;
+  make_masks(m, s, kind);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(s.Dh));
+
+  std::vector<double> out64(static_cast<size_t>(nq * s.Dv)), probs(static_cast<size_t>(nq * s.Tk));
+  std::vector<double> work(probs.size()), dq64(q.size()), dk64(k.size()), dv64(v.size());
+  const auto q64 = widen(q), k64 = widen(k), v64 = widen(v), dout64 = widen(dout);
+  kernels::attention_naive_forward<double>(out64.data(), probs.data(), nullptr, q64.data(), k64.data(),
+                                           v64.data(), m.m64, nullptr, s.B, s.H, s.Hkv, s.Tq, s.Tk, s.Dh,
+                                           s.Dv, scale);
+  kernels::attention_naive_backward<double>(dq64.data(), dk64.data(), dv64.data(), work.data(),
+                                            dout64.data(), probs.data(), nullptr, q64.data(), k64.data(),
+                                            v64.data(), s.B, s.H, s.Hkv, s.Tq, s.Tk, s.Dh, s.Dv, scale);
+
+  std::vector<float> out(out64.size(), 7.0f), lse(static_cast<size_t>(nq), 7.0f);
+  std::vector<float> dq(q.size(), 0.0f), dk(k.size(), 0.0f), dv(v.size(), 0.0f);
+  const float sc = static_cast<float>(scale);
+  kernels::attention_flash_forward<float>(out.data(), lse.data(), q.data(), k.data(), v.data(), m.m32,
+                                          s.B, s.H, s.Hkv, s.Tq, s.Tk, s.Dh, s.Dv, sc, tiles);
+  kernels::attention_flash_backward<float>(dq.data(), dk.data(), dv.data(), dout.data(), out.data(),
+                                           lse.data(), q.data(), k.data(), v.data(), m.m32, s.B, s.H,
+                                           s.Hkv, s.Tq, s.Tk, s.Dh, s.Dv, sc, tiles);
+  // A row is empty (lse = -inf) exactly when its naive probabilities are all 0.
+  for (int64_t r = 0; r < nq; ++r) {
+    double row_sum = 0;
+    for (int64_t j = 0; j < s.Tk; ++j) row_sum += probs[static_cast<size_t>(r * s.Tk + j)];
+    EXPECT_EQ(std::isinf(lse[static_cast<size_t>(r)]) && lse[static_cast<size_t>(r)] < 0, row_sum == 0.0)
+        << "row " << r;
+  }
+  return std::max({scaled_error(out, out64), scaled_error(dq, dq64), scaled_error(dk, dk64),
+                   scaled_error(dv, dv64)});
+}
+
+// Float32 rounding over rows of up to 150 keys (the float32 naive kernel's own error is of
+// the same order); a wrong lane, tail or rescale gives errors of order 0.1 to 1.
+constexpr double kTol = 2e-5;
+
+TEST(AttentionFlashIsa, EveryIsaAgreesWithTheFloat64NaiveKernelForEveryMaskKind) {
+  const std::vector<Shape> shapes = {{2, 4, 4, 37, 37, 20, 12},    // one tile at the defaults
+                                     {2, 4, 2, 13, 37, 16, 16},    // grouped-query, Tq < Tk
+                                     {1, 2, 1, 37, 13, 8, 24},     // Tq > Tk: causal empties rows
+                                     {1, 2, 2, 150, 150, 17, 9}};  // crosses the default tiles
+  const std::vector<kernels::FlashTiles> tile_sets = {{}, {7, 19}};
+  for (Isa isa : kernels::simd::supported_isas()) {
+    kernels::simd::IsaGuard guard(isa);
+    for (const Shape& s : shapes)
+      for (int kind = 0; kind < kMaskKinds; ++kind)
+        for (const auto& tiles : tile_sets) {
+          const double err = flash_error(s, kind, tiles);
+          EXPECT_LE(err, kTol) << kernels::simd::isa_name(isa) << ", " << describe(s) << ", mask "
+                               << mask_name(kind) << ", tiles " << tiles.q << "x" << tiles.k;
+        }
+  }
+}
+
+// One K/V head and more threads than heads: the backward splits key tiles across threads, each
+// with a private dQ; once with few queries (K, V used as stored), once with many (transposed).
+TEST(AttentionFlashIsa, BackwardSplitAcrossThreadsAgreesOnEveryIsa) {
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(3);
+  const std::vector<Shape> shapes = {{1, 2, 1, 20, 150, 16, 16}, {1, 1, 1, 150, 150, 17, 9}};
+  for (Isa isa : kernels::simd::supported_isas()) {
+    kernels::simd::IsaGuard guard(isa);
+    for (const Shape& s : shapes)
+      for (int kind = 0; kind < kMaskKinds; ++kind) {
+        const double err = flash_error(s, kind, {16, 32});
+        EXPECT_LE(err, kTol) << kernels::simd::isa_name(isa) << ", " << describe(s) << ", mask "
+                             << mask_name(kind);
+      }
+  }
+  omp_set_num_threads(before);
+}
+
+// The comparison above can fail: a flash result for a different scale is far off.
+TEST(AttentionFlashIsa, TheComparisonDetectsAWrongResult) {
+  const Shape s{1, 2, 2, 37, 37, 8, 8};
+  const int64_t n = s.B * s.H * s.Tq * s.Dh;
+  const auto q = normals(n, 1), k = normals(n, 2), v = normals(n, 3);
+  kernels::AttentionMask<float> none;
+  std::vector<float> a(static_cast<size_t>(n)), b(a.size()), lse(static_cast<size_t>(s.B * s.H * s.Tq));
+  kernels::attention_flash_forward<float>(a.data(), lse.data(), q.data(), k.data(), v.data(), none, s.B,
+                                          s.H, s.Tq, s.Tk, s.Dh, s.Dv, 0.35f);
+  kernels::attention_flash_forward<float>(b.data(), lse.data(), q.data(), k.data(), v.data(), none, s.B,
+                                          s.H, s.Tq, s.Tk, s.Dh, s.Dv, 0.5f);
+  EXPECT_GT(scaled_error(a, widen(b)), kTol * 100);
+}
+
+}  // namespace
+}  // namespace attn
