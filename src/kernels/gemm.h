@@ -1,5 +1,6 @@
 // kernels/gemm.h — the only caller of BLAS. Row-major C = alpha * op(A) op(B) + beta * C,
 // with op(X) = X or X^T. Raw pointers and sizes, no allocation, float and double.
+// float products of a few rows against a large transposed weight take gemm_small_m instead.
 #pragma once
 
 #include <cstdint>
@@ -17,5 +18,25 @@ template <class T>
 void gemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                   T alpha, const T* A, int64_t lda, int64_t stride_a, const T* B, int64_t ldb,
                   int64_t stride_b, T beta, T* C, int64_t ldc, int64_t stride_c);
+
+// The small-M path of gemm: C[M, N] = alpha * A[M, K] B[N, K]^T + beta * C, one dot product
+// per output, each weight row B[n] read once for all M rows, parallel over n (OpenMP) when the
+// weight is large and the caller is not already inside a parallel region. Every output's sum
+// runs in one fixed order whatever M is, so a row gives the same bits alone or among others.
+// beta = 0 ignores C's contents, as BLAS does.
+template <class T>
+void gemm_small_m(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
+                  int64_t ldb, T beta, T* C, int64_t ldc);
+
+// Rows up to which float gemm takes the small-M path, and the smallest weight (N * K) it does
+// so for: x W^T for the few rows of a decoding step, not attention tiles or training batches.
+inline constexpr int64_t kSmallM = 8;
+inline constexpr int64_t kSmallMMinWeight = 1 << 16;
+
+// Whether gemm<float> hands this product to gemm_small_m: op(A) = A, op(B) = B^T, few rows,
+// a weight-sized B. (float64 always goes to BLAS: it is the reference dtype.)
+inline bool use_small_m(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K) {
+  return !trans_a && trans_b && M >= 1 && M <= kSmallM && N * K >= kSmallMMinWeight;
+}
 
 }  // namespace attn::kernels

@@ -2,7 +2,9 @@
 // teacher-forced forward at every position (post-/pre-norm, sinusoidal/learned positions, f32/f64,
 // padded sources and targets); reordered caches decode like those prefixes from scratch; the
 // TransformerDecoder adapter gives the same greedy and beam results with and without the cache;
-// memory_bytes counts every cached K/V; misuse is an error.
+// memory_bytes counts every cached K/V; misuse is an error. A wider float32 model, whose step
+// projections take the small-M product, matches the forward and decodes a row alone as in its
+// batch, within float32 rounding.
 #include "attn/nn/kv_cache.h"
 
 #include <gtest/gtest.h>
@@ -105,6 +107,58 @@ TEST(KVCache, StepByStepLogitsEqualTheTeacherForcedForwardAtEveryPosition) {
         EXPECT_GT(std::abs(want[0] - want[v]), 1e-3);
         EXPECT_EQ(cache.layer(0).self_k.shape(), (Shape{n, 2, t_len, 8}));
       }
+}
+
+// D=256, 4 heads, 1+2 layers, d_ff 512, vocabulary 300: every projection of a step is a weight
+// of at least 256 x 256, which float32 sends through the small-M product (kernels/gemm.h),
+// while the teacher-forced forward multiplies all positions at once through BLAS.
+models::ModelConfig wide_config(bool norm_first) {
+  models::ModelConfig c = tiny_config(DType::F32, norm_first, nn::PositionalKind::Sinusoidal);
+  c.d_model = 256;
+  c.n_heads = 4;
+  c.n_encoder_layers = 1;
+  c.n_decoder_layers = 2;
+  c.d_ff = 512;
+  c.src_vocab_size = c.tgt_vocab_size = 300;
+  return c;
+}
+
+TEST(KVCache, WideFloatStepsEqualTheForwardAndARowDecodesAloneAsInItsBatch) {
+  for (bool norm_first : {false, true}) {
+    models::EncoderDecoderModel model(wide_config(norm_first));
+    randomize(model, 23);
+    NoGradGuard no_grad;
+    const Tensor src = test::padded_batch(kSources, kPad);
+    const Tensor tgt = test::padded_batch(kTargets, kPad);  // [3, 6]
+    const Tensor full = model.forward(src, tgt);            // [3, 6, V]
+    const int64_t n = tgt.size(0), t_len = tgt.size(1), v = full.size(2);
+    const auto want = full.to_vector<double>();
+    // Logits reach about 18 here; float32 rounding of sums over 256 and 512 terms is a few
+    // parts in 1e7 of that, so the bound is relative to the largest logit.
+    double scale = 1.0;
+    for (double w : want) scale = std::max(scale, std::abs(w));
+    const double tol = 2e-6 * scale;
+    nn::KVCache cache = model.init_cache(model.encode(src), model.padding_mask(src));
+    std::vector<std::vector<float>> batch_steps;
+    double worst = 0;
+    for (int64_t t = 0; t < t_len; ++t) {
+      batch_steps.push_back(model.decode_step(column(tgt, t), t, cache).to_vector<float>());  // [N, V]
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < v; ++j)
+          worst = std::max(worst, std::abs(batch_steps.back()[i * v + j] - want[(i * t_len + t) * v + j]));
+    }
+    EXPECT_LE(worst, tol) << "norm_first " << norm_first << " largest logit " << scale;
+    EXPECT_GT(std::abs(want[0] - want[v]), 1e-3);  // positions differ: the comparison means something
+    // Source 2 alone decodes like its row of the batch.
+    const Tensor src2 = rows_of(src, {2}), tgt2 = rows_of(tgt, {2});
+    nn::KVCache alone = model.init_cache(model.encode(src2), model.padding_mask(src2));
+    double worst_alone = 0;
+    for (int64_t t = 0; t < t_len; ++t) {
+      const auto got = model.decode_step(column(tgt2, t), t, alone).to_vector<float>();  // [1, V]
+      for (int64_t j = 0; j < v; ++j) worst_alone = std::max(worst_alone, double(std::abs(got[j] - batch_steps[t][2 * v + j])));
+    }
+    EXPECT_LE(worst_alone, tol) << "norm_first " << norm_first;
+  }
 }
 
 TEST(KVCache, ReorderedRowsDecodeLikeThosePrefixesFromScratch) {
