@@ -6,7 +6,11 @@
 // validation data (train_config.json) is used. --metric bleu,chrf adds corpus BLEU and chrF
 // (sacreBLEU's defaults, train/metrics.h) of the detokenized outputs, as `attn translate` prints
 // them, against the references; attn eval --hyp FILE --ref FILE... scores existing outputs.
+// Decoder-only and encoder-only models are evaluated on a text file (--text, default the run's
+// validation text): held-out perplexity per token and per character, or masked-token accuracy.
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -16,6 +20,11 @@
 #include <vector>
 
 #include "attn/core/error.h"
+#include "attn/models/checkpoint.h"
+#include "attn/models/decoder_only.h"
+#include "attn/models/encoder_only.h"
+#include "attn/train/objective.h"
+#include "attn/train/text_data.h"
 #include "attn/train/metrics.h"
 #include "attn/train/trainer.h"
 #include "commands.h"
@@ -35,6 +44,8 @@ struct EvalOptions {
   int64_t count = 0;        // 0: the run's validation size (default 1000)
   int64_t seed = -1;        // -1: the run's data seed (default 1706)
   std::string data;
+  std::string text;         // single-stack models: held-out text lines
+  double mask_prob = 0;     // encoder-only: 0 = the run's (else 0.15)
   bool ids = false;
   int64_t batch_size = 64;
   SearchSettings search;
@@ -193,8 +204,13 @@ void check_task_vocab(const ModelFolder& f, const train::TaskConfig& c) {
 // source<TAB>target pairs of `path`; empty lines are skipped, every other problem is an error
 // naming the file and line.
 // The raw target field of each pair is appended to *ref_texts when given.
+// Tokens the vocabulary lacks read as <unk>, counted per side.
+struct UnknownCounts {
+  int64_t source = 0, target = 0;
+};
 std::vector<train::Example> read_pairs(const ModelFolder& f, const std::string& path, bool ids,
-                                       std::vector<std::string>* ref_texts = nullptr) {
+                                       std::vector<std::string>* ref_texts = nullptr,
+                                       UnknownCounts* unknown = nullptr) {
   std::ifstream in(path);
   ATTN_CHECK(in, "eval", "cannot read --data file '", path, "'");
   TokenCodec src_codec;
@@ -205,6 +221,10 @@ std::vector<train::Example> read_pairs(const ModelFolder& f, const std::string& 
   src_codec.source = "'" + path + "'";
   TokenCodec tgt_codec = src_codec;
   tgt_codec.vocab_size = f.tgt_vocab_size;
+  if (unknown) {
+    src_codec.unknown = &unknown->source;
+    tgt_codec.unknown = &unknown->target;
+  }
   std::vector<train::Example> out;
   LineReader reader(in);
   std::string line;
@@ -242,6 +262,108 @@ std::vector<std::string> translate_all(const ModelFolder& f, const std::vector<t
   return out;
 }
 
+// Decoder-only: held-out cross-entropy and perplexity per token (EOS included, no label
+// smoothing, as val_ppl) and per character (the same total over the text's characters, each
+// line's EOS counting as its line break). Encoder-only: masked-token accuracy and perplexity at
+// BERT-masked positions drawn with a seed (train::validate_masked_lm). Tokens the vocabulary
+// lacks read as <unk> and are counted.
+int run_eval_single_stack(const EvalOptions& o, models::Arch arch) {
+  const char* kCmd = "eval";
+  ATTN_CHECK(o.data.empty() && o.task.empty(), kCmd, "the model in '", o.model_dir, "' is ", models::arch_name(arch),
+             ": evaluate it on a text file (--text FILE), not --data or --task (its outputs: ",
+             arch == models::Arch::DecoderOnly ? "attn generate" : "attn fill-mask", ")");
+  ATTN_CHECK(!o.ids && o.metric.empty(), kCmd, "--ids and --metric go with encoder-decoder models");
+  ATTN_CHECK(o.batch_size >= 1, kCmd, "--batch-size must be >= 1, got ", o.batch_size);
+  const ModelFolder f = open_model_folder(o.model_dir, kCmd, true, arch);
+  const train::Vocab& vocab = *f.vocab;
+  const std::optional<train::TrainConfig> run = run_train_config(f.train_config);
+  std::string path = o.text;
+  if (path.empty() && run && !run->valid_text_path.empty()) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(run->valid_text_path, ec)) path = run->valid_text_path;
+  }
+  ATTN_CHECK(!path.empty(), kCmd, "nothing to evaluate on: give --text FILE ('", o.model_dir,
+             "' records no validation text that still exists)");
+  const train::TextFile file = train::read_text(path, vocab.tokenization());
+  ATTN_CHECK(!file.lines.empty(), kCmd, "'", path, "' holds no text (every line is empty or blank)");
+  int64_t unknown = 0;
+  std::vector<train::Example> examples;
+  for (auto& ids : train::encode_text(file, vocab, true, &unknown)) examples.push_back(train::text_example(arch, ids));
+  // Characters of the text: SentencePiece and character lines are one token; word lines are
+  // joined back with single spaces.
+  int64_t chars = 0;
+  for (const auto& tokens : file.lines) {
+    for (const std::string& t : tokens) chars += static_cast<int64_t>(train::utf8_chars(t).size());
+    if (vocab.tokenization() == train::Tokenization::Whitespace && !tokens.empty())
+      chars += static_cast<int64_t>(tokens.size()) - 1;
+  }
+  train::ValidationResult r;
+  uint64_t seed = 0;
+  double prob = 0;
+  if (arch == models::Arch::DecoderOnly) {
+    auto* model = dynamic_cast<models::DecoderOnlyModel*>(f.base.get());
+    ATTN_CHECK(model != nullptr, kCmd, "the model in '", o.model_dir, "' is not decoder_only");
+    r = train::validate_language_model(*model, examples, o.batch_size, 0.0);
+  } else {
+    auto* model = dynamic_cast<models::EncoderOnlyModel*>(f.base.get());
+    ATTN_CHECK(model != nullptr, kCmd, "the model in '", o.model_dir, "' is not encoder_only");
+    ATTN_CHECK(vocab.has_mask(), kCmd, "the vocabulary of '", o.model_dir, "' has no ", train::Vocab::kMaskToken);
+    train::MaskingOptions masking;
+    masking.prob = o.mask_prob > 0 ? o.mask_prob : run ? run->mask_prob : masking.prob;
+    masking.mask_id = vocab.mask_id();
+    masking.first_symbol = vocab.num_special();
+    masking.vocab_size = std::min(vocab.size(), f.src_vocab_size);
+    train::validate(masking);
+    seed = o.seed >= 0 ? static_cast<uint64_t>(o.seed) : run ? run->seed : 0;
+    prob = masking.prob;
+    r = train::validate_masked_lm(*model, examples, o.batch_size, 0.0, masking, seed);
+  }
+  const int64_t lines = static_cast<int64_t>(examples.size());
+  const double total = r.nll * static_cast<double>(r.tokens);
+  const double per_char = arch == models::Arch::DecoderOnly ? total / static_cast<double>(chars + lines) : NAN;
+  if (o.json) {
+    nlohmann::ordered_json j;
+    j["data"] = path;
+    j["arch"] = models::arch_name(arch);
+    j["lines"] = lines;
+    j["tokens"] = r.tokens;
+    j["unknown_tokens"] = unknown;
+    j["loss"] = r.nll;
+    j["perplexity"] = std::exp(r.nll);
+    j["token_acc"] = r.token_acc;
+    if (arch == models::Arch::DecoderOnly) {
+      j["characters"] = chars + lines;
+      j["loss_per_char"] = per_char;
+      j["perplexity_per_char"] = std::exp(per_char);
+      j["bits_per_char"] = per_char / std::log(2.0);
+    } else {
+      j["mask_prob"] = prob;
+      j["seed"] = seed;
+    }
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("data:             %s (%lld lines)\n", path.c_str(), static_cast<long long>(lines));
+  if (arch == models::Arch::DecoderOnly) {
+    std::printf("tokens:           %lld predicted (EOS included)\n", static_cast<long long>(r.tokens));
+    std::printf("loss:             %.6f (NLL per token)\n", r.nll);
+    std::printf("perplexity:       %.6f (per token)\n", std::exp(r.nll));
+    std::printf("loss_per_char:    %.6f (the same total over %lld characters, line breaks included; %.4f bits)\n",
+                per_char, static_cast<long long>(chars + lines), per_char / std::log(2.0));
+    std::printf("perplexity_char:  %.6f\n", std::exp(per_char));
+    std::printf("token_acc:        %.6f (next-token argmax)\n", r.token_acc);
+  } else {
+    std::printf("masked:           %lld tokens (mask_prob %g, seed %llu)\n", static_cast<long long>(r.tokens), prob,
+                static_cast<unsigned long long>(seed));
+    std::printf("loss:             %.6f (NLL per masked token)\n", r.nll);
+    std::printf("perplexity:       %.6f\n", std::exp(r.nll));
+    std::printf("masked_token_acc: %.6f\n", r.token_acc);
+  }
+  if (unknown > 0)
+    std::printf("unknown:          %lld tokens not in the vocabulary (read as <unk>)\n", static_cast<long long>(unknown));
+  return 0;
+}
+
 int run_eval(const EvalOptions& o) {
   ATTN_CHECK(o.threads >= 0, "eval", "--threads must be >= 0, got ", o.threads);
   if (o.threads > 0) train::set_num_threads(o.threads);
@@ -255,15 +377,25 @@ int run_eval(const EvalOptions& o) {
   if (o.max_len > 0) search.max_len = o.max_len;
   validate(search);
   ATTN_CHECK(o.count >= 0, "eval", "--count must be >= 1 (0: the run's validation size), got ", o.count);
+  {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(std::filesystem::path(o.model_dir) / models::kConfigFileName, ec)) {
+      const models::Arch arch = models::load_model_config(o.model_dir).arch;
+      if (arch != models::Arch::EncoderDecoder) return run_eval_single_stack(o, arch);
+    }
+  }
+  ATTN_CHECK(o.text.empty(), "eval", "--text evaluates decoder-only and encoder-only models; give an encoder-decoder "
+             "model --data FILE (source<TAB>target)");
   const bool text_data = !o.data.empty() && !o.ids;
   const ModelFolder f = open_model_folder(o.model_dir, "eval", text_data);
+  UnknownCounts unknown;
 
   std::vector<train::Example> examples;
   std::vector<std::string> ref_texts;  // the references of --metric: raw target text of --data
   std::string what;
   const std::optional<RunTask> run_task = task_from_train_config(f.train_config);
   if (!o.data.empty()) {
-    examples = read_pairs(f, o.data, o.ids, &ref_texts);
+    examples = read_pairs(f, o.data, o.ids, &ref_texts, &unknown);
     what = o.data;
   } else if (!o.task.empty() || run_task) {
     train::TaskConfig c = run_task ? run_task->task : train::TaskConfig{};
@@ -288,7 +420,7 @@ int run_eval(const EvalOptions& o) {
     ATTN_CHECK(!valid.empty(), "eval", "nothing to evaluate on: give --task NAME or --data FILE ('", o.model_dir,
                "' records no task or validation file)");
     ATTN_CHECK(f.vocab || o.ids, "eval", "'", o.model_dir, "' has no vocab.json to tokenize '", valid, "'");
-    examples = read_pairs(f, valid, o.ids, &ref_texts);
+    examples = read_pairs(f, valid, o.ids, &ref_texts, &unknown);
     what = valid;
   }
   if (ref_texts.empty()) {  // a task: its targets as the vocabulary writes them
@@ -319,6 +451,8 @@ int run_eval(const EvalOptions& o) {
     j["token_acc"] = m.token_acc;
     j["exact_acc"] = m.exact_acc;
     j["forced_token_acc"] = m.forced_token_acc;
+    j["unknown_source_tokens"] = unknown.source;
+    j["unknown_target_tokens"] = unknown.target;
     add_json(j, scores);
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
@@ -331,6 +465,9 @@ int run_eval(const EvalOptions& o) {
   std::printf("token_acc:        %.6f (%s)\n", m.token_acc, decoding.c_str());
   std::printf("exact_acc:        %.6f (%s)\n", m.exact_acc, decoding.c_str());
   std::printf("forced_token_acc: %.6f (teacher-forced argmax)\n", m.forced_token_acc);
+  if (unknown.source + unknown.target > 0)
+    std::printf("unknown:          %lld source, %lld target tokens not in the vocabulary (read as <unk>)\n",
+                static_cast<long long>(unknown.source), static_cast<long long>(unknown.target));
   print_scores(scores, "");
   return 0;
 }
@@ -345,13 +482,19 @@ void register_eval(CLI::App& app, Action* action) {
   CLI::Option* task = cmd->add_option("--task", o->task, "synthetic task: reverse, copy or sort (default: the run's)");
   CLI::Option* data = cmd->add_option("--data", o->data, "source<TAB>target file to evaluate on");
   task->excludes(data);
+  CLI::Option* text = cmd->add_option("--text", o->text,
+                                      "decoder-only / encoder-only models: a text file, one sequence per non-blank line "
+                                      "(default: the run's validation text)");
+  text->excludes(data)->excludes(task);
   cmd->add_option("--length", o->length, "task: symbols per sequence (default: the run's, else 8)");
   cmd->add_option("--min-length", o->min_length, "task: shortest length when lengths vary (default: the run's)");
   cmd->add_option("--n-symbols", o->n_symbols, "task: symbols in the alphabet (default: the run's, else 10)");
   cmd->add_option("--count", o->count,
                   "task: examples of the validation stream (default: the run's validation size, else 1000)");
   cmd->add_option("--seed", o->seed,
-                  "task: data seed (default: the run's, else 1706 - the training run's validation set)");
+                  "task: data seed (default: the run's, else 1706 - the training run's validation set); "
+                  "encoder-only: the masking seed (default: the run's seed)");
+  cmd->add_option("--mask-prob", o->mask_prob, "encoder-only: share of each line's tokens masked (default: the run's)");
   cmd->add_flag("--ids", o->ids, "--data holds space-separated token ids instead of text");
   cmd->add_option("--batch-size", o->batch_size, "examples per batch")->capture_default_str();
   cmd->add_option("--beam", o->search.beam, "beam size for the accuracy; 1 = greedy")->capture_default_str();

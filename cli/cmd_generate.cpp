@@ -112,7 +112,12 @@ int run_generate(const GenerateOptions& o) {
       for (size_t k = 0; k < found[i].size(); ++k) {
         const decode::Hypothesis& h = found[i][k];
         std::string text = decode(h.tokens);
-        if (o.with_prompt) {
+        if (o.with_prompt && !bpe && folder.vocab->sentencepiece()) {
+          // Subwords detokenize together: the continuation's first piece may join the prompt's word.
+          std::vector<int64_t> all = pending[i];
+          all.insert(all.end(), h.tokens.begin(), h.tokens.end());
+          text = decode(all);
+        } else if (o.with_prompt) {
           const bool words = !bpe && folder.vocab->tokenization() == train::Tokenization::Whitespace;
           text = pending_text[i] + (words && !text.empty() ? " " : "") + text;
         }

@@ -2,7 +2,8 @@
 // (--task reverse|copy|sort) or on the user's TSV corpus (--data/--valid), with the seed's
 // reversal recipe as the defaults; or, with --arch decoder-only|encoder-only, a GPT-style
 // language model or a BERT-style masked LM on a text file (--text/--valid-text). Every
-// hyper-parameter is a flag; --config FILE.json sets any of them (flags win). A one-line
+// hyper-parameter is a flag; --config FILE.json sets any of them (flags win). --vocab takes a
+// SentencePiece model (attn vocab train) for the corpus, shared by source and target (§5.1). A one-line
 // progress bar on a terminal, plain log lines otherwise. Ends by writing report.html
 // (cli/run_report.h), printing where everything is, and showing a few outputs of the model.
 // Not here: the training loop itself (train/trainer.h).
@@ -296,6 +297,8 @@ void print_fills(const std::string& out, const train::TrainConfig& config, int64
 // (for the single-stack models: continuations or filled masks of a few lines).
 void print_samples(const std::string& out, const train::TrainConfig& config, int64_t count) {
   if (count <= 0) return;
+  // A streamed training file may not fit in memory: samples come from a validation set only.
+  if (config.stream && (config.uses_tsv() ? config.valid_path : config.valid_text_path).empty()) return;
   if (config.model.arch == models::Arch::DecoderOnly) return print_continuations(out, config, count);
   if (config.model.arch == models::Arch::EncoderOnly) return print_fills(out, config, count);
   const ModelFolder folder = open_model_folder(out, "train", true);
@@ -345,8 +348,10 @@ int run_train(const TrainOptions& o) {
   };
   // --data or --text (or "data" / "text" in the config) without a task names a corpus run.
   if ((given("data") || given("text")) && !overrides.contains("task")) overrides["task"] = "";
-  for (const char* key : {"data", "valid", "text", "valid_text"})
+  for (const char* key : {"data", "valid", "text", "valid_text", "vocab"})
     if (given(key)) overrides[key] = fs::absolute(overrides[key].get<std::string>()).string();
+  // --vocab (a SentencePiece model) sets the tokenization unless it is given too.
+  if (given("vocab") && !overrides.contains("tokens")) overrides["tokens"] = "sentencepiece";
   // --layers sets the stack(s) of the arch the run ends up with.
   if (o.layers) {
     std::string arch = "encoder_decoder";
@@ -395,7 +400,22 @@ int run_train(const TrainOptions& o) {
                                              : "task " + c.task;
     const char* unit = c.uses_text() ? "lines" : "examples";
     std::fprintf(stderr, "attn train: %s, %zu training / %zu validation %s, vocabulary %lld\n", data.c_str(),
-                 d.train.size(), d.valid.size(), unit, static_cast<long long>(d.vocab.size()));
+                 trainer->stream() ? static_cast<size_t>(trainer->stream()->stats().examples) : d.train.size(),
+                 d.valid.size(), unit, static_cast<long long>(d.vocab.size()));
+    if (const train::CorpusStream* s = trainer->stream())
+      std::fprintf(stderr, "  streamed: %lld lines in %lld chunks of up to %lld lines, %lld batches per epoch\n",
+                   static_cast<long long>(s->stats().lines), static_cast<long long>(s->stats().chunks),
+                   static_cast<long long>(c.chunk_lines), static_cast<long long>(s->num_batches()));
+    if (trainer->skipped_long() > 0)
+      std::fprintf(stderr, "  %lld training examples longer than the limits skipped (each epoch)\n",
+                   static_cast<long long>(trainer->skipped_long()));
+    if (d.vocab.sentencepiece())
+      std::fprintf(stderr, "  SentencePiece vocabulary %s (%lld pieces, fingerprint %s)%s\n", c.vocab.c_str(),
+                   static_cast<long long>(d.vocab.size()), d.vocab.sentencepiece()->fingerprint().c_str(),
+                   c.uses_tsv() ? ", shared by source and target" : "");
+    if (d.train_unknown_tokens > 0)
+      std::fprintf(stderr, "  warning: %lld training characters are not in the SentencePiece model (read as <unk>)\n",
+                   static_cast<long long>(d.train_unknown_tokens));
     if (d.vocab.has_mask())
       std::fprintf(stderr, "  masked LM: %g of each line's tokens chosen (80%% %s = id %lld, 10%% random, 10%% kept)\n",
                    c.mask_prob, train::Vocab::kMaskToken, static_cast<long long>(d.vocab.mask_id()));
@@ -453,7 +473,8 @@ int run_train(const TrainOptions& o) {
                   arch == models::Arch::DecoderOnly ? "next-token" : "masked-token", percent(m.val_token_acc).c_str());
   }
   std::printf("\n");
-  std::printf("  model        %s  (config.json, model.safetensors, vocab.json)\n", o.out.c_str());
+  std::printf("  model        %s  (config.json, model.safetensors, vocab.json%s)\n", o.out.c_str(),
+              trainer->data().vocab.sentencepiece() ? ", sentencepiece.model" : "");
   std::printf("  metrics      %s\n", (fs::path(o.out) / train::kRunMetricsFileName).string().c_str());
   std::printf("  checkpoints  %s  (the last %s; attn average --model %s)\n",
               (fs::path(o.out) / train::kCheckpointsDirName).string().c_str(),
@@ -542,6 +563,10 @@ void register_train(CLI::App& app, Action* action) {
          "how corpus lines split into tokens: chars or words")
       ->check(CLI::IsMember({"chars", "words", "char", "whitespace"}))
       ->default_str("chars");
+  param<std::string>(cmd, p, "--vocab", "vocab",
+                     "a SentencePiece vocabulary (attn vocab train), shared by source and target: a .model file or a "
+                     "folder holding sentencepiece.model; the run and its model folders carry a copy",
+                     "");
 
   // Model.
   cmd->add_option_function<std::string>(
@@ -609,6 +634,15 @@ void register_train(CLI::App& app, Action* action) {
   param<int64_t>(cmd, p, "--max-tokens", "max_tokens", "padded tokens per batch (0: no cap)", "0");
   param<bool>(cmd, p, "--group-by-length", "group_by_length", "batch sequences of similar length together", "true");
   param<int64_t>(cmd, p, "--bucket-size", "bucket_size", "examples per length bucket (0: the whole epoch)", "0");
+  cmd->add_flag_function(
+      "--stream", [p](int64_t) { p->flags["stream"] = true; },
+      "read the training file (--data or --text) in chunks instead of into memory: batches are shuffled and "
+      "grouped by length within each chunk, the chunk order per epoch");
+  param<int64_t>(cmd, p, "--chunk-lines", "chunk_lines", "--stream: lines per chunk", std::to_string(d.chunk_lines));
+  param<int64_t>(cmd, p, "--chunk-bytes", "chunk_bytes", "--stream: also end a chunk at this many bytes (0: lines only)",
+                 "0");
+  param<int64_t>(cmd, p, "--max-length", "max_length",
+                 "skip (and count) training examples with a side longer than this many tokens (0: no limit)", "0");
   param<std::string>(cmd, p, "--schedule", "schedule", "learning-rate schedule: noam, constant or cosine", "noam")
       ->check(CLI::IsMember({"noam", "constant", "cosine"}));
   param<int64_t>(cmd, p, "--warmup", "warmup", "warmup steps", std::to_string(d.warmup));

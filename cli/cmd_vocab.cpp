@@ -1,7 +1,8 @@
 // attn vocab train|encode|decode: a shared subword vocabulary (§5.1: byte-pair encoding shared
 // between source and target) trained with SentencePiece on text files, and the two directions of
 // using it on stdin lines. `train --output DIR` writes DIR/sentencepiece.model, the name a model
-// folder keeps it under; `--output FILE.model` writes that file. Not here: joint vocabularies of
+// folder keeps it under; `--output FILE.model` writes that file. `--mask` reserves [MASK] at id 4
+// for encoder-only models; `attn train --vocab` uses the result. Not here: joint vocabularies of
 // separate source and target models, or training from a TSV's columns (give the columns as files).
 #include <cstdio>
 #include <iostream>
@@ -29,6 +30,7 @@ struct VocabTrainOptions {
   int64_t max_sentences = 0;
   int64_t threads = 1;
   int64_t seed = 1;
+  bool mask = false;
 };
 
 struct VocabUseOptions {
@@ -52,6 +54,7 @@ int run_vocab_train(const VocabTrainOptions& o) {
   t.max_sentences = o.max_sentences;
   t.threads = o.threads;
   t.seed = static_cast<uint64_t>(o.seed);
+  t.mask_symbol = o.mask;
   io::SentencePieceTrainReport report;
   const io::SentencePieceVocab vocab = io::SentencePieceVocab::train(t, &report);
   std::string path = o.output;
@@ -60,8 +63,8 @@ int run_vocab_train(const VocabTrainOptions& o) {
   } else {
     path = vocab.save_to_folder(o.output);
   }
-  std::printf("vocabulary:  %s, %lld pieces (ids 0-3: <pad> <bos> <eos> <unk>)\n", io::subword_model_name(t.model),
-              static_cast<long long>(vocab.size()));
+  std::printf("vocabulary:  %s, %lld pieces (ids 0-3: <pad> <bos> <eos> <unk>%s)\n", io::subword_model_name(t.model),
+              static_cast<long long>(vocab.size()), vocab.has_mask() ? ", 4: [MASK]" : "");
   std::printf("written to:  %s\n", path.c_str());
   std::printf("fingerprint: %s\n", vocab.fingerprint().c_str());
   std::printf("lines:       %lld read, %lld used, %lld empty skipped, %lld over %lld bytes skipped, %lld with CRLF\n",
@@ -135,6 +138,8 @@ void register_vocab(CLI::App& app, Action* action) {
       ->capture_default_str();
   train->add_option("--threads", t->threads, "training threads")->capture_default_str();
   train->add_option("--seed", t->seed, "seed of the --max-sentences sample")->capture_default_str();
+  train->add_flag("--mask", t->mask,
+                  "reserve [MASK] at id 4, as encoder-only models (attn train --arch encoder-only) need");
   train->callback([t, action] { *action = [t] { return run_vocab_train(*t); }; });
 
   auto e = std::make_shared<VocabUseOptions>();

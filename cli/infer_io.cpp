@@ -158,10 +158,18 @@ std::vector<int64_t> TokenCodec::read(const std::string& field, int64_t line_no,
   const std::string where = line_no > 0 ? str_cat(source, " line ", line_no, ": ") : source + ": ";
   std::vector<int64_t> ids;
   try {
-    if (vocab) {
+    if (vocab && vocab->sentencepiece()) {
+      ids = vocab->encode(field);  // characters the model lacks read as <unk> (SentencePiece's rule)
+      if (unknown) *unknown += std::count(ids.begin(), ids.end(), train::Vocab::kUnk);
+    } else if (vocab) {
       const std::vector<std::string> tokens = split_tokens(field, *vocab);
       ids.reserve(tokens.size());
       for (const std::string& t : tokens) {
+        if (!vocab->contains(t) && unknown) {
+          ++*unknown;
+          ids.push_back(train::Vocab::kUnk);
+          continue;
+        }
         if (!vocab->contains(t))
           fail(command.c_str(), where, "token ", quoted(t), " of the ", what, " is not in the model's vocabulary (",
                vocab->size(), " tokens in ", kVocabFileName, ")");

@@ -64,8 +64,9 @@ class LineReader {
 
 // How one side of an input line becomes token ids, and ids become output text.
 // Text mode (vocab set): tokens as vocab.json's tokenization says (characters or whitespace-
-// separated words); for a character vocabulary without a space token, ASCII whitespace only
-// separates characters, so "3 7 1" and "371" read the same. Ids mode: space-separated decimal
+// separated words, or SentencePiece pieces, whose output is detokenized text); for a character
+// vocabulary without a space token, ASCII whitespace only separates characters, so "3 7 1" and
+// "371" read the same. Ids mode: space-separated decimal
 // ids in [0, vocab_size). PAD is never accepted in input (it would be silently masked).
 struct TokenCodec {
   const train::Vocab* vocab = nullptr;  // null: ids mode
@@ -73,9 +74,13 @@ struct TokenCodec {
   int64_t pad = -1;
   std::string command;           // "translate", ...: the message prefix
   std::string source = "stdin";  // where lines come from, for messages
+  // Text mode: when set, a token the vocabulary lacks reads as <unk> and is counted here
+  // (as training's validation does) instead of being an error. A SentencePiece vocabulary always
+  // reads characters it lacks as <unk>; they are counted here too.
+  int64_t* unknown = nullptr;
 
   // The ids of `field`, the `what` side ("source", "target") of line `line_no`. An empty field,
-  // an unknown token, a malformed or out-of-range id, or invalid UTF-8 is an attn::Error
+  // an unknown token (unless `unknown` is set), a malformed or out-of-range id, or invalid UTF-8 is an attn::Error
   // "[command] stdin line N: ...".
   std::vector<int64_t> read(const std::string& field, int64_t line_no, const char* what) const;
   // Output text of generated ids: decoded through the vocabulary, or space-separated ids.

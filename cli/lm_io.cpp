@@ -149,7 +149,19 @@ std::vector<int64_t> read_masked_text(const std::string& text, const train::Voca
   int64_t masks = 0;
   size_t pos = 0;
   const std::string marker = kMaskMarker;
-  for (;;) {
+  if (vocab.sentencepiece()) {
+    // The model holds [MASK] as a user-defined piece, so the whole text encodes in one go
+    // (pieces encoded apart would each gain SentencePiece's word-initial "▁").
+    if (!split_tokens(text, vocab).empty()) ids = codec.read(text, 0, "text");
+    // "the [MASK] sat" encodes as "▁the" "▁" "[MASK]" "▁sat": the lone word start before a mask
+    // is dropped, since the filled piece carries its own "▁" when it starts a word.
+    const int64_t space = vocab.id("\xE2\x96\x81", true);
+    for (size_t i = ids.size(); i-- > 1;)
+      if (ids[i] == vocab.mask_id() && ids[i - 1] == space && space != train::Vocab::kUnk)
+        ids.erase(ids.begin() + static_cast<std::ptrdiff_t>(i - 1));
+    masks = std::count(ids.begin(), ids.end(), vocab.mask_id());
+  }
+  for (; !vocab.sentencepiece();) {
     const size_t hit = text.find(marker, pos);
     const std::string piece = text.substr(pos, hit == std::string::npos ? std::string::npos : hit - pos);
     // A piece may be empty ("[MASK]c") or only spaces; read() refuses empty input, so only

@@ -218,8 +218,13 @@ std::vector<train::Example> validation_examples(const ModelFolder& f, int64_t co
     if (tab == std::string::npos || line.find('\t', tab + 1) != std::string::npos) continue;
     train::Example ex;
     try {
-      for (const std::string& t : split_tokens(line.substr(0, tab), *f.vocab)) ex.src.push_back(f.vocab->id(t, true));
-      for (const std::string& t : split_tokens(line.substr(tab + 1), *f.vocab)) ex.tgt.push_back(f.vocab->id(t, true));
+      if (f.vocab->sentencepiece()) {
+        ex.src = f.vocab->encode(line.substr(0, tab));
+        ex.tgt = f.vocab->encode(line.substr(tab + 1));
+      } else {
+        for (const std::string& t : split_tokens(line.substr(0, tab), *f.vocab)) ex.src.push_back(f.vocab->id(t, true));
+        for (const std::string& t : split_tokens(line.substr(tab + 1), *f.vocab)) ex.tgt.push_back(f.vocab->id(t, true));
+      }
     } catch (const Error&) {
       continue;  // invalid UTF-8: training would have rejected the line too
     }

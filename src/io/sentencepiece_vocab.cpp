@@ -184,7 +184,7 @@ SentencePieceVocab SentencePieceVocab::train(const SentencePieceTrainOptions& o,
   ATTN_CHECK(r.sentences > 0, "vocab", "the input files hold no usable line (", r.lines, " lines: ", r.empty_lines,
              " empty, ", r.long_lines, " longer than ", o.max_sentence_bytes, " bytes)");
 
-  const std::unordered_map<std::string, std::string> args = {
+  std::unordered_map<std::string, std::string> args = {
       {"model_type", subword_model_name(o.model)},
       {"vocab_size", std::to_string(o.vocab_size)},
       {"character_coverage", str_cat(o.character_coverage)},
@@ -206,6 +206,8 @@ SentencePieceVocab SentencePieceVocab::train(const SentencePieceTrainOptions& o,
       {"unk_surface", kSpecialPieces[3]},
       {"minloglevel", "1"},  // no progress log on stderr
   };
+  // User-defined pieces follow the control pieces, so [MASK] gets id 4, as in train::Vocab.
+  if (o.mask_symbol) args["user_defined_symbols"] = kMaskPiece;
   spm::SetRandomGeneratorSeed(static_cast<unsigned int>(o.seed));
   std::string bytes;
   const spm::util::Status st = spm::SentencePieceTrainer::Train(args, &sentences, &bytes);
@@ -254,6 +256,11 @@ int64_t SentencePieceVocab::size() const { return impl_->proc.GetPieceSize(); }
 const std::string& SentencePieceVocab::token(int64_t id) const {
   ATTN_CHECK(id >= 0 && id < size(), "vocab", "id ", id, " out of range [0, ", size(), ")");
   return impl_->proc.IdToPiece(static_cast<int>(id));
+}
+
+bool SentencePieceVocab::has_mask() const {
+  return size() > kMask && !impl_->proc.IsControl(static_cast<int>(kMask)) &&
+         impl_->proc.IdToPiece(static_cast<int>(kMask)) == kMaskPiece;
 }
 
 int64_t SentencePieceVocab::id(const std::string& piece) const { return impl_->proc.PieceToId(piece); }

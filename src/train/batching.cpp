@@ -254,4 +254,16 @@ void BatchIterator::set_position(const BatchPosition& pos) {
   index_ = pos.index;
 }
 
+// ---- DatasetBatches -----------------------------------------------------------------------
+
+std::vector<int64_t> DatasetBatches::next() {
+  ATTN_CHECK(has_next(), "DatasetBatches", "epoch ", it_.epoch(), " has no batch left");
+  return *it_.next_indices();
+}
+
+void DatasetBatches::next_epoch() {
+  ATTN_CHECK(!has_next(), "DatasetBatches", "epoch ", it_.epoch(), " still has batches");
+  (void)it_.next_indices();  // nullopt: moves to the next epoch and plans it
+}
+
 }  // namespace attn::train

@@ -122,7 +122,10 @@ std::string write_checkpoint(const std::string& run_dir, const models::Model& mo
   ATTN_CHECK(!ec, kOp, "cannot create '", root.string(), "': ", ec.message());
   try {
     models::ExtraFiles extra;
-    if (contents.vocab) extra.emplace_back(kRunVocabFileName, contents.vocab->to_json().dump(1) + "\n");
+    if (contents.vocab) {
+      extra.emplace_back(kRunVocabFileName, contents.vocab->to_json().dump(1) + "\n");
+      for (auto& file : contents.vocab->companion_files()) extra.push_back(std::move(file));  // sentencepiece.model
+    }
     models::save_model(tmp.string(), model, extra);
     io::save_safetensors((tmp / kOptimizerFileName).string(), contents.optimizer_state, {{"format", "attn-adam"}});
     io::write_file_atomic((tmp / kStateFileName).string(), contents.state.dump(1) + "\n");
@@ -225,6 +228,8 @@ std::vector<std::string> average_last_checkpoints(const std::string& run_dir, in
   const fs::path vocab = fs::path(run_dir) / kRunVocabFileName;
   std::error_code ec;
   if (fs::is_regular_file(vocab, ec)) extra.emplace_back(kRunVocabFileName, io::read_file(vocab.string()));
+  const fs::path subwords = fs::path(run_dir) / io::kSentencePieceFileName;  // a SentencePiece vocabulary's model
+  if (fs::is_regular_file(subwords, ec)) extra.emplace_back(io::kSentencePieceFileName, io::read_file(subwords.string()));
   models::save_model(out_dir, *avg, extra);
   return dirs;
 }

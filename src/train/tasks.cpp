@@ -150,6 +150,14 @@ std::vector<Example> encode_tsv(const TsvFile& file, const Vocab& vocab, bool ma
   for (size_t i = 0; i < file.src.size(); ++i) {
     Example ex;
     for (auto [tokens, ids] : {std::pair{&file.src[i], &ex.src}, std::pair{&file.tgt[i], &ex.tgt}}) {
+      if (vocab.sentencepiece()) {  // one token per side: its text, split by the model
+        for (const std::string& t : *tokens)
+          for (int64_t id : vocab.encode(t)) {
+            unknown += id == Vocab::kUnk;
+            ids->push_back(id);
+          }
+        continue;
+      }
       for (const std::string& t : *tokens) {
         if (!vocab.contains(t)) {
           ATTN_CHECK(map_unknown, "tsv", "'", file.path, "' line ", file.line_numbers[i], ": unknown token '",
@@ -165,13 +173,21 @@ std::vector<Example> encode_tsv(const TsvFile& file, const Vocab& vocab, bool ma
   return out;
 }
 
+Vocab load_given_vocab(Tokenization tokenization, const std::string& vocab_path) {
+  ATTN_CHECK(tokenization == Tokenization::SentencePiece, "vocab", "a vocabulary file ('", vocab_path,
+             "') needs tokens 'sentencepiece', not '", tokenization_name(tokenization), "'");
+  ATTN_CHECK(!vocab_path.empty(), "vocab", "tokens 'sentencepiece' need a SentencePiece model (attn vocab train)");
+  return Vocab::load_sentencepiece(vocab_path);
+}
+
 Dataset load_tsv_dataset(const std::string& train_path, const std::string& valid_path,
-                         Tokenization tokenization) {
+                         Tokenization tokenization, const std::string& vocab_path) {
   const TsvFile train = read_tsv(train_path, tokenization);
   ATTN_CHECK(!train.src.empty(), "tsv", "'", train_path, "' holds no source<TAB>target pair");
   Dataset d;
-  d.vocab = build_vocab(train, tokenization);
-  d.train = encode_tsv(train, d.vocab, false);
+  const bool given = tokenization == Tokenization::SentencePiece || !vocab_path.empty();
+  d.vocab = given ? load_given_vocab(tokenization, vocab_path) : build_vocab(train, tokenization);
+  d.train = encode_tsv(train, d.vocab, given, &d.train_unknown_tokens);
   d.empty_lines = train.empty_lines;
   if (!valid_path.empty()) {
     const TsvFile valid = read_tsv(valid_path, tokenization);

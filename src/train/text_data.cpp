@@ -65,6 +65,15 @@ std::vector<std::vector<int64_t>> encode_text(const TextFile& file, const Vocab&
   for (size_t i = 0; i < file.lines.size(); ++i) {
     std::vector<int64_t> ids;
     ids.reserve(file.lines[i].size());
+    if (vocab.sentencepiece()) {  // one token per line: its text, split by the model
+      for (const std::string& t : file.lines[i])
+        for (int64_t id : vocab.encode(t)) {
+          unknown += id == Vocab::kUnk;
+          ids.push_back(id);
+        }
+      out.push_back(std::move(ids));
+      continue;
+    }
     for (const std::string& t : file.lines[i]) {
       if (!vocab.contains(t)) {
         ATTN_CHECK(map_unknown, kOp, "'", file.path, "' line ", file.line_numbers[i], ": unknown token '", t, "'");
@@ -94,14 +103,23 @@ const std::vector<int64_t>& text_ids(const Example& example) {
 }
 
 Dataset load_text_dataset(const std::string& train_path, const std::string& valid_path, Tokenization tokenization,
-                          models::Arch arch) {
+                          models::Arch arch, const std::string& vocab_path) {
   ATTN_CHECK(arch != models::Arch::EncoderDecoder, kOp,
              "a text corpus trains decoder_only or encoder_only models, not encoder_decoder");
   const TextFile train = read_text(train_path, tokenization);
   ATTN_CHECK(!train.lines.empty(), kOp, "'", train_path, "' holds no text (every line is empty or blank)");
   Dataset d;
-  d.vocab = build_text_vocab(train, tokenization, arch == models::Arch::EncoderOnly);
-  for (auto& ids : encode_text(train, d.vocab, false)) d.train.push_back(text_example(arch, std::move(ids)));
+  const bool given = tokenization == Tokenization::SentencePiece || !vocab_path.empty();
+  if (given) {
+    d.vocab = load_given_vocab(tokenization, vocab_path);
+    ATTN_CHECK(arch != models::Arch::EncoderOnly || d.vocab.has_mask(), kOp, "the SentencePiece model '", vocab_path,
+               "' has no ", Vocab::kMaskToken, " piece at id ", Vocab::kMask,
+               ", which the encoder-only objective needs (train it with `attn vocab train --mask`)");
+  } else {
+    d.vocab = build_text_vocab(train, tokenization, arch == models::Arch::EncoderOnly);
+  }
+  for (auto& ids : encode_text(train, d.vocab, given, &d.train_unknown_tokens))
+    d.train.push_back(text_example(arch, std::move(ids)));
   d.empty_lines = train.blank_lines;
   if (!valid_path.empty()) {
     const TextFile valid = read_text(valid_path, tokenization);

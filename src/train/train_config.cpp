@@ -77,6 +77,11 @@ void TrainConfig::validate() const {
   if (arch != models::Arch::EncoderOnly)
     ATTN_CHECK(model.n_decoder_layers >= 1, kOp, "the model needs at least one decoder layer, got ",
                model.n_decoder_layers);
+  ATTN_CHECK((tokens == Tokenization::SentencePiece) == !vocab.empty(), kOp,
+             vocab.empty() ? "tokens 'sentencepiece' needs a SentencePiece model (vocab)"
+                           : "a SentencePiece model (vocab) needs tokens 'sentencepiece'");
+  ATTN_CHECK(vocab.empty() || task.empty(), kOp, "a SentencePiece model (vocab) does not fit the synthetic task '",
+             task, "' (give a TSV corpus or a text file)");
   ATTN_CHECK(mask_prob > 0 && mask_prob < 1, kOp, "mask_prob must be in (0, 1), got ", mask_prob);
   // Vocabulary sizes and special ids come from the data (the trainer sets them); validate the
   // rest with placeholders that satisfy the id checks.
@@ -91,6 +96,10 @@ void TrainConfig::validate() const {
              batch_size, " and ", max_tokens);
   ATTN_CHECK(batch_size > 0 || max_tokens > 0, kOp, "batch_size and max_tokens are both 0: no cap on a batch");
   ATTN_CHECK(bucket_size >= 0, kOp, "bucket_size must not be negative, got ", bucket_size);
+  ATTN_CHECK(!stream || task.empty(), kOp, "stream reads a TSV corpus (data) or a text file (text), not a synthetic task");
+  ATTN_CHECK(chunk_lines >= 1, kOp, "chunk_lines must be at least 1, got ", chunk_lines);
+  ATTN_CHECK(chunk_bytes >= 0, kOp, "chunk_bytes must not be negative (0 = lines only), got ", chunk_bytes);
+  ATTN_CHECK(max_length >= 0, kOp, "max_length must not be negative (0 = no limit), got ", max_length);
   ATTN_CHECK(beta1 >= 0 && beta1 < 1, kOp, "beta1 must be in [0, 1), got ", beta1);
   ATTN_CHECK(beta2 >= 0 && beta2 < 1, kOp, "beta2 must be in [0, 1), got ", beta2);
   ATTN_CHECK(eps > 0 && std::isfinite(eps), kOp, "eps must be positive, got ", eps);
@@ -127,6 +136,7 @@ json TrainConfig::to_json() const {
   j["text"] = text_path;
   j["valid_text"] = valid_text_path;
   j["tokens"] = tokenization_name(tokens);
+  j["vocab"] = vocab;
   j["mask_prob"] = mask_prob;
   j["model"] = model.to_json();
   j["epochs"] = epochs;
@@ -134,6 +144,10 @@ json TrainConfig::to_json() const {
   j["max_tokens"] = max_tokens;
   j["group_by_length"] = group_by_length;
   j["bucket_size"] = bucket_size;
+  j["stream"] = stream;
+  j["chunk_lines"] = chunk_lines;
+  j["chunk_bytes"] = chunk_bytes;
+  j["max_length"] = max_length;
   j["beta1"] = beta1;
   j["beta2"] = beta2;
   j["eps"] = eps;
@@ -179,6 +193,7 @@ void TrainConfig::update_from_json(const json& j) {
       {"text", str_field(c.text_path)},
       {"valid_text", str_field(c.valid_text_path)},
       {"tokens", [&](const std::string& k, const json& v) { c.tokens = read_enum(k, v, parse_tokenization); }},
+      {"vocab", str_field(c.vocab)},
       {"mask_prob", num_field(c.mask_prob)},
       {"model", [&](const std::string& k, const json& v) {
          ATTN_CHECK(v.is_object(), kOp, "key '", k, "' must be an object of model keys, got ", v.type_name());
@@ -195,6 +210,10 @@ void TrainConfig::update_from_json(const json& j) {
       {"max_tokens", int_field(c.max_tokens)},
       {"group_by_length", bool_field(c.group_by_length)},
       {"bucket_size", int_field(c.bucket_size)},
+      {"stream", bool_field(c.stream)},
+      {"chunk_lines", int_field(c.chunk_lines)},
+      {"chunk_bytes", int_field(c.chunk_bytes)},
+      {"max_length", int_field(c.max_length)},
       {"beta1", num_field(c.beta1)},
       {"beta2", num_field(c.beta2)},
       {"eps", num_field(c.eps)},

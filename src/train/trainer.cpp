@@ -5,7 +5,8 @@
 // the checkpoint, and the masked LM's masks are a function of (seed, epoch, example), so a
 // resumed run repeats the uninterrupted one bit for bit. Over several ranks (attn/dist/): each
 // trains on its share of the global batch, the loss is token-weighted so that the summed
-// gradients are those of the whole batch, and rank 0 alone validates and writes.
+// gradients are those of the whole batch, and rank 0 alone validates and writes. Batches come
+// from a BatchSource: the in-memory dataset's iterator, or a corpus streamed in chunks.
 // Not here: the command line, progress drawing (callbacks), the HTML report.
 #include "attn/train/trainer.h"
 
@@ -220,7 +221,9 @@ Trainer::Trainer(TrainConfig config, std::string out_dir, bool fresh, const dist
 // everywhere, the gradient reducer, and dropout generators of their own on ranks > 0.
 void Trainer::setup_ranks() {
   if (comm_.size() == 1) return;
-  dist::check_same_on_all_ranks(run_fingerprint(config_, data_), "the training configuration or data", comm_);
+  uint64_t fingerprint = run_fingerprint(config_, data_);
+  if (stream_) fnv_mix(fingerprint, &stream_->stats().fingerprint, sizeof(uint64_t));  // the streamed file
+  dist::check_same_on_all_ranks(fingerprint, "the training configuration or data", comm_);
   dist::broadcast_parameters(adam_->params(), comm_);
   reducer_ = std::make_unique<dist::GradientReducer>(adam_->params(), comm_);
   if (comm_.rank() > 0) set_model_rng_states(*model_, fork_rng_states(model_rng_states(*model_), comm_.rank()));
@@ -242,24 +245,78 @@ bool Trainer::stop_agreed() {
   return comm_.all_reduce_value(int64_t{mine ? 1 : 0}, dist::ReduceOp::Max) > 0;
 }
 
+namespace {
+
+// An empty line of a TSV corpus is refused (read_tsv would skip it): in a parallel corpus it is
+// far more often a lost sentence, which shifts every later pair, than intended spacing.
+void check_no_empty_tsv_lines(const std::string& path, Tokenization tokens) {
+  const TsvFile f = read_tsv(path, tokens);
+  int64_t expected = 1;
+  for (int64_t line : f.line_numbers) {
+    ATTN_CHECK(line == expected, kOp, "'", path, "' line ", expected, " is empty (every line must be source<TAB>target)");
+    ++expected;
+  }
+  ATTN_CHECK(f.empty_lines == 0, kOp, "'", path, "' line ", expected, " is empty (every line must be source<TAB>target)");
+}
+
+BatchingOptions batching_options(const TrainConfig& c) {
+  BatchingOptions b;
+  b.batch_size = c.batch_size;
+  b.max_tokens = c.max_tokens;
+  b.shuffle = true;
+  b.group_by_length = c.group_by_length;
+  b.bucket_size = c.bucket_size;
+  b.seed = stream_seed(c.seed, 2);  // streams 0 and 1 are the synthetic data's
+  return b;
+}
+
+// A streamed run's data: the stream over the training file (its counting pass builds or checks
+// the vocabulary) and the validation set, in memory, encoded with the stream's vocabulary.
+std::unique_ptr<CorpusStream> open_stream(const TrainConfig& c, Dataset& data) {
+  StreamOptions so;
+  so.path = c.uses_tsv() ? c.train_path : c.text_path;
+  so.format = c.uses_tsv() ? CorpusFormat::Tsv : CorpusFormat::Text;
+  so.arch = c.model.arch;
+  so.tokenization = c.tokens;
+  so.chunk_lines = c.chunk_lines;
+  so.chunk_bytes = c.chunk_bytes;
+  so.max_length = c.max_length;
+  so.max_cost = c.model.positional == nn::PositionalKind::Learned ? c.model.max_len : 0;
+  so.batching = batching_options(c);
+  std::optional<Vocab> given;
+  if (c.tokens == Tokenization::SentencePiece || !c.vocab.empty()) given = load_given_vocab(c.tokens, c.vocab);
+  auto stream = std::make_unique<CorpusStream>(so, std::move(given));
+  data = Dataset{};
+  data.vocab = stream->vocab();
+  data.empty_lines = stream->stats().blank_lines;
+  data.train_unknown_tokens = stream->stats().unknown_tokens;
+  if (c.uses_tsv() && !c.valid_path.empty()) {
+    check_no_empty_tsv_lines(c.valid_path, c.tokens);
+    data.valid = encode_tsv(read_tsv(c.valid_path, c.tokens), data.vocab, true, &data.valid_unknown_tokens);
+  } else if (c.uses_text() && !c.valid_text_path.empty()) {
+    const TextFile valid = read_text(c.valid_text_path, c.tokens);
+    ATTN_CHECK(!valid.lines.empty(), "text", "'", c.valid_text_path, "' holds no text (every line is empty or blank)");
+    for (auto& ids : encode_text(valid, data.vocab, true, &data.valid_unknown_tokens))
+      data.valid.push_back(text_example(c.model.arch, std::move(ids)));
+    data.empty_lines += valid.blank_lines;
+  }
+  return stream;
+}
+
+}  // namespace
+
 void Trainer::build() {
   const TrainConfig& c = config_;
-  if (c.uses_tsv()) {
-    // An empty line is refused (read_tsv would skip it): in a parallel corpus it is far more
-    // often a lost sentence, which shifts every later pair, than intended spacing.
-    for (const std::string& path : {c.train_path, c.valid_path}) {
-      if (path.empty()) continue;
-      const TsvFile f = read_tsv(path, c.tokens);
-      int64_t expected = 1;
-      for (int64_t line : f.line_numbers) {
-        ATTN_CHECK(line == expected, kOp, "'", path, "' line ", expected, " is empty (every line must be source<TAB>target)");
-        ++expected;
-      }
-      ATTN_CHECK(f.empty_lines == 0, kOp, "'", path, "' line ", expected, " is empty (every line must be source<TAB>target)");
-    }
-    data_ = load_tsv_dataset(c.train_path, c.valid_path, c.tokens);
+  std::unique_ptr<CorpusStream> stream;
+  if (c.stream) {
+    stream = open_stream(c, data_);
+    skipped_long_ = stream->stats().skipped_long;
+  } else if (c.uses_tsv()) {
+    for (const std::string& path : {c.train_path, c.valid_path})
+      if (!path.empty()) check_no_empty_tsv_lines(path, c.tokens);
+    data_ = load_tsv_dataset(c.train_path, c.valid_path, c.tokens, c.vocab);
   } else if (c.uses_text()) {
-    data_ = load_text_dataset(c.text_path, c.valid_text_path, c.tokens, c.model.arch);
+    data_ = load_text_dataset(c.text_path, c.valid_text_path, c.tokens, c.model.arch, c.vocab);
   } else {
     TaskConfig t;
     t.kind = parse_task_kind(c.task);
@@ -267,6 +324,15 @@ void Trainer::build() {
     t.min_length = c.min_length;
     t.n_symbols = c.symbols;
     data_ = make_task_dataset(t, c.train_size, c.valid_size, c.data_seed);
+  }
+  if (c.max_length > 0 && !c.stream) {  // in memory: the same skipping as the stream's
+    std::vector<Example> kept;
+    for (Example& e : data_.train) {
+      if (static_cast<int64_t>(std::max(e.src.size(), e.tgt.size())) > c.max_length) ++skipped_long_;
+      else kept.push_back(std::move(e));
+    }
+    ATTN_CHECK(!kept.empty(), kOp, "every training example has a side longer than max_length ", c.max_length);
+    data_.train = std::move(kept);
   }
   config_.model = model_config_for(c, data_.vocab);
   config_.model.validate();
@@ -300,15 +366,13 @@ void Trainer::build() {
   adam.decoupled_weight_decay = c.decoupled_weight_decay;
   adam_ = std::make_unique<Adam>(std::move(params), adam, std::move(names));
 
-  BatchingOptions b;
-  b.batch_size = c.batch_size;
-  b.max_tokens = c.max_tokens;
-  b.shuffle = true;
-  b.group_by_length = c.group_by_length;
-  b.bucket_size = c.bucket_size;
-  b.seed = stream_seed(c.seed, 2);  // streams 0 and 1 are the synthetic data's
-  batches_ = std::make_unique<BatchIterator>(data_.train, b);
-  const ScheduleConfig sc = schedule_config(config_, batches_->num_batches());
+  if (stream) {
+    stream_ = stream.get();
+    source_ = std::move(stream);
+  } else {
+    source_ = std::make_unique<DatasetBatches>(data_.train, batching_options(c));
+  }
+  const ScheduleConfig sc = schedule_config(config_, source_->num_batches());
   if (sc.kind == ScheduleKind::Cosine)
     ATTN_CHECK(sc.total_steps > sc.warmup_steps, kOp, "the cosine schedule needs more steps (", sc.total_steps,
                " = epochs x batches per epoch) than warmup steps (", sc.warmup_steps, ")");
@@ -368,7 +432,7 @@ json Trainer::state_json() const {
   s["format"] = kStateFormat;
   s["version"] = kStateVersion;
   s["step"] = adam_->steps();
-  s["position"] = batches_->position().to_json();
+  s["position"] = source_->position_json();
   s["epoch_progress"] = {{"loss_sum", exact_double(epoch_loss_sum_)},
                          {"tokens", epoch_tokens_},
                          {"seconds", exact_double(epoch_seconds_)},
@@ -391,7 +455,6 @@ void Trainer::restore_state(const json& s) {
              " steps");
   ATTN_CHECK(s.contains("position") && s.contains("epoch_progress") && s.contains("rng") && s.contains("metrics"),
              kOp, "state.json: missing position, epoch_progress, rng or metrics");
-  const BatchPosition pos = BatchPosition::from_json(s["position"]);
   const json& p = s["epoch_progress"];
   const double loss_sum = parse_exact_double(p, "loss_sum");
   const double seconds = parse_exact_double(p, "seconds");
@@ -401,7 +464,7 @@ void Trainer::restore_state(const json& s) {
   std::vector<EpochMetrics> metrics;
   for (const json& m : s["metrics"]) metrics.push_back(EpochMetrics::from_json(m));
   set_model_rng_states(*model_, s["rng"]);
-  batches_->set_position(pos);
+  source_->set_position_json(s["position"]);
   epoch_loss_sum_ = loss_sum;
   epoch_tokens_ = p["tokens"].get<int64_t>();
   epoch_seconds_ = seconds;
@@ -461,7 +524,7 @@ double Trainer::train_step(const std::vector<int64_t>& indices, int64_t* tokens)
   const double lr = schedule_->lr(step);
   double value = 0;
   if (!reducer_) {
-    const BatchLoss batch = objective_->loss(data_.train, indices, batches_->epoch());
+    const BatchLoss batch = objective_->loss(source_->examples(), indices, source_->objective_epoch());
     const Tensor& loss = batch.loss;  // [] mean over the batch's predicted tokens
     *tokens = batch.tokens;
     value = loss.item();
@@ -475,7 +538,7 @@ double Trainer::train_step(const std::vector<int64_t>& indices, int64_t* tokens)
     // ranks' tokens, has gradients that sum over ranks to the whole batch's mean loss's.
     const std::vector<int64_t> mine = dist::shard(indices, comm_.rank(), comm_.size());
     BatchLoss batch;
-    if (!mine.empty()) batch = objective_->loss(data_.train, mine, batches_->epoch());
+    if (!mine.empty()) batch = objective_->loss(source_->examples(), mine, source_->objective_epoch());
     const dist::TokenShare share = dist::share_tokens(batch.tokens, comm_);
     const bool contributes = share.local > 0;
     value = dist::global_mean(contributes ? batch.loss.item() : 0.0, share, comm_);  // the same on every rank
@@ -497,7 +560,7 @@ double Trainer::train_step(const std::vector<int64_t>& indices, int64_t* tokens)
 void Trainer::finish_epoch(double train_seconds) {
   const Clock::time_point start = Clock::now();
   EpochMetrics m;
-  m.epoch = batches_->epoch() + 1;
+  m.epoch = source_->epoch() + 1;
   m.step = adam_->steps();
   m.loss = epoch_tokens_ > 0 ? epoch_loss_sum_ / static_cast<double>(epoch_tokens_) : kNaN;
   m.lr = last_lr_;
@@ -508,7 +571,7 @@ void Trainer::finish_epoch(double train_seconds) {
       p.phase = TrainProgress::Phase::Validate;
       p.epoch = m.epoch;
       p.epochs = config_.epochs;
-      p.batch = p.batches = batches_->num_batches();
+      p.batch = p.batches = source_->index();
       p.step = m.step;
       p.epoch_loss = m.loss;
       p.lr = m.lr;
@@ -575,17 +638,17 @@ const std::vector<EpochMetrics>& Trainer::run(std::optional<int64_t> max_steps) 
     model_->train();
     for (;;) {
       // A run restored at an epoch's end starts by moving to the next epoch.
-      if (batches_->index() == batches_->num_batches()) (void)batches_->next_indices();
-      if (batches_->epoch() >= config_.epochs) break;
+      if (!source_->has_next()) source_->next_epoch();
+      if (source_->epoch() >= config_.epochs) break;
       const Clock::time_point epoch_clock = Clock::now();
       const double seconds_before = epoch_seconds_;
       auto epoch_seconds_now = [&] { return seconds_before + seconds_since(epoch_clock); };
-      while (batches_->index() < batches_->num_batches()) {
+      while (source_->has_next()) {
         if (max_steps && adam_->steps() - session_first_step >= *max_steps) {
           epoch_seconds_ = epoch_seconds_now();
           return metrics_;
         }
-        const std::vector<int64_t> indices = *batches_->next_indices();
+        const std::vector<int64_t> indices = source_->next();
         int64_t tokens = 0;
         const double loss = train_step(indices, &tokens);
         step_losses_.push_back(loss);
@@ -594,32 +657,34 @@ const std::vector<EpochMetrics>& Trainer::run(std::optional<int64_t> max_steps) 
         if (progress_) {
           const double elapsed = seconds_since(session_start);
           const int64_t done = adam_->steps() - session_first_step;
-          const int64_t left_in_epoch = batches_->num_batches() - batches_->index();
-          const int64_t epochs_left = config_.epochs - batches_->epoch() - 1;
+          // A stream's batch count is its counting pass's: never below what it handed out.
+          const int64_t batches = std::max(source_->num_batches(), source_->index());
+          const int64_t left_in_epoch = batches - source_->index();
+          const int64_t epochs_left = config_.epochs - source_->epoch() - 1;
           const double per_step = elapsed / static_cast<double>(std::max<int64_t>(done, 1));
           TrainProgress p;
-          p.epoch = batches_->epoch() + 1;
+          p.epoch = source_->epoch() + 1;
           p.epochs = config_.epochs;
-          p.batch = batches_->index();
-          p.batches = batches_->num_batches();
+          p.batch = source_->index();
+          p.batches = batches;
           p.step = adam_->steps();
           p.loss = loss;
           p.epoch_loss = epoch_loss_sum_ / static_cast<double>(std::max<int64_t>(epoch_tokens_, 1));
           p.lr = last_lr_;
           const double secs = epoch_seconds_now();
           p.tokens_per_s = secs > 0 ? static_cast<double>(epoch_tokens_) / secs : 0;
-          p.eta_seconds = per_step * static_cast<double>(left_in_epoch + epochs_left * batches_->num_batches()) +
+          p.eta_seconds = per_step * static_cast<double>(left_in_epoch + epochs_left * source_->num_batches()) +
                           validation_seconds * static_cast<double>(epochs_left + 1);
           progress_(p);
         }
-        if (batches_->index() < batches_->num_batches() && stop_agreed()) {
+        if (source_->has_next() && stop_agreed()) {
           epoch_seconds_ = epoch_seconds_now();
           save_checkpoint();
           stopped_ = true;
           return metrics_;
         }
         if (config_.checkpoint_every > 0 && adam_->steps() % config_.checkpoint_every == 0 &&
-            batches_->index() < batches_->num_batches()) {
+            source_->has_next()) {
           epoch_seconds_ = epoch_seconds_now();
           save_checkpoint();
         }

@@ -1,10 +1,13 @@
-// Vocabulary, UTF-8 splitting and the character / whitespace tokenizations.
-// UTF-8 validation follows RFC 3629 (no overlong forms, no surrogates, nothing past
-// U+10FFFF). Not here: subword tokenizers, which would live in attn/io (bpe.h).
+// Vocabulary, UTF-8 splitting, the character / whitespace tokenizations, and the SentencePiece
+// kind, which delegates splitting and detokenizing to io::SentencePieceVocab (§5.1's shared
+// subword vocabulary). UTF-8 validation follows RFC 3629 (no overlong forms, no surrogates,
+// nothing past U+10FFFF). Not here: the subword algorithms themselves (attn/io).
 #include "attn/train/vocab.h"
 
 #include "attn/core/error.h"
 #include "attn/io/atomic_file.h"
+
+#include <filesystem>
 
 namespace attn::train {
 
@@ -47,16 +50,27 @@ size_t utf8_sequence_length(const std::string& s, size_t i) {
   return len;
 }
 
+// j[key] when j is an object holding a string there, else "".
+std::string string_field(const nlohmann::json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
+}
+
 }  // namespace
 
 const char* tokenization_name(Tokenization t) {
-  return t == Tokenization::Chars ? "char" : "whitespace";
+  switch (t) {
+    case Tokenization::Chars: return "char";
+    case Tokenization::Whitespace: return "whitespace";
+    case Tokenization::SentencePiece: return "sentencepiece";
+  }
+  return "?";
 }
 
 Tokenization parse_tokenization(const std::string& name) {
   if (name == "char") return Tokenization::Chars;
   if (name == "whitespace") return Tokenization::Whitespace;
-  fail("tokenization", "unknown tokenization '", name, "' (expected char or whitespace)");
+  if (name == "sentencepiece") return Tokenization::SentencePiece;
+  fail("tokenization", "unknown tokenization '", name, "' (expected char, whitespace or sentencepiece)");
 }
 
 int64_t utf8_error_offset(const std::string& text) {
@@ -85,6 +99,11 @@ std::vector<std::string> tokenize(const std::string& text, Tokenization t) {
   const int64_t bad = utf8_error_offset(text);
   ATTN_CHECK(bad < 0, "utf8", "invalid UTF-8 at byte ", bad);
   std::vector<std::string> out;
+  if (t == Tokenization::SentencePiece) {  // the model splits it (Vocab::encode)
+    for (char c : text)
+      if (!is_ascii_space(static_cast<unsigned char>(c))) return {text};
+    return out;
+  }
   size_t i = 0;
   while (i < text.size()) {
     while (i < text.size() && is_ascii_space(static_cast<unsigned char>(text[i]))) ++i;
@@ -96,6 +115,8 @@ std::vector<std::string> tokenize(const std::string& text, Tokenization t) {
 }
 
 Vocab::Vocab(Tokenization tokenization, bool with_mask) : tokenization_(tokenization), has_mask_(with_mask) {
+  ATTN_CHECK(tokenization != Tokenization::SentencePiece, "vocab",
+             "a SentencePiece vocabulary is made from its model (Vocab(io::SentencePieceVocab))");
   for (int64_t i = 0; i < kNumSpecial; ++i) {
     tokens_.emplace_back(kSpecialTokens[i]);
     ids_.emplace(kSpecialTokens[i], i);
@@ -114,6 +135,19 @@ Vocab::Vocab(const std::vector<std::string>& symbols, Tokenization tokenization,
   }
 }
 
+Vocab::Vocab(io::SentencePieceVocab model)
+    : tokenization_(Tokenization::SentencePiece),
+      sp_(std::make_shared<const io::SentencePieceVocab>(std::move(model))) {
+  has_mask_ = sp_->has_mask();
+  tokens_.reserve(static_cast<size_t>(sp_->size()));
+  for (int64_t i = 0; i < sp_->size(); ++i) {
+    tokens_.push_back(sp_->token(i));
+    ids_.emplace(tokens_.back(), i);
+  }
+}
+
+Vocab Vocab::load_sentencepiece(const std::string& path) { return Vocab(io::SentencePieceVocab::load(path)); }
+
 void Vocab::check_symbol(const std::string& token) const {
   ATTN_CHECK(utf8_error_offset(token) < 0, "vocab", "token is not valid UTF-8 (invalid byte at ",
              utf8_error_offset(token), ")");
@@ -131,6 +165,7 @@ void Vocab::check_symbol(const std::string& token) const {
 int64_t Vocab::add(const std::string& token) {
   auto it = ids_.find(token);
   if (it != ids_.end()) return it->second;
+  ATTN_CHECK(sp_ == nullptr, "vocab", "cannot add '", token, "' to a SentencePiece vocabulary (its pieces are fixed)");
   check_symbol(token);
   const int64_t id = size();
   tokens_.push_back(token);
@@ -159,10 +194,12 @@ std::vector<int64_t> Vocab::encode_tokens(const std::vector<std::string>& tokens
 }
 
 std::vector<int64_t> Vocab::encode(const std::string& text, bool map_unknown) const {
+  if (sp_) return sp_->encode(text);
   return encode_tokens(tokenize(text, tokenization_), map_unknown);
 }
 
 std::string Vocab::decode(const std::vector<int64_t>& ids) const {
+  if (sp_) return sp_->decode(ids);
   std::string out;
   bool first = true;
   for (int64_t i : ids) {
@@ -184,6 +221,15 @@ std::vector<std::string> Vocab::labels(const std::vector<int64_t>& ids) const {
 }
 
 nlohmann::json Vocab::to_json() const {
+  if (sp_) {
+    nlohmann::json j{{"format", "attn-vocab"},
+                     {"version", 1},
+                     {"tokenization", tokenization_name(tokenization_)},
+                     {"sentencepiece",
+                      {{"file", io::kSentencePieceFileName}, {"fingerprint", sp_->fingerprint()}, {"pieces", size()}}}};
+    if (has_mask_) j["mask"] = true;
+    return j;
+  }
   nlohmann::json j{{"format", "attn-vocab"},
                    {"version", 1},
                    {"tokenization", tokenization_name(tokenization_)},
@@ -205,7 +251,10 @@ Vocab Vocab::from_json(const nlohmann::json& j) {
     ATTN_CHECK(j["mask"].is_boolean(), op, "\"mask\" must be true or false");
     with_mask = j["mask"].get<bool>();
   }
-  Vocab v(parse_tokenization(j["tokenization"].get<std::string>()), with_mask);
+  const Tokenization tokenization = parse_tokenization(j["tokenization"].get<std::string>());
+  ATTN_CHECK(tokenization != Tokenization::SentencePiece, op, "a SentencePiece vocabulary needs its model file (",
+             io::kSentencePieceFileName, " next to the JSON; Vocab::load reads both)");
+  Vocab v(tokenization, with_mask);
   ATTN_CHECK(j.contains("tokens") && j["tokens"].is_array(), op, "missing \"tokens\" array");
   const auto& tokens = j["tokens"];
   ATTN_CHECK(static_cast<int64_t>(tokens.size()) >= v.num_special(), op, "\"tokens\" has ", tokens.size(),
@@ -224,7 +273,41 @@ Vocab Vocab::from_json(const nlohmann::json& j) {
   return v;
 }
 
-void Vocab::save(const std::string& path) const { io::write_file_atomic(path, to_json().dump(1) + "\n"); }
+Vocab Vocab::from_json(const nlohmann::json& j, io::SentencePieceVocab model, const std::string& json_name,
+                       const std::string& model_name) {
+  const char* op = "vocab";
+  ATTN_CHECK(j.is_object() && string_field(j, "format") == "attn-vocab" && j.contains("version") && j["version"] == 1,
+             op, json_name, " is not an attn vocabulary (\"format\": \"attn-vocab\", \"version\": 1)");
+  ATTN_CHECK(string_field(j, "tokenization") == "sentencepiece", op, json_name,
+             " is not a SentencePiece vocabulary (\"tokenization\" is not \"sentencepiece\")");
+  ATTN_CHECK(j.contains("sentencepiece") && j["sentencepiece"].is_object(), op, json_name,
+             " has no \"sentencepiece\" object (fingerprint and pieces of its model)");
+  const nlohmann::json& s = j["sentencepiece"];
+  ATTN_CHECK(s.contains("fingerprint") && s["fingerprint"].is_string() && s.contains("pieces") &&
+                 s["pieces"].is_number_integer(),
+             op, json_name, ": \"sentencepiece\" needs a string \"fingerprint\" and an integer \"pieces\"");
+  const std::string want = s["fingerprint"].get<std::string>();
+  const int64_t want_pieces = s["pieces"].get<int64_t>();
+  ATTN_CHECK(model.fingerprint() == want && model.size() == want_pieces, op, model_name,
+             " is a vocabulary file from another model: its fingerprint ", model.fingerprint(), " (", model.size(),
+             " pieces) differs from the ", want, " (", want_pieces, " pieces) that ", json_name, " records");
+  Vocab v(std::move(model));
+  const bool want_mask = j.contains("mask") && j["mask"].is_boolean() && j["mask"].get<bool>();
+  ATTN_CHECK(v.has_mask() == want_mask, op, json_name, " says \"mask\": ", want_mask ? "true" : "false", " but ",
+             model_name, (v.has_mask() ? " reserves " : " does not reserve "), kMaskToken);
+  return v;
+}
+
+std::vector<std::pair<std::string, std::string>> Vocab::companion_files() const {
+  if (!sp_) return {};
+  return {{io::kSentencePieceFileName, sp_->serialized()}};
+}
+
+void Vocab::save(const std::string& path) const {
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  for (const auto& [name, bytes] : companion_files()) io::write_file_atomic((dir / name).string(), bytes);
+  io::write_file_atomic(path, to_json().dump(1) + "\n");
+}
 
 Vocab Vocab::load(const std::string& path) {
   const std::string text = io::read_file(path);
@@ -233,6 +316,14 @@ Vocab Vocab::load(const std::string& path) {
     j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     fail("vocab", "'", path, "' is not valid JSON: ", e.what());
+  }
+  if (string_field(j, "tokenization") == "sentencepiece") {
+    const std::string model_path =
+        (std::filesystem::path(path).parent_path() / io::kSentencePieceFileName).string();
+    std::error_code ec;
+    ATTN_CHECK(std::filesystem::is_regular_file(model_path, ec), "vocab", "'", path,
+               "' is a SentencePiece vocabulary but '", model_path, "' is missing");
+    return from_json(j, io::SentencePieceVocab::load(model_path), "'" + path + "'", "'" + model_path + "'");
   }
   try {
     return from_json(j);

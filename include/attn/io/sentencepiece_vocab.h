@@ -3,7 +3,9 @@
 // stored as SentencePiece's own model file inside a model folder. The paper (§5.1) shares one BPE
 // vocabulary between source and target; this is that vocabulary. Ids 0..3 are <pad> <bos> <eos>
 // <unk>, as in train::Vocab, so batching, masking and decoding need no change.
-// Not here: subword regularization (sampling), n-best segmentations, or user-defined symbols.
+// With mask_symbol, "[MASK]" is reserved as a user-defined piece at id 4 (train::Vocab::kMask),
+// so that one vocabulary also serves encoder-only models (BERT's masked LM).
+// Not here: subword regularization (sampling), n-best segmentations, other user-defined symbols.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +33,7 @@ struct SentencePieceTrainOptions {
   int64_t max_sentence_bytes = 4192;  // longer lines are skipped (and counted)
   int64_t threads = 1;
   uint64_t seed = 1;                // sampling of --max-sentences
+  bool mask_symbol = false;         // reserve "[MASK]" at id 4 (encoder-only models)
 };
 
 // What training read. Lines are split on "\n"; a trailing "\r" (Windows line endings) and a
@@ -51,6 +54,8 @@ class SentencePieceVocab {
   static constexpr int64_t kEos = 2;
   static constexpr int64_t kUnk = 3;
   static constexpr int64_t kNumSpecial = 4;
+  static constexpr int64_t kMask = 4;  // "[MASK]", when the model reserved it (has_mask())
+  static constexpr const char* kMaskPiece = "[MASK]";
 
   // Trains on options.inputs. A missing or unreadable file, no usable line, a vocabulary size
   // below 5 or above what the text allows ("... <= N" from SentencePiece), or invalid UTF-8 is
@@ -77,6 +82,8 @@ class SentencePieceVocab {
   // The id of a piece, or <unk> when the vocabulary has no such piece.
   int64_t id(const std::string& piece) const;
   bool is_special(int64_t id) const { return id >= 0 && id < kNumSpecial; }
+  // Whether "[MASK]" is a user-defined piece at id kMask (trained with mask_symbol).
+  bool has_mask() const;
 
   // Ids of `text` (no <bos>/<eos> added); characters outside the vocabulary become <unk> (or
   // bytes with byte_fallback). The text is first normalized by the training's rule (nmt_nfkc:

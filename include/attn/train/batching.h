@@ -119,4 +119,48 @@ class BatchIterator {
   std::vector<std::vector<int64_t>> plan_;
 };
 
+// Where the trainer's batches come from: an in-memory dataset (DatasetBatches) or a corpus
+// streamed from disk in chunks (corpus_stream.h). A batch is a list of indices into
+// examples(), which stays valid until the next has_next(), next_epoch() or position change.
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  virtual int64_t epoch() const = 0;        // 0-based
+  virtual int64_t index() const = 0;        // batches handed out in this epoch
+  virtual int64_t num_batches() const = 0;  // this epoch's batches (a stream: its estimate)
+  // Whether this epoch has another batch (a stream may read its next chunk to know).
+  virtual bool has_next() = 0;
+  // The next batch of this epoch (has_next() must be true).
+  virtual std::vector<int64_t> next() = 0;
+  // Moves to the start of the next epoch (once has_next() is false).
+  virtual void next_epoch() = 0;
+  virtual const std::vector<Example>& examples() const = 0;
+  // The epoch number the objective is given for this batch (the masked LM seeds masks with it).
+  virtual int64_t objective_epoch() const = 0;
+  virtual nlohmann::json position_json() const = 0;
+  virtual void set_position_json(const nlohmann::json& j) = 0;
+};
+
+// A BatchIterator over a dataset as a BatchSource (the dataset must outlive it).
+class DatasetBatches : public BatchSource {
+ public:
+  DatasetBatches(const std::vector<Example>& dataset, BatchingOptions options, SpecialIds ids = {})
+      : dataset_(&dataset), it_(dataset, options, ids) {}
+  int64_t epoch() const override { return it_.epoch(); }
+  int64_t index() const override { return it_.index(); }
+  int64_t num_batches() const override { return it_.num_batches(); }
+  bool has_next() override { return it_.index() < it_.num_batches(); }
+  std::vector<int64_t> next() override;
+  void next_epoch() override;
+  const std::vector<Example>& examples() const override { return *dataset_; }
+  int64_t objective_epoch() const override { return it_.epoch(); }
+  nlohmann::json position_json() const override { return it_.position().to_json(); }
+  void set_position_json(const nlohmann::json& j) override { it_.set_position(BatchPosition::from_json(j)); }
+  const BatchIterator& iterator() const { return it_; }
+
+ private:
+  const std::vector<Example>* dataset_;
+  BatchIterator it_;
+};
+
 }  // namespace attn::train

@@ -2,8 +2,8 @@
 // check that training works, plus copy and sort) and a loader for a tab-separated parallel
 // corpus ("source<TAB>target" per line) with a vocabulary built from the training file.
 // Examples hold symbol ids only; <bos>/<eos>/<pad> are added by make_batch (batching.h).
-// Not here: subword tokenization, corpus filtering or deduplication, streaming of files
-// larger than memory.
+// The vocabulary is a SentencePiece model instead when one is given (tokens 'sentencepiece').
+// Not here: corpus filtering or deduplication, streaming of files larger than memory.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +31,8 @@ struct Dataset {
   // not in the training vocabulary (mapped to <unk>).
   int64_t empty_lines = 0;
   int64_t valid_unknown_tokens = 0;
+  // A given (SentencePiece) vocabulary: training characters it lacks, read as <unk>.
+  int64_t train_unknown_tokens = 0;
 };
 
 // A seed mixed with a stream number (splitmix64), so that one user seed gives independent
@@ -97,13 +99,19 @@ TsvFile read_tsv(const std::string& path, Tokenization tokenization);
 // sorted by its UTF-8 bytes (deterministic, independent of line order).
 Vocab build_vocab(const TsvFile& file, Tokenization tokenization);
 // The file's pairs as ids; unknown tokens are an error naming path and line, or <unk> when
-// map_unknown (then counted in *unknown_tokens when given).
+// map_unknown (then counted in *unknown_tokens when given). With a SentencePiece vocabulary
+// (the file read with Tokenization::SentencePiece: one token per side) each side is encoded by
+// the model, characters it lacks become <unk> and are counted whatever map_unknown says.
 std::vector<Example> encode_tsv(const TsvFile& file, const Vocab& vocab, bool map_unknown,
                                 int64_t* unknown_tokens = nullptr);
 // Training pairs with the vocabulary built from them, and validation pairs (valid_path may
 // be empty: no validation set) with unknown tokens mapped to <unk>. A training file
-// without any pair is an error.
+// without any pair is an error. With tokenization SentencePiece the vocabulary is the model at
+// vocab_path (a file or a folder holding sentencepiece.model), shared by source and target.
 Dataset load_tsv_dataset(const std::string& train_path, const std::string& valid_path,
-                         Tokenization tokenization);
+                         Tokenization tokenization, const std::string& vocab_path = "");
+// The vocabulary of vocab_path for `tokenization` (which must be SentencePiece; an empty path
+// or another tokenization is an error).
+Vocab load_given_vocab(Tokenization tokenization, const std::string& vocab_path);
 
 }  // namespace attn::train

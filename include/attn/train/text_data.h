@@ -3,7 +3,8 @@
 // (train/vocab.h). A decoder-only (GPT-style) example is the line as a target without a source
 // (make_lm_batch feeds <bos> line and predicts line <eos>); an encoder-only (BERT-style)
 // example is the line as a source without a target (masked by train/masking.h).
-// Not here: packing lines into fixed-size blocks, subword tokenization, files larger than memory.
+// A SentencePiece model may serve as the vocabulary instead (tokens 'sentencepiece').
+// Not here: packing lines into fixed-size blocks, files larger than memory.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +33,9 @@ TextFile read_text(const std::string& path, Tokenization tokenization);
 Vocab build_text_vocab(const TextFile& file, Tokenization tokenization, bool with_mask);
 
 // The lines as ids; an unknown token is an error naming path and line, or <unk> when map_unknown
-// (then counted in *unknown_tokens when given).
+// (then counted in *unknown_tokens when given). A SentencePiece vocabulary (the file read with
+// Tokenization::SentencePiece) encodes each line with its model; characters it lacks become
+// <unk> and are counted whatever map_unknown says.
 std::vector<std::vector<int64_t>> encode_text(const TextFile& file, const Vocab& vocab, bool map_unknown,
                                               int64_t* unknown_tokens = nullptr);
 
@@ -45,8 +48,10 @@ const std::vector<int64_t>& text_ids(const Example& example);
 // Training lines with the vocabulary built from them (with [MASK] for encoder_only), and the
 // validation lines (valid_path may be empty: no validation set) with unknown tokens mapped to
 // <unk> and counted in Dataset::valid_unknown_tokens; blank lines of both files are counted in
-// Dataset::empty_lines. A file without any non-blank line is an error naming it.
+// Dataset::empty_lines. A file without any non-blank line is an error naming it. With tokenization
+// SentencePiece the vocabulary is the model at vocab_path (tasks.h, load_given_vocab); an
+// encoder-only model needs one that reserves [MASK] at id 4 (`attn vocab train --mask`).
 Dataset load_text_dataset(const std::string& train_path, const std::string& valid_path, Tokenization tokenization,
-                          models::Arch arch);
+                          models::Arch arch, const std::string& vocab_path = "");
 
 }  // namespace attn::train

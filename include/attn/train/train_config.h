@@ -35,6 +35,8 @@ struct TrainConfig {
   std::string text_path;         // plain text, one training sequence per non-blank line (text_data.h)
   std::string valid_text_path;   // plain-text validation lines ("" = no validation)
   Tokenization tokens = Tokenization::Chars;  // how TSV and text lines split into tokens
+  std::string vocab;             // tokens = sentencepiece: the SentencePiece model (a file, or a
+                                 // folder holding sentencepiece.model); "" otherwise
   double mask_prob = 0.15;       // encoder_only: share of each line's tokens chosen for the masked LM
 
   // ---- model (vocabulary sizes and special ids are set from the data's vocabulary) -------
@@ -46,6 +48,13 @@ struct TrainConfig {
   int64_t max_tokens = 0;        // padded tokens per batch (0 = no cap)
   bool group_by_length = true;   // sort by length within buckets, then shuffle the batches
   int64_t bucket_size = 0;       // examples per length bucket (0 = the whole epoch)
+  // Streaming (corpus_stream.h): the training file (data or text) read in chunks instead of
+  // held in memory; buckets and shuffling are then per chunk, and bucket_size 0 = the chunk.
+  bool stream = false;
+  int64_t chunk_lines = 100000;  // stream: lines per chunk
+  int64_t chunk_bytes = 0;       // stream: also end a chunk at this many bytes (0 = lines only)
+  int64_t max_length = 0;        // skip (and count) training examples with a side longer than
+                                 // this many tokens (0 = no limit)
 
   // ---- optimizer and schedule ----------------------------------------------------------------
   double beta1 = 0.9, beta2 = 0.98, eps = 1e-9;

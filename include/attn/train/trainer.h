@@ -5,8 +5,9 @@
 // --resume exact (checkpointing.h). Deterministic: the same config, seed and thread count give
 // the same losses bit for bit. Data parallel under an MPI launcher (docs/distributed.md): every
 // rank trains on its share of each global batch, gradients are summed in buckets overlapping the
-// backward sweep, and rank 0 alone writes the run folder. Not here: gradient accumulation, mixed
-// precision, model or pipeline parallelism.
+// backward sweep, and rank 0 alone writes the run folder. With config.stream the training file
+// is read in chunks (corpus_stream.h) instead of held in memory; its position is checkpointed
+// the same way. Not here: gradient accumulation, mixed precision, model or pipeline parallelism.
 #pragma once
 
 #include <atomic>
@@ -25,6 +26,7 @@
 #include "attn/models/model.h"
 #include "attn/train/adam.h"
 #include "attn/train/batching.h"
+#include "attn/train/corpus_stream.h"
 #include "attn/train/objective.h"
 #include "attn/train/schedule.h"
 #include "attn/train/tasks.h"
@@ -134,7 +136,15 @@ class Trainer {
   // The gradient reducer of a run over several ranks (null with one).
   const dist::GradientReducer* reducer() const { return reducer_.get(); }
   const std::string& out_dir() const { return out_dir_; }
+  // The vocabulary, the validation set and (in memory) the training examples; a streamed run's
+  // training examples are not here (data().train is empty) but in stream().
   const Dataset& data() const { return data_; }
+  // The streamed training corpus (config.stream), else null.
+  const CorpusStream* stream() const { return stream_; }
+  // Training examples skipped per epoch for max_length (and, streamed, max_tokens / max_len).
+  int64_t skipped_long() const { return skipped_long_; }
+  // Where the batches come from (the in-memory dataset's iterator or the stream).
+  const BatchSource& batches() const { return *source_; }
   models::Model& model() { return *model_; }
   const std::shared_ptr<models::Model>& model_ptr() const { return model_; }
   Objective& objective() { return *objective_; }
@@ -173,7 +183,9 @@ class Trainer {
   std::unique_ptr<Adam> adam_;
   std::unique_ptr<LrSchedule> schedule_;
   std::string schedule_text_;
-  std::unique_ptr<BatchIterator> batches_;
+  std::unique_ptr<BatchSource> source_;
+  CorpusStream* stream_ = nullptr;  // source_ when streaming
+  int64_t skipped_long_ = 0;
   std::vector<EpochMetrics> metrics_;
   std::vector<double> step_losses_;
   // The current epoch so far (checkpointed, so a resumed epoch reports the same numbers).
