@@ -2,7 +2,8 @@
 // the demo's model (`attn train --task reverse`: D=64, 4 heads, 2+2 layers, batch 64), read
 // around each step of the real Trainer loop. The executable interposes glibc's malloc family
 // (forwarding to __libc_malloc & co.), so every allocation of the process counts: tensor
-// storage (aligned_alloc) apart from the rest. Prints a table and one JSON line.
+// storage (aligned_alloc) apart from the rest; the storage cache's own counters tell how many
+// tensor-storage requests it served from freed blocks. Prints a table and one JSON line.
 // Not here: the time per op (bench/alloc_profile.py runs perf on this binary).
 #include <sys/resource.h>
 
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "attn/core/storage.h"
 #include "attn/train/trainer.h"
 #include "kernels/simd/isa.h"
 
@@ -93,6 +95,7 @@ namespace {
 
 struct Snapshot {
   uint64_t calls, bytes, aligned_calls, aligned_bytes, frees, cls[4];
+  uint64_t storage_hits, storage_misses;  // the storage cache's counters
   long minflt, majflt;
   double seconds;
   bool first_of_epoch;
@@ -105,6 +108,9 @@ struct Snapshot {
     s.aligned_bytes = g_counters.aligned_bytes.load();
     s.frees = g_counters.frees.load();
     for (int i = 0; i < 4; ++i) s.cls[i] = g_counters.size_class[i].load();
+    const StorageCacheStats cache = storage_cache_stats();
+    s.storage_hits = cache.hits;
+    s.storage_misses = cache.misses;
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
     s.minflt = ru.ru_minflt;
@@ -181,6 +187,8 @@ int run(int argc, char** argv) {
     sum.aligned_calls += b.aligned_calls - a.aligned_calls;
     sum.aligned_bytes += b.aligned_bytes - a.aligned_bytes;
     sum.frees += b.frees - a.frees;
+    sum.storage_hits += b.storage_hits - a.storage_hits;
+    sum.storage_misses += b.storage_misses - a.storage_misses;
     for (int c = 0; c < 4; ++c) sum.cls[c] += b.cls[c] - a.cls[c];
     sum.minflt += b.minflt - a.minflt;
     sum.seconds += b.seconds - a.seconds;
@@ -197,6 +205,8 @@ int run(int argc, char** argv) {
   const double acalls = per(static_cast<double>(sum.aligned_calls));
   const double abytes = per(static_cast<double>(sum.aligned_bytes));
   const double frees = per(static_cast<double>(sum.frees));
+  const double hits = per(static_cast<double>(sum.storage_hits));
+  const double misses = per(static_cast<double>(sum.storage_misses));
   const double minflt = per(static_cast<double>(sum.minflt));
   const double ms = per(sum.seconds) * 1e3;
   double cls[4];
@@ -210,6 +220,8 @@ int run(int argc, char** argv) {
               static_cast<long long>(warmup));
   std::printf("  allocations            %10.0f per step (%.1f MiB)\n", calls, bytes / 1048576.0);
   std::printf("    tensor storage       %10.0f per step (%.1f MiB)\n", acalls, abytes / 1048576.0);
+  std::printf("  storage requests       %10.0f per step (%.0f from the storage cache, %.0f fresh)\n", hits + misses,
+              hits, misses);
   std::printf("    other (new, malloc)  %10.0f per step (%.1f MiB)\n", calls - acalls, (bytes - abytes) / 1048576.0);
   std::printf("    by size              %.0f < 1 KiB, %.0f < 64 KiB, %.0f < 1 MiB, %.0f >= 1 MiB\n", cls[0], cls[1],
               cls[2], cls[3]);
@@ -219,9 +231,10 @@ int run(int argc, char** argv) {
   std::printf(
       "{\"d_model\": %lld, \"batch\": %lld, \"steps\": %lld, \"allocs_per_step\": %.1f, \"bytes_per_step\": %.0f, "
       "\"storage_allocs_per_step\": %.1f, \"storage_bytes_per_step\": %.0f, \"frees_per_step\": %.1f, "
+      "\"storage_requests_per_step\": %.1f, \"storage_cache_hits_per_step\": %.1f, "
       "\"minor_faults_per_step\": %.2f, \"ms_per_step\": %.3f}\n",
       static_cast<long long>(d_model), static_cast<long long>(batch), static_cast<long long>(n), calls, bytes,
-      acalls, abytes, frees, minflt, ms);
+      acalls, abytes, frees, hits + misses, hits, minflt, ms);
   return 0;
 }
 

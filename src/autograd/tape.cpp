@@ -35,6 +35,34 @@ Tensor add_grads(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// True when nothing but `t` (this one handle) sees its TensorImpl and its storage, so adding
+// into it in place cannot change a tensor anyone else holds.
+bool sole_owner(const Tensor& t) {
+  return t.impl_ptr().use_count() == 1 && t.storage() && t.storage().use_count() == 1 &&
+         t.is_contiguous();
+}
+
+// acc += g in place (same values as add_grads(acc, g)) when acc is owned by the sweep alone
+// and both are contiguous of one floating dtype; otherwise a fresh sum. Saves an allocation
+// and a pass over memory per extra gradient contribution.
+Tensor accumulate(Tensor acc, const Tensor& g) {
+  if (sole_owner(acc) && g.is_contiguous() && g.dtype() == acc.dtype() && g.shape() == acc.shape() &&
+      (acc.dtype() == DType::F32 || acc.dtype() == DType::F64)) {
+    const int64_t n = acc.numel();
+    if (acc.dtype() == DType::F32) {
+      float* pa = acc.data<float>();
+      const float* pg = g.data<float>();
+      for (int64_t i = 0; i < n; ++i) pa[i] = pa[i] + pg[i];
+    } else {
+      double* pa = acc.data<double>();
+      const double* pg = g.data<double>();
+      for (int64_t i = 0; i < n; ++i) pa[i] = pa[i] + pg[i];
+    }
+    return acc;
+  }
+  return add_grads(acc, g);
+}
+
 }  // namespace
 
 bool grad_mode_enabled() { return g_grad_mode; }
@@ -125,12 +153,18 @@ void run_backward(const Tensor& root, const Tensor& grad_root) {
                  in.str());
       if (in.grad_fn()) {
         auto [slot, fresh] = grads.try_emplace(in.grad_fn().get(), gi);
-        if (!fresh) slot->second = add_grads(slot->second, gi);
+        if (!fresh) slot->second = accumulate(std::move(slot->second), gi);
       } else {
-        // A leaf's .grad is always its own buffer (optimizers may scale it in place).
-        Tensor old = in.grad();
-        in.impl().grad = (old.defined() ? add_grads(old, gi) : gi.clone())
-                             .impl_ptr();
+        // A leaf's .grad is always its own buffer (optimizers may scale it in place): the
+        // first contribution is copied unless nothing else holds it, later ones are added
+        // in place unless someone else holds the old .grad.
+        std::shared_ptr<TensorImpl>& slot = in.impl().grad;
+        if (slot) {
+          Tensor old(std::move(slot));
+          slot = accumulate(std::move(old), gi).impl_ptr();
+        } else {
+          slot = (sole_owner(gi) && gi.dtype() == in.dtype() ? gi : gi.clone()).impl_ptr();
+        }
       }
     }
     node->release();

@@ -58,8 +58,12 @@ void strided_copy(T* dst, const Shape& dst_strides, const T* src, const Shape& s
   const int64_t inner = shape[rank - 1], ds = dst_strides[rank - 1], ss = src_strides[rank - 1];
   std::vector<int64_t> idx(rank, 0);
   int64_t doff = 0, soff = 0;
+  const bool unit = ds == 1 && ss == 1;  // rows contiguous on both sides (head split/merge)
   for (int64_t outer = 0; outer < n / std::max<int64_t>(inner, 1); ++outer) {
-    for (int64_t i = 0; i < inner; ++i) dst[doff + i * ds] = src[soff + i * ss];
+    if (unit)
+      std::copy(src + soff, src + soff + inner, dst + doff);
+    else
+      for (int64_t i = 0; i < inner; ++i) dst[doff + i * ds] = src[soff + i * ss];
     for (size_t d = rank - 1; d-- > 0;) {
       if (++idx[d] < shape[d]) {
         doff += dst_strides[d];

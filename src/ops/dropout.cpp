@@ -10,7 +10,7 @@ namespace attn {
 namespace {
 
 struct DropoutBackward : Node {
-  std::vector<uint8_t> keep;
+  Tensor keep;  // bool [n], from the storage cache like any tensor (no fresh pages per step)
   double p = 0;
   const char* name() const override { return "DropoutBackward"; }
   std::vector<Tensor> backward(const Tensor& g_in) override {
@@ -18,14 +18,15 @@ struct DropoutBackward : Node {
     const Tensor g = g_in.contiguous();
     Tensor dx = Tensor::zeros(g.shape(), g.dtype());
     if (g.dtype() == DType::F32)
-      kernels::dropout_backward<float>(dx.data<float>(), g.data<float>(), keep.data(),
+      kernels::dropout_backward<float>(dx.data<float>(), g.data<float>(), keep_data(),
                                        static_cast<float>(1.0 / (1.0 - p)), g.numel());
     else
-      kernels::dropout_backward<double>(dx.data<double>(), g.data<double>(), keep.data(),
+      kernels::dropout_backward<double>(dx.data<double>(), g.data<double>(), keep_data(),
                                         1.0 / (1.0 - p), g.numel());
     return {dx};
   }
-  void release() override { std::vector<uint8_t>().swap(keep); }
+  void release() override { keep = Tensor(); }
+  const uint8_t* keep_data() const { return static_cast<const uint8_t*>(keep.raw_data()); }
 };
 
 }  // namespace
@@ -38,11 +39,12 @@ Tensor dropout(const Tensor& x_in, double p, bool training, Rng& rng) {
   const Tensor x = x_in.contiguous();
   const int64_t n = x.numel();
   Tensor out = Tensor::empty(x.shape(), x.dtype());
-  std::vector<uint8_t> keep(static_cast<size_t>(n));
+  Tensor keep = Tensor::empty({n}, DType::Bool);  // [n], every byte written by the mask draw
+  auto* keep_p = static_cast<uint8_t*>(keep.raw_data());
   if (x.dtype() == DType::F32)
-    kernels::dropout_forward<float>(out.data<float>(), keep.data(), x.data<float>(), n, p, rng);
+    kernels::dropout_forward<float>(out.data<float>(), keep_p, x.data<float>(), n, p, rng);
   else
-    kernels::dropout_forward<double>(out.data<double>(), keep.data(), x.data<double>(), n, p, rng);
+    kernels::dropout_forward<double>(out.data<double>(), keep_p, x.data<double>(), n, p, rng);
   if (needs_grad({&x})) {
     auto node = std::make_shared<DropoutBackward>();
     node->keep = std::move(keep);

@@ -38,6 +38,12 @@ int64_t leading(const Shape& s, size_t keep) {
   return n;
 }
 
+// A buffer that a GEMM with beta = 0 overwrites whole: uninitialised, unless the inner
+// dimension is empty (then the product is zero and BLAS is not asked to write anything).
+Tensor gemm_output(const Shape& shape, DType dtype, int64_t inner) {
+  return inner > 0 ? Tensor::empty(shape, dtype) : Tensor::zeros(shape, dtype);
+}
+
 // ---- matmul ------------------------------------------------------------------------------
 
 // Sizes of one matmul: `batch` products of [M, K] @ [K, N]; shared_b when b is 2-D.
@@ -59,23 +65,23 @@ void matmul_run(const MatmulDims& d, T* c, const T* a, const T* b) {
 }
 
 // Forward: C = A B. Local derivatives: dA = dC B^T, dB = A^T dC (summed over the batch when
-// B is shared). Both accumulate (beta = 1) into zeroed buffers; either may be null.
+// B is shared). Both are written (beta = 0: no zero fill first); either may be null.
 template <class T>
 void matmul_backward_run(const MatmulDims& d, T* da, T* db, const T* dc, const T* a, const T* b) {
   if (d.shared_b) {
     if (da)  // [batch*M, N] @ [K, N]^T
-      kernels::gemm<T>(false, true, d.batch * d.M, d.K, d.N, T(1), dc, ld(d.N), b, ld(d.N), T(1),
+      kernels::gemm<T>(false, true, d.batch * d.M, d.K, d.N, T(1), dc, ld(d.N), b, ld(d.N), T(0),
                        da, ld(d.K));
     if (db)  // [batch*M, K]^T @ [batch*M, N]
-      kernels::gemm<T>(true, false, d.K, d.N, d.batch * d.M, T(1), a, ld(d.K), dc, ld(d.N), T(1),
+      kernels::gemm<T>(true, false, d.K, d.N, d.batch * d.M, T(1), a, ld(d.K), dc, ld(d.N), T(0),
                        db, ld(d.N));
   } else {
     if (da)  // per batch: [M, N] @ [K, N]^T
       kernels::gemm_batched<T>(d.batch, false, true, d.M, d.K, d.N, T(1), dc, ld(d.N), d.M * d.N,
-                               b, ld(d.N), d.K * d.N, T(1), da, ld(d.K), d.M * d.K);
+                               b, ld(d.N), d.K * d.N, T(0), da, ld(d.K), d.M * d.K);
     if (db)  // per batch: [M, K]^T @ [M, N]
       kernels::gemm_batched<T>(d.batch, true, false, d.K, d.N, d.M, T(1), a, ld(d.K), d.M * d.K,
-                               dc, ld(d.N), d.M * d.N, T(1), db, ld(d.N), d.K * d.N);
+                               dc, ld(d.N), d.M * d.N, T(0), db, ld(d.N), d.K * d.N);
   }
 }
 
@@ -86,8 +92,9 @@ struct MatmulBackward : Node {
   std::vector<Tensor> backward(const Tensor& g) override {
     const Tensor dc = grad_as(g, a.dtype());
     Tensor da, db;
-    if (inputs[0].requires_grad()) da = Tensor::zeros(a.shape(), a.dtype());
-    if (inputs[1].requires_grad()) db = Tensor::zeros(b.shape(), b.dtype());
+    if (inputs[0].requires_grad()) da = gemm_output(a.shape(), a.dtype(), dims.N);  // like a
+    if (inputs[1].requires_grad())  // like b; its inner dimension runs over the rows of a
+      db = gemm_output(b.shape(), b.dtype(), dims.shared_b ? dims.batch * dims.M : dims.M);
     if (a.dtype() == DType::F32)
       matmul_backward_run<float>(dims, da.defined() ? da.data<float>() : nullptr,
                                  db.defined() ? db.data<float>() : nullptr, dc.data<float>(),
@@ -134,14 +141,15 @@ void linear_run(T* y, const T* x, const T* w, const T* b, int64_t R, int64_t In,
 }
 
 // Forward: y = x w^T + b. Local derivatives: dx = dy w, dw = dy^T x (summed over all rows),
-// db = sum over rows of dy. All accumulate into zeroed buffers; any may be null.
+// db = sum over rows of dy. dx and dw are written (beta = 0), db accumulates into a zeroed
+// buffer; any may be null.
 template <class T>
 void linear_backward_run(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int64_t R,
                          int64_t In, int64_t Out) {
   if (dx)  // [R, Out] @ [Out, In]
-    kernels::gemm<T>(false, false, R, In, Out, T(1), dy, ld(Out), w, ld(In), T(1), dx, ld(In));
+    kernels::gemm<T>(false, false, R, In, Out, T(1), dy, ld(Out), w, ld(In), T(0), dx, ld(In));
   if (dw)  // [R, Out]^T @ [R, In]
-    kernels::gemm<T>(true, false, Out, In, R, T(1), dy, ld(Out), x, ld(In), T(1), dw, ld(In));
+    kernels::gemm<T>(true, false, Out, In, R, T(1), dy, ld(Out), x, ld(In), T(0), dw, ld(In));
   if (db) column_sums(db, dy, R, Out);
 }
 
@@ -157,8 +165,8 @@ struct LinearBackward : Node {
   std::vector<Tensor> backward(const Tensor& g) override {
     const Tensor dy = grad_as(g, x.dtype());
     Tensor dx, dw, db;
-    if (inputs[0].requires_grad()) dx = Tensor::zeros(x.shape(), x.dtype());
-    if (inputs[1].requires_grad()) dw = Tensor::zeros(w.shape(), w.dtype());
+    if (inputs[0].requires_grad()) dx = gemm_output(x.shape(), x.dtype(), Out);  // [..., In]
+    if (inputs[1].requires_grad()) dw = gemm_output(w.shape(), w.dtype(), R);    // [Out, In]
     if (inputs[2].defined() && inputs[2].requires_grad()) db = Tensor::zeros({Out}, x.dtype());
     if (x.dtype() == DType::F32)
       linear_backward_run<float>(ptr_or_null<float>(dx), ptr_or_null<float>(dw),
@@ -202,7 +210,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const Tensor bc = b.contiguous();
   Shape out_shape = a.shape();
   out_shape.back() = d.N;
-  Tensor out = Tensor::zeros(out_shape, a.dtype());  // [..., M, N]
+  Tensor out = gemm_output(out_shape, a.dtype(), d.K);  // [..., M, N]
   if (a.dtype() == DType::F32)
     matmul_run<float>(d, out.data<float>(), ac.data<float>(), bc.data<float>());
   else
@@ -234,7 +242,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   const Tensor bc = b.defined() ? b.contiguous() : Tensor();
   Shape out_shape = x.shape();
   out_shape.back() = Out;
-  Tensor out = Tensor::zeros(out_shape, x.dtype());  // [..., Out]
+  // [..., Out]: the bias rows or the GEMM (beta = 0) write every element
+  Tensor out = b.defined() ? Tensor::empty(out_shape, x.dtype()) : gemm_output(out_shape, x.dtype(), In);
   if (x.dtype() == DType::F32)
     linear_run<float>(out.data<float>(), xc.data<float>(), wc.data<float>(), ptr_or_null<float>(bc),
                       R, In, Out);

@@ -605,6 +605,7 @@ int64_t peak_growth(int64_t T, SdpaImpl impl) {
   Tensor q = Tensor::randn({1, 1, T, 32}, rng).set_requires_grad(true);  // f32
   Tensor k = Tensor::randn({1, 1, T, 32}, rng).set_requires_grad(true);
   Tensor v = Tensor::randn({1, 1, T, 32}, rng).set_requires_grad(true);
+  release_cached_memory();  // blocks cached by earlier tests are resident already
   reset_peak_rss();
   const int64_t base = current_rss_bytes();
   {
