@@ -3,8 +3,11 @@
 //   OUT/config.json, OUT/model.safetensors      the latest model (save_model), so that
 //                                               `attn info/translate --model OUT` work
 //   OUT/vocab.json, OUT/train_config.json       vocabulary, every training hyper-parameter
+//   OUT/sentencepiece.model                     with a subword vocabulary (--vocab): its model,
+//                                               matched to vocab.json by a fingerprint
 //   OUT/metrics.jsonl                           one JSON object per finished epoch
-//   OUT/checkpoints/step_NNNNNNNN/              config.json, model.safetensors, vocab.json (a
+//   OUT/checkpoints/step_NNNNNNNN/              config.json, model.safetensors, vocab.json (and
+//                                               sentencepiece.model; a
 //                                               model folder too), optimizer.safetensors
 //                                               (Adam::state()), state.json (step, batch
 //                                               position, every dropout generator, metrics)

@@ -3,7 +3,7 @@
 // corpus ("source<TAB>target" per line) with a vocabulary built from the training file.
 // Examples hold symbol ids only; <bos>/<eos>/<pad> are added by make_batch (batching.h).
 // The vocabulary is a SentencePiece model instead when one is given (tokens 'sentencepiece').
-// Not here: corpus filtering or deduplication, streaming of files larger than memory.
+// Not here: corpus filtering or deduplication, streaming of files larger than memory (corpus_stream.h does that).
 #pragma once
 
 #include <cstdint>

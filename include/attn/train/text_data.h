@@ -4,7 +4,7 @@
 // (make_lm_batch feeds <bos> line and predicts line <eos>); an encoder-only (BERT-style)
 // example is the line as a source without a target (masked by train/masking.h).
 // A SentencePiece model may serve as the vocabulary instead (tokens 'sentencepiece').
-// Not here: packing lines into fixed-size blocks, files larger than memory.
+// Not here: packing lines into fixed-size blocks, files larger than memory (corpus_stream.h).
 #pragma once
 
 #include <cstdint>
