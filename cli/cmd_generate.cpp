@@ -5,6 +5,9 @@
 // --top-k, --top-p and --seed (or --sample). Contradictory choices are errors, never guesses.
 // A Hugging Face GPT-2 folder (config.json, model.safetensors, vocab.json + merges.txt) works
 // too: prompts go through its byte-level BPE and are read without a <bos> in front.
+// --ids reads prompts as space-separated token ids and prints ids, as `attn translate --ids`
+// does (ids in [0, vocabulary size), never <pad>; an empty line is an error); for a GPT-2
+// folder they are ids of its BPE vocabulary.
 // Not here: encoder-decoder models (attn translate), streaming token by token.
 #include <cstdio>
 #include <fstream>
@@ -39,6 +42,7 @@ struct GenerateOptions {
   std::vector<std::string> sampling_flags;  // the sampling flags given, by name
   int64_t batch_size = 32;
   bool with_prompt = false;
+  bool ids = false;  // prompts and output as space-separated token ids
   bool scores = false;
   int64_t threads = 0;
 };
@@ -84,23 +88,25 @@ int run_generate(const GenerateOptions& o) {
     bpe = std::move(gpt2.tokenizer);
     settings.prepend_bos = false;
   } else {
-    folder = open_model_folder(o.model_dir, kCmd, true, models::Arch::DecoderOnly);
+    folder = open_model_folder(o.model_dir, kCmd, !o.ids, models::Arch::DecoderOnly);
   }
 
   TokenCodec codec;
-  codec.vocab = bpe ? nullptr : &*folder.vocab;
+  codec.vocab = bpe || o.ids ? nullptr : &*folder.vocab;
   codec.vocab_size = folder.tgt_vocab_size;
   codec.pad = folder.pad;
   codec.command = kCmd;
   // Text <-> ids through the model's own tokenizer.
   const auto encode = [&](const std::string& text, int64_t line_no) {
-    if (!bpe) return codec.read(text, line_no, "prompt");
+    if (!bpe || o.ids) return codec.read(text, line_no, "prompt");
     std::vector<int64_t> ids = bpe->encode(text);
     ATTN_CHECK(!ids.empty(), kCmd, codec.source, line_no > 0 ? str_cat(" line ", line_no) : std::string(),
                ": the prompt is empty");
     return ids;
   };
-  const auto decode = [&](const std::vector<int64_t>& ids) { return bpe ? bpe->decode(ids) : codec.write(ids); };
+  const auto decode = [&](const std::vector<int64_t>& ids) {
+    return bpe && !o.ids ? bpe->decode(ids) : codec.write(ids);
+  };
 
   std::vector<std::vector<int64_t>> pending;
   std::vector<std::string> pending_text;
@@ -112,7 +118,12 @@ int run_generate(const GenerateOptions& o) {
       for (size_t k = 0; k < found[i].size(); ++k) {
         const decode::Hypothesis& h = found[i][k];
         std::string text = decode(h.tokens);
-        if (o.with_prompt && !bpe && folder.vocab->sentencepiece()) {
+        if (o.with_prompt && o.ids) {
+          // Ids mode: the prompt's ids (as read, without <bos>) and then the continuation's.
+          std::vector<int64_t> all = pending[i];
+          all.insert(all.end(), h.tokens.begin(), h.tokens.end());
+          text = decode(all);
+        } else if (o.with_prompt && !bpe && folder.vocab->sentencepiece()) {
           // Subwords detokenize together: the continuation's first piece may join the prompt's word.
           std::vector<int64_t> all = pending[i];
           all.insert(all.end(), h.tokens.begin(), h.tokens.end());
@@ -238,6 +249,8 @@ void register_generate(CLI::App& app, Action* action) {
       ->default_str("0");
   cmd->add_option("--batch-size", o->batch_size, "prompts decoded together")->capture_default_str();
   cmd->add_flag("--with-prompt", o->with_prompt, "print each prompt followed by its continuation");
+  cmd->add_flag("--ids", o->ids,
+                "read prompts and write continuations as space-separated token ids instead of text");
   cmd->add_flag("--scores", o->scores, "prefix each continuation with its log-probability and a tab");
   cmd->add_option("--threads", o->threads, "OpenMP/BLAS threads; 0 = the runtime's default");
   cmd->callback([o, action] { *action = [o] { return run_generate(*o); }; });

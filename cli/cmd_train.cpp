@@ -1,8 +1,9 @@
 // attn train --out DIR: trains an encoder-decoder Transformer (paper §5) on a synthetic task
 // (--task reverse|copy|sort) or on the user's TSV corpus (--data/--valid), with the seed's
 // reversal recipe as the defaults; or, with --arch decoder-only|encoder-only, a GPT-style
-// language model or a BERT-style masked LM on a text file (--text/--valid-text). Every
-// hyper-parameter is a flag; --config FILE.json sets any of them (flags win). --vocab takes a
+// language model (lines packed into blocks with --pack N) or a BERT-style masked LM on a text
+// file (--text/--valid-text). Every hyper-parameter is a flag; --config FILE.json sets any of
+// them (flags win). --vocab takes a
 // SentencePiece model (attn vocab train) for the corpus, shared by source and target (§5.1). A one-line
 // progress bar on a terminal, plain log lines otherwise. Ends by writing report.html
 // (cli/run_report.h), printing where everything is, and showing a few outputs of the model.
@@ -398,7 +399,7 @@ int run_train(const TrainOptions& o) {
     const std::string data = c.uses_tsv()    ? "corpus " + c.train_path
                              : c.uses_text() ? "text " + c.text_path
                                              : "task " + c.task;
-    const char* unit = c.uses_text() ? "lines" : "examples";
+    const char* unit = c.pack > 0 ? "blocks" : c.uses_text() ? "lines" : "examples";
     std::fprintf(stderr, "attn train: %s, %zu training / %zu validation %s, vocabulary %lld\n", data.c_str(),
                  trainer->stream() ? static_cast<size_t>(trainer->stream()->stats().examples) : d.train.size(),
                  d.valid.size(), unit, static_cast<long long>(d.vocab.size()));
@@ -435,6 +436,10 @@ int run_train(const TrainOptions& o) {
                  static_cast<unsigned long long>(c.seed), threads_text(c).c_str());
     if (c.uses_text() && d.empty_lines > 0)
       std::fprintf(stderr, "  %lld blank lines skipped\n", static_cast<long long>(d.empty_lines));
+    if (c.pack > 0)
+      std::fprintf(stderr, "  packed: %zu training / %zu validation blocks of %lld tokens (<bos> + %lld ids, <eos> "
+                   "between lines)\n", d.train.size(), d.valid.size(), static_cast<long long>(c.pack),
+                   static_cast<long long>(c.pack - 1));
     if (d.valid_unknown_tokens > 0)
       std::fprintf(stderr, "  warning: %lld validation tokens are not in the training vocabulary (read as <unk>)\n",
                    static_cast<long long>(d.valid_unknown_tokens));
@@ -554,6 +559,10 @@ void register_train(CLI::App& app, Action* action) {
                      "training text for --arch decoder-only or encoder-only: one sequence per non-blank line", "")
       ->each([p](const std::string&) { p->text_given = true; });
   param<std::string>(cmd, p, "--valid-text", "valid_text", "validation text (one sequence per non-blank line)", "");
+  param<int64_t>(cmd, p, "--pack", "pack",
+                 "--arch decoder-only: pack the text's lines (<eos> after each) into blocks of this many tokens, "
+                 "<bos> included, one example each (0: one example per line)",
+                 "0");
   param<double>(cmd, p, "--mask-prob", "mask_prob",
                 "encoder-only: share of each line's tokens chosen for the masked LM (80% [MASK], 10% random, 10% kept)",
                 dstr(d.mask_prob));

@@ -1,7 +1,8 @@
 // Plain-text corpora for decoder-only and encoder-only training (see text_data.h): one
 // sequence per non-blank line, a vocabulary sorted by bytes, and examples laid out so that the
 // batching code serves both families (a target without a source, or a source without a target).
-// Not here: block packing or any normalisation of the text.
+// pack_blocks concatenates lines into GPT-style blocks for decoder-only training.
+// Not here: any normalisation of the text.
 #include "attn/train/text_data.h"
 
 #include <set>
@@ -102,10 +103,45 @@ const std::vector<int64_t>& text_ids(const Example& example) {
   return example.src.empty() ? example.tgt : example.src;
 }
 
+std::vector<std::vector<int64_t>> pack_blocks(const std::vector<std::vector<int64_t>>& lines, int64_t block_ids,
+                                              int64_t eos) {
+  ATTN_CHECK(block_ids >= 1, kOp, "a packed block needs at least 1 id, got ", block_ids);
+  ATTN_CHECK(eos >= 0, kOp, "packing needs an <eos> id, got ", eos);
+  std::vector<std::vector<int64_t>> blocks;
+  std::vector<int64_t> block;  // [<= block_ids]
+  block.reserve(static_cast<size_t>(block_ids));
+  const auto push = [&](int64_t id) {
+    block.push_back(id);
+    if (static_cast<int64_t>(block.size()) == block_ids) {
+      blocks.push_back(std::move(block));
+      block = {};
+      block.reserve(static_cast<size_t>(block_ids));
+    }
+  };
+  for (const std::vector<int64_t>& line : lines) {
+    for (int64_t id : line) push(id);
+    push(eos);
+  }
+  if (!block.empty()) blocks.push_back(std::move(block));  // the partial last block is kept
+  return blocks;
+}
+
 Dataset load_text_dataset(const std::string& train_path, const std::string& valid_path, Tokenization tokenization,
-                          models::Arch arch, const std::string& vocab_path) {
+                          models::Arch arch, const std::string& vocab_path, int64_t pack) {
   ATTN_CHECK(arch != models::Arch::EncoderDecoder, kOp,
              "a text corpus trains decoder_only or encoder_only models, not encoder_decoder");
+  ATTN_CHECK(pack == 0 || arch == models::Arch::DecoderOnly, kOp,
+             "packing into blocks (pack) is for decoder_only models, not ", models::arch_name(arch));
+  ATTN_CHECK(pack == 0 || pack >= 2, kOp, "pack must be 0 (one example per line) or at least 2 (<bos> and one token), got ",
+             pack);
+  // Every line's ids become one example, or the lines are packed into blocks of pack - 1 ids.
+  const auto examples = [&](std::vector<std::vector<int64_t>> lines) {
+    if (pack > 0) lines = pack_blocks(lines, pack - 1, Vocab::kEos);
+    std::vector<Example> out;
+    out.reserve(lines.size());
+    for (auto& ids : lines) out.push_back(text_example(arch, std::move(ids)));
+    return out;
+  };
   const TextFile train = read_text(train_path, tokenization);
   ATTN_CHECK(!train.lines.empty(), kOp, "'", train_path, "' holds no text (every line is empty or blank)");
   Dataset d;
@@ -118,14 +154,12 @@ Dataset load_text_dataset(const std::string& train_path, const std::string& vali
   } else {
     d.vocab = build_text_vocab(train, tokenization, arch == models::Arch::EncoderOnly);
   }
-  for (auto& ids : encode_text(train, d.vocab, given, &d.train_unknown_tokens))
-    d.train.push_back(text_example(arch, std::move(ids)));
+  d.train = examples(encode_text(train, d.vocab, given, &d.train_unknown_tokens));
   d.empty_lines = train.blank_lines;
   if (!valid_path.empty()) {
     const TextFile valid = read_text(valid_path, tokenization);
     ATTN_CHECK(!valid.lines.empty(), kOp, "'", valid_path, "' holds no text (every line is empty or blank)");
-    for (auto& ids : encode_text(valid, d.vocab, true, &d.valid_unknown_tokens))
-      d.valid.push_back(text_example(arch, std::move(ids)));
+    d.valid = examples(encode_text(valid, d.vocab, true, &d.valid_unknown_tokens));
     d.empty_lines += valid.blank_lines;
   }
   return d;

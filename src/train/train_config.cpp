@@ -83,6 +83,15 @@ void TrainConfig::validate() const {
   ATTN_CHECK(vocab.empty() || task.empty(), kOp, "a SentencePiece model (vocab) does not fit the synthetic task '",
              task, "' (give a TSV corpus or a text file)");
   ATTN_CHECK(mask_prob > 0 && mask_prob < 1, kOp, "mask_prob must be in (0, 1), got ", mask_prob);
+  if (pack != 0) {
+    ATTN_CHECK(pack >= 2, kOp, "pack must be 0 (one example per line) or at least 2 (<bos> and one token), got ", pack);
+    ATTN_CHECK(arch == models::Arch::DecoderOnly && !text_path.empty(), kOp,
+               "pack packs a text file (text) into blocks for a decoder_only model, not for arch '",
+               models::arch_name(arch), "'", text_path.empty() ? " without a text file" : "");
+    ATTN_CHECK(!stream, kOp, "pack does not work with stream: packed blocks are built in memory");
+    ATTN_CHECK(model.positional != nn::PositionalKind::Learned || pack <= model.max_len, kOp, "pack ", pack,
+               " is longer than the model's ", model.max_len, " learned positions (max_len)");
+  }
   // Vocabulary sizes and special ids come from the data (the trainer sets them); validate the
   // rest with placeholders that satisfy the id checks.
   models::ModelConfig m = model;
@@ -138,6 +147,7 @@ json TrainConfig::to_json() const {
   j["tokens"] = tokenization_name(tokens);
   j["vocab"] = vocab;
   j["mask_prob"] = mask_prob;
+  j["pack"] = pack;
   j["model"] = model.to_json();
   j["epochs"] = epochs;
   j["batch_size"] = batch_size;
@@ -195,6 +205,7 @@ void TrainConfig::update_from_json(const json& j) {
       {"tokens", [&](const std::string& k, const json& v) { c.tokens = read_enum(k, v, parse_tokenization); }},
       {"vocab", str_field(c.vocab)},
       {"mask_prob", num_field(c.mask_prob)},
+      {"pack", int_field(c.pack)},
       {"model", [&](const std::string& k, const json& v) {
          ATTN_CHECK(v.is_object(), kOp, "key '", k, "' must be an object of model keys, got ", v.type_name());
          json merged = c.model.to_json();

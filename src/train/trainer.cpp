@@ -316,7 +316,7 @@ void Trainer::build() {
       if (!path.empty()) check_no_empty_tsv_lines(path, c.tokens);
     data_ = load_tsv_dataset(c.train_path, c.valid_path, c.tokens, c.vocab);
   } else if (c.uses_text()) {
-    data_ = load_text_dataset(c.text_path, c.valid_text_path, c.tokens, c.model.arch, c.vocab);
+    data_ = load_text_dataset(c.text_path, c.valid_text_path, c.tokens, c.model.arch, c.vocab, c.pack);
   } else {
     TaskConfig t;
     t.kind = parse_task_kind(c.task);

@@ -4,7 +4,8 @@
 // (make_lm_batch feeds <bos> line and predicts line <eos>); an encoder-only (BERT-style)
 // example is the line as a source without a target (masked by train/masking.h).
 // A SentencePiece model may serve as the vocabulary instead (tokens 'sentencepiece').
-// Not here: packing lines into fixed-size blocks, files larger than memory (corpus_stream.h).
+// For GPT-style training the lines may instead be packed into fixed-size blocks (pack_blocks),
+// each block one decoder-only example. Not here: files larger than memory (corpus_stream.h).
 #pragma once
 
 #include <cstdint>
@@ -45,13 +46,23 @@ Example text_example(models::Arch arch, std::vector<int64_t> ids);
 // The line of a text example (whichever side holds it).
 const std::vector<int64_t>& text_ids(const Example& example);
 
+// GPT-style block packing: the lines' ids concatenated, each line followed by `eos`, and cut
+// into blocks of `block_ids` ids, in order. The last block is kept even when shorter (no text is
+// dropped), so there are ceil((ids + lines) / block_ids) blocks. block_ids < 1 or eos < 0 is an
+// error.
+std::vector<std::vector<int64_t>> pack_blocks(const std::vector<std::vector<int64_t>>& lines, int64_t block_ids,
+                                              int64_t eos);
+
 // Training lines with the vocabulary built from them (with [MASK] for encoder_only), and the
 // validation lines (valid_path may be empty: no validation set) with unknown tokens mapped to
 // <unk> and counted in Dataset::valid_unknown_tokens; blank lines of both files are counted in
 // Dataset::empty_lines. A file without any non-blank line is an error naming it. With tokenization
 // SentencePiece the vocabulary is the model at vocab_path (tasks.h, load_given_vocab); an
 // encoder-only model needs one that reserves [MASK] at id 4 (`attn vocab train --mask`).
+// pack > 0 (decoder_only only, else an error) packs both files into blocks whose batch rows are
+// `pack` tokens: pack_blocks of pack - 1 ids with <eos> between lines, since make_lm_batch
+// puts <bos> in front of each block (and <eos> after it, as the block's last target).
 Dataset load_text_dataset(const std::string& train_path, const std::string& valid_path, Tokenization tokenization,
-                          models::Arch arch, const std::string& vocab_path = "");
+                          models::Arch arch, const std::string& vocab_path = "", int64_t pack = 0);
 
 }  // namespace attn::train

@@ -38,6 +38,9 @@ struct TrainConfig {
   std::string vocab;             // tokens = sentencepiece: the SentencePiece model (a file, or a
                                  // folder holding sentencepiece.model); "" otherwise
   double mask_prob = 0.15;       // encoder_only: share of each line's tokens chosen for the masked LM
+  int64_t pack = 0;              // decoder_only text: 0 = one example per line; N >= 2 = the lines
+                                 // packed (with <eos> between them) into rows of N tokens, <bos>
+                                 // included (text_data.h, load_text_dataset)
 
   // ---- model (vocabulary sizes and special ids are set from the data's vocabulary) -------
   models::ModelConfig model = default_model();
