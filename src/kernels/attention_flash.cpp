@@ -6,7 +6,9 @@
 // float32 row loops (max, exp with the row sum, rescales, dS) go through the per-ISA vector
 // kernels (simd/vector_kernels.h); float64 keeps plain loops. Each thread keeps a transposed
 // copy of the K (and V) slice it works on, so no tile product has a transposed right operand
-// (see score_tile). No dropout, no weights output, no micro-kernel of its own.
+// (see score_tile). The forward also reads K/V slices that lie further apart than Tk rows
+// (a KV cache's buffer with spare room, KVSliceStrides). No dropout, no weights output, no
+// micro-kernel of its own.
 // Derivation: docs/derivations/attention.md ("Tiled forward" and "Recomputing backward").
 #include "kernels/attention_flash.h"
 
@@ -270,8 +272,10 @@ template <class T>
 void attention_flash_forward(T* out, T* lse, const T* q, const T* k, const T* v,
                              const AttentionMask<T>& mask, int64_t B, int64_t H, int64_t Hkv,
                              int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv, T scale,
-                             FlashTiles tiles) {
+                             FlashTiles tiles, KVSliceStrides kv_strides) {
   const int64_t BH = B * H, Br = tiles.q, Bc = tiles.k, group = H / Hkv;
+  const int64_t k_slice = kv_strides.k > 0 ? kv_strides.k : Tk * Dh;  // elements between K slices
+  const int64_t v_slice = kv_strides.v > 0 ? kv_strides.v : Tk * Dv;  // and between V slices
   const int64_t n_qt = (Tq + Br - 1) / Br;  // query tiles per slice
   const int64_t items = BH * n_qt;          // (slice, query tile) work items
   const bool parallel = items > 1 && BH * Tq * Tk * (Dh + Dv) >= kParallelWork;
@@ -292,11 +296,11 @@ void attention_flash_forward(T* out, T* lse, const T* q, const T* k, const T* v,
     T* s = scratch.data() + t * per_thread;
     T* kt = use_kt ? s + Br * Bc + 2 * Br : nullptr;  // [Dh, Tk]
     if (use_kt && kt_head[static_cast<size_t>(t)] != bkv) {
-      transpose(kt, k + bkv * Tk * Dh, Tk, Dh);
+      transpose(kt, k + bkv * k_slice, Tk, Dh);
       kt_head[static_cast<size_t>(t)] = bkv;
     }
-    forward_query_tile(out + bh * Tq * Dv, lse + bh * Tq, q + bh * Tq * Dh, k + bkv * Tk * Dh, kt,
-                       v + bkv * Tk * Dv, mask, bh / H, bh % H, i0, std::min(Br, Tq - i0), Tq, Tk,
+    forward_query_tile(out + bh * Tq * Dv, lse + bh * Tq, q + bh * Tq * Dh, k + bkv * k_slice, kt,
+                       v + bkv * v_slice, mask, bh / H, bh % H, i0, std::min(Br, Tq - i0), Tq, Tk,
                        Dh, Dv, scale, Bc, rk, s, s + Br * Bc, s + Br * Bc + Br);
   }
 }
@@ -402,11 +406,11 @@ void attention_flash_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, 
 template void attention_flash_forward<float>(float*, float*, const float*, const float*,
                                              const float*, const AttentionMask<float>&, int64_t,
                                              int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                             float, FlashTiles);
+                                             float, FlashTiles, KVSliceStrides);
 template void attention_flash_forward<double>(double*, double*, const double*, const double*,
                                               const double*, const AttentionMask<double>&, int64_t,
                                               int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                              double, FlashTiles);
+                                              double, FlashTiles, KVSliceStrides);
 template void attention_flash_backward<float>(float*, float*, float*, const float*, const float*,
                                               const float*, const float*, const float*,
                                               const float*, const AttentionMask<float>&, int64_t,

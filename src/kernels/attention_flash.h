@@ -27,16 +27,26 @@ struct FlashTiles {
   int64_t k = kFlashTileK;  // key columns per tile, Bc
 };
 
+// Where the K and V slices of the forward lie: the elements from one (b, kv-head) slice to the
+// next. 0 = packed (Tk * Dh for k, Tk * Dv for v). A larger stride reads the first Tk rows of
+// each slice of a longer buffer [B, Hkv, capacity, Dh], the layout of a KV cache with spare
+// room (nn/kv_cache.h), without copying them out. Rows within a slice are always packed.
+struct KVSliceStrides {
+  int64_t k = 0;
+  int64_t v = 0;
+};
+
 // out [B, H, Tq, Dv] = softmax(q k^T * scale + mask) v, and lse [B, H, Tq] the per-row
 // log-sum-exp of the masked scores, L_i = m_i + log sum_j exp(S_ij - m_i). A row whose keys
 // are all masked gets output 0 and lse = -inf (the marker the backward reads).
-// q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], v [B, Hkv, Tk, Dv], all contiguous; query head h
-// reads K/V head h / (H / Hkv) (grouped-query attention; the overload without Hkv has Hkv = H).
+// q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], v [B, Hkv, Tk, Dv], contiguous (k and v up to the
+// slice strides); query head h reads K/V head h / (H / Hkv) (grouped-query attention; the
+// overload without Hkv has Hkv = H).
 template <class T>
 void attention_flash_forward(T* out, T* lse, const T* q, const T* k, const T* v,
                              const AttentionMask<T>& mask, int64_t B, int64_t H, int64_t Hkv,
                              int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv, T scale,
-                             FlashTiles tiles = {});
+                             FlashTiles tiles = {}, KVSliceStrides kv_strides = {});
 template <class T>
 inline void attention_flash_forward(T* out, T* lse, const T* q, const T* k, const T* v,
                                     const AttentionMask<T>& mask, int64_t B, int64_t H, int64_t Tq,

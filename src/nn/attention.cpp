@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "attn/nn/init.h"
+#include "attn/nn/kv_cache.h"
 #include "attn/ops/ops.h"
 
 namespace attn::nn {
@@ -202,22 +203,22 @@ Tensor MultiHeadAttention::forward_cached_self(const Tensor& x, Tensor& k_cache,
                kOp, "cached keys must be [", N, ", ", Hkv, ", T, ", head_dim_, "] like the values, got ", k_cache.str(),
                " and ", v_cache.defined() ? v_cache.str() : "undefined");
   const int64_t held = k_cache.defined() ? k_cache.size(2) : 0;
-  Tensor q = split_heads(project(x, 0));             // [N, H, T, Dh]
-  Tensor k_new = split_heads(project(x, 1), Hkv);    // [N, Hkv, T, Dh]
-  Tensor v_new = split_heads(project(x, 2), Hkv);    // [N, Hkv, T, Dh]
+  // W_Q, W_K and W_V are stored stacked (in_proj_weight), so one product projects all three: a
+  // decoding step reads the weight in one pass, each output the same dot product as alone.
+  const int64_t D = d_model_, kv = Hkv * head_dim_;
+  Tensor qkv = linear(x, in_proj_weight_, in_proj_bias_);           // [N, T, D + 2*Hkv*Dh]
+  Tensor q = split_heads(slice(qkv, 2, 0, D));                      // [N, H, T, Dh]
+  Tensor k_new = split_heads(slice(qkv, 2, D, D + kv), Hkv);        // [N, Hkv, T, Dh]
+  Tensor v_new = split_heads(slice(qkv, 2, D + kv, D + 2 * kv), Hkv);  // [N, Hkv, T, Dh]
   if (options_.rope) {
     // Keys are cached rotated: each is rotated once, by its own position.
     const Tensor positions = masks.positions.defined() ? masks.positions : arange_positions(held, T);  // [N, T] or [T]
     q = rotary_embedding(q, positions, options_.rope_options);          // [N, H, T, Dh]
     k_new = rotary_embedding(k_new, positions, options_.rope_options);  // [N, Hkv, T, Dh]
   }
-  if (k_cache.defined()) {
-    k_cache = concat({k_cache, k_new}, 2);  // [N, Hkv, T' + T, Dh]
-    v_cache = concat({v_cache, v_new}, 2);  // [N, Hkv, T' + T, Dh]
-  } else {
-    k_cache = k_new.contiguous();  // [N, Hkv, T, Dh]
-    v_cache = v_new.contiguous();  // [N, Hkv, T, Dh]
-  }
+  // Into the caches' spare room, in place (nn/kv_cache.h); the attention reads them there.
+  k_cache = append_positions(k_cache, k_new);  // [N, Hkv, T' + T, Dh]
+  v_cache = append_positions(v_cache, v_new);  // [N, Hkv, T' + T, Dh]
   const int64_t Tk = k_cache.size(2);
   SdpaOptions options = base_options();
   options.causal = T > 1;  // bottom-right: new query i sees the cache and new keys <= i
@@ -230,9 +231,10 @@ Tensor MultiHeadAttention::forward_cached_self(const Tensor& x, Tensor& k_cache,
   }
   SdpaResult attended = scaled_dot_product_attention(q, k_cache, v_cache, options);  // out [N, H, T, Dh]
   if (options_.window > 0 && Tk > options_.window) {
-    // Positions older than the window are never seen again.
-    k_cache = k_cache.slice(2, Tk - options_.window, Tk).contiguous();  // [N, Hkv, W, Dh]
-    v_cache = v_cache.slice(2, Tk - options_.window, Tk).contiguous();  // [N, Hkv, W, Dh]
+    // Positions older than the window are never seen again: a view of the last W (the next
+    // append moves them to a new buffer once the room behind them runs out).
+    k_cache = k_cache.slice(2, Tk - options_.window, Tk);  // [N, Hkv, W, Dh]
+    v_cache = v_cache.slice(2, Tk - options_.window, Tk);  // [N, Hkv, W, Dh]
   }
   return out_proj_->forward(join_heads(attended.out));  // [N, T, D]
 }

@@ -1,6 +1,7 @@
 // KVCache (paper §3.2.3, incremental decoding): per-layer cached keys and values, PAD flags and
-// left padding per row, row reorder through an embedding lookup (rows of a tensor viewed as
-// [N, rest]), and byte accounting.
+// left padding per row, row reorder (an embedding lookup of rows viewed as [N, rest], or a copy
+// into a buffer of the same capacity for the growing self-attention K/V), byte accounting, and
+// append_positions: self-attention K/V grow in place inside a buffer with spare room.
 #include "attn/nn/kv_cache.h"
 
 #include <algorithm>
@@ -32,6 +33,80 @@ Tensor take_rows(const Tensor& x, const Tensor& ids) {
   Tensor picked = embedding(x.contiguous().reshape({n, rest}), ids);  // [M, rest]
   shape[0] = m;
   return picked.reshape(shape);  // [M, ...]
+}
+
+// Where x [N, Hkv, T', Dh] lies in its buffer when it is a view of positions [start, start + T')
+// of a buffer [N, Hkv, capacity, Dh] (the layout append_positions makes); capacity 0 otherwise.
+struct BufferView {
+  int64_t capacity = 0, start = 0;
+};
+BufferView buffer_view(const Tensor& x) {
+  if (!x.defined() || x.dim() != 4 || !is_floating(x.dtype())) return {};
+  const Shape& st = x.strides();
+  const int64_t N = x.size(0), H = x.size(1), len = x.size(2), Dh = x.size(3);
+  if (Dh < 1 || st[3] != 1 || st[2] != Dh || st[1] % Dh != 0 || st[0] != H * st[1] || x.offset() % Dh != 0)
+    return {};
+  BufferView b{st[1] / Dh, x.offset() / Dh};
+  const size_t need = static_cast<size_t>(N * H * b.capacity * Dh) * dtype_size(x.dtype());
+  if (b.start + len > b.capacity || x.storage()->nbytes() < need) return {};
+  return b;
+}
+
+}  // namespace
+
+Tensor append_positions(const Tensor& cached, const Tensor& fresh) {
+  ATTN_CHECK(fresh.defined() && fresh.dim() == 4 && is_floating(fresh.dtype()), kOp,
+             "append_positions: new positions must be f32 or f64 [N, Hkv, T, Dh], got ",
+             fresh.defined() ? fresh.str() : "undefined");
+  const int64_t N = fresh.size(0), H = fresh.size(1), T = fresh.size(2), Dh = fresh.size(3);
+  if (cached.defined())
+    ATTN_CHECK(cached.dim() == 4 && cached.size(0) == N && cached.size(1) == H && cached.size(3) == Dh &&
+                   cached.dtype() == fresh.dtype(),
+               kOp, "append_positions: cached ", cached.str(), " and new ", fresh.str(),
+               " must agree in every dimension but the positions (2), and in dtype");
+  const int64_t len = cached.defined() ? cached.size(2) : 0;
+  const BufferView at = buffer_view(cached);
+  // Writing past the view is safe when no other tensor holds the buffer: views of it taken
+  // earlier end at or before `len` and never see those rows; another cache sharing it would.
+  const bool in_place = at.capacity > 0 && at.start + len + T <= at.capacity && cached.storage().use_count() == 1;
+  Tensor view;
+  if (in_place) {
+    // The buffer again from its first position, then the old positions plus the new ones.
+    Tensor whole = Tensor::from_storage(cached.storage(), cached.offset() - at.start * Dh,
+                                        {N, H, at.capacity, Dh}, cached.dtype());  // [N, Hkv, C, Dh]
+    view = whole.slice(2, at.start, at.start + len + T);  // [N, Hkv, T' + T, Dh]
+  } else {
+    const int64_t capacity = std::max(kMinCachePositions, 2 * (len + T));
+    Tensor buffer = Tensor::empty({N, H, capacity, Dh}, fresh.dtype());  // [N, Hkv, C, Dh]
+    view = buffer.slice(2, 0, len + T);  // [N, Hkv, T' + T, Dh]
+    if (len > 0) view.slice(2, 0, len).copy_from(cached);
+  }
+  if (T > 0) view.slice(2, len, len + T).copy_from(fresh.detach());
+  return view;
+}
+
+int64_t cache_capacity(const Tensor& x) {
+  const BufferView at = buffer_view(x);
+  if (at.capacity > 0) return at.capacity - at.start;
+  return x.defined() && x.dim() == 4 ? x.size(2) : 0;
+}
+
+namespace {
+
+// x [N, Hkv, T', Dh] -> [rows.size(), Hkv, T', Dh] with new row i = x[rows[i]], in a buffer with
+// the room x's had (or the default room), so that the next append stays in place.
+Tensor take_positions(const Tensor& x, const std::vector<int64_t>& rows) {
+  if (!x.defined()) return x;
+  const int64_t len = x.size(2), m = static_cast<int64_t>(rows.size());
+  const int64_t capacity = std::max({cache_capacity(x), kMinCachePositions, len});
+  Tensor buffer = Tensor::empty({m, x.size(1), capacity, x.size(3)}, x.dtype());  // [M, Hkv, C, Dh]
+  Tensor view = buffer.slice(2, 0, len);  // [M, Hkv, T', Dh]
+  if (len > 0)
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t r = rows[static_cast<size_t>(i)];
+      view.slice(0, i, i + 1).copy_from(x.slice(0, r, r + 1));  // [1, Hkv, T', Dh]
+    }
+  return view;
 }
 
 }  // namespace
@@ -118,8 +193,10 @@ void KVCache::reorder(const std::vector<int64_t>& rows) {
   const int64_t m = static_cast<int64_t>(rows.size());
   for (int64_t r : rows) ATTN_CHECK(r >= 0 && r < n, kOp, "reorder row ", r, " out of range [0, ", n, ")");
   const Tensor ids = Tensor::from_vector<int64_t>(rows, {m});  // [M]
-  for (LayerKV& l : layers_)
-    for (Tensor* t : {&l.self_k, &l.self_v, &l.cross_k, &l.cross_v}) *t = take_rows(*t, ids);  // [M, ...]
+  for (LayerKV& l : layers_) {
+    for (Tensor* t : {&l.self_k, &l.self_v}) *t = take_positions(*t, rows);  // [M, Hkv, T', Dh]
+    for (Tensor* t : {&l.cross_k, &l.cross_v}) *t = take_rows(*t, ids);      // [M, H, S, Dh]
+  }
   memory_padding_ = take_rows(memory_padding_, ids);  // [M, S]
   if (self_pad_len_ > 0) {
     std::vector<int> next(static_cast<size_t>(m * self_pad_len_));

@@ -209,15 +209,34 @@ struct FlashSdpaBackward : Node {
   void release() override { q = k = v = out = lse = bias = padding = alibi = Tensor(); }
 };
 
+// The elements between consecutive (b, head) slices of x [B, Hs, T, D] when its rows are
+// packed within each slice and the slices lie a constant stride apart, at least T * D (the
+// first T rows of a longer buffer, as a KV cache with spare room holds them); 0 otherwise.
+int64_t packed_slice_stride(const Tensor& x) {
+  const Shape& st = x.strides();
+  const int64_t T = x.size(2), D = x.size(3);
+  if (T < 1 || st[3] != 1 || (T > 1 && st[2] != D)) return 0;
+  const int64_t s = st[1];
+  if (s < T * D || st[0] != x.size(1) * s) return 0;
+  return s;
+}
+
 template <class T>
 SdpaResult sdpa_impl(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                      const SdpaOptions& o, const SdpaDims& d, detail::SdpaImpl impl) {
+  const bool record = needs_grad({&q_in, &k_in, &v_in});
   Tensor q, k, v;
+  kernels::KVSliceStrides kv_strides;
   {
     NoGradGuard guard;  // the node below differentiates w.r.t. the caller's tensors directly
     q = q_in.contiguous().detach();
-    k = k_in.contiguous().detach();
-    v = v_in.contiguous().detach();
+    // Without a tape the flash forward reads K and V where they lie when only the slices are
+    // apart (a KV cache with spare room): no copy of the cache per decoding step.
+    const bool in_place = impl == detail::SdpaImpl::Flash && !record;
+    kv_strides.k = in_place ? packed_slice_stride(k_in) : 0;
+    kv_strides.v = in_place ? packed_slice_stride(v_in) : 0;
+    k = kv_strides.k > 0 ? k_in.detach() : k_in.contiguous().detach();
+    v = kv_strides.v > 0 ? v_in.detach() : v_in.contiguous().detach();
   }
   const double scale = o.scale != 0.0 ? o.scale : 1.0 / std::sqrt(static_cast<double>(d.Dh));
 
@@ -241,8 +260,8 @@ SdpaResult sdpa_impl(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
     Tensor lse = Tensor::empty({d.B, d.H, d.Tq}, dtype_of<T>);        // [B, H, Tq]
     kernels::attention_flash_forward<T>(out.data<T>(), lse.data<T>(), q.data<T>(), k.data<T>(),
                                         v.data<T>(), mask, d.B, d.H, d.Hkv, d.Tq, d.Tk, d.Dh, d.Dv,
-                                        static_cast<T>(scale));
-    if (needs_grad({&q_in, &k_in, &v_in})) {
+                                        static_cast<T>(scale), kernels::FlashTiles{}, kv_strides);
+    if (record) {
       auto node = std::make_shared<FlashSdpaBackward>();
       node->q = q;
       node->k = k;
@@ -293,7 +312,6 @@ SdpaResult sdpa_impl(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                       d.B, d.H, d.Hkv, d.Tq, d.Tk, d.Dh, d.Dv, static_cast<T>(scale));
 
   SdpaResult result;
-  const bool record = needs_grad({&q_in, &k_in, &v_in});
   if (o.need_weights) result.weights = record ? probs.clone() : probs;  // never aliases saved state
   if (record) {
     auto node = std::make_shared<SdpaBackward>();

@@ -110,7 +110,10 @@ class MultiHeadAttention : public AttentionModule {
   // (a prompt's prefill, or T = 1 for a step): their keys and values (rotated by RoPE) are
   // appended to k_cache and v_cache ([N, Hkv, T', Dh] -> [N, Hkv, T' + T, Dh]; undefined =
   // empty) and new query i sees every cached key and new keys <= i (and with a window W only
-  // the last W; the cache then keeps only its last W positions). masks.key_padding_mask: Bool
+  // the last W; the cache then keeps only its last W positions). The caches grow in place
+  // through nn::append_positions (nn/kv_cache.h): views of buffers with spare room, so a step
+  // copies only its own keys and values; the step's q, k and v come from one product with the
+  // stacked in_proj_weight. masks.key_padding_mask: Bool
   // [N, T' + T] or undefined; masks.positions: I64 [N, T] or [T], the new positions (RoPE;
   // undefined = T' .. T' + T - 1); masks.causal and attn_mask are ignored. -> [N, T, D].
   Tensor forward_cached_self(const Tensor& x, Tensor& k_cache, Tensor& v_cache,

@@ -5,8 +5,10 @@
 // source. Rows (hypotheses) are reordered together for beam search. Decoder-only models
 // (GPT style) use the self-attention part only, with left-padded prompts: each row records
 // how many PAD positions precede its first token, so that its positions stay its own. With a
-// sliding window the layers keep only the last W positions' K/V. Typed, no string maps;
-// no paged storage or preallocated capacity (growing concatenates).
+// sliding window the layers keep only the last W positions' K/V. The self-attention K/V are
+// views of the first positions of a longer buffer: a step writes its rows into the spare
+// room in place, and the buffer doubles when the room runs out (append_positions). Typed, no
+// string maps; no paged storage.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,8 @@ namespace attn::nn {
 struct LayerKV {
   // [N, Hkv, T', Dh]; undefined before the first step. T' = T, or min(T, W) with a sliding
   // window W; Hkv = the layer's key/value heads (n_heads without grouped-query attention).
+  // Views of T' consecutive positions of a buffer [N, Hkv, capacity, Dh] (rows packed within
+  // each (n, head) slice, slices capacity * Dh apart), not contiguous while room is spare.
   Tensor self_k, self_v;
   Tensor cross_k, cross_v;  // [N, H, S, Dh]
 };
@@ -62,10 +66,12 @@ class KVCache {
   // them is PAD. What a layer that keeps only its last `columns` positions needs.
   Tensor self_padding_last(int64_t columns) const;
 
-  // Keeps row rows[i] as the new row i (rows may repeat and drop rows), for every tensor.
+  // Keeps row rows[i] as the new row i (rows may repeat and drop rows), for every tensor. The
+  // self-attention K/V go to fresh buffers of the same capacity, so steps keep appending in place.
   void reorder(const std::vector<int64_t>& rows);
 
-  // Bytes held by the cached tensors: 2 * layers * N * Hkv * (T' + S) * Dh * sizeof(dtype).
+  // Bytes held by the cached positions: 2 * layers * N * Hkv * (T' + S) * Dh * sizeof(dtype)
+  // (the spare room of the self-attention buffers is not counted).
   int64_t memory_bytes() const;
 
  private:
@@ -75,6 +81,20 @@ class KVCache {
   int64_t self_pad_len_ = 0;   // T of self_pad_
   std::vector<int64_t> left_pad_;  // [N] or empty
 };
+
+// Appends the positions `fresh` [N, Hkv, T, Dh] to `cached` [N, Hkv, T', Dh] (undefined = none
+// yet): returns [N, Hkv, T' + T, Dh] with cached's positions, then fresh's. When `cached` is
+// the view append_positions returned (or a later slice of it along the positions) and no
+// other tensor shares its buffer, fresh's rows are written into the buffer's spare room and
+// nothing is copied; otherwise, or when the room is too small, the positions move to a new
+// buffer with room for twice as many (at least kMinCachePositions). Views taken earlier keep
+// their values. Inference only: the result records no autograd history.
+Tensor append_positions(const Tensor& cached, const Tensor& fresh);
+// The positions a new buffer has room for, at least.
+inline constexpr int64_t kMinCachePositions = 16;
+// The positions x [N, Hkv, T', Dh] could grow to in place (its buffer's room from x's first
+// position on); T' when x is not such a view of a buffer.
+int64_t cache_capacity(const Tensor& x);
 
 // The bytes a KVCache of an encoder-decoder holds after `tgt_len` decoding steps for `rows`
 // hypotheses over sources of `src_len` tokens: self-attention K and V [rows, H, tgt_len, Dh]

@@ -109,6 +109,31 @@ TEST(KVCache, StepByStepLogitsEqualTheTeacherForcedForwardAtEveryPosition) {
       }
 }
 
+// The self-attention K/V grow inside buffers with spare room (nn::append_positions): a step
+// writes its position there, so every layer keeps its buffers from step to step.
+TEST(KVCache, StepsAppendInPlaceWithoutMovingTheSelfAttentionBuffers) {
+  models::EncoderDecoderModel model(tiny_config(DType::F32, false, nn::PositionalKind::Sinusoidal));
+  randomize(model, 17);
+  NoGradGuard no_grad;
+  const Tensor src = test::padded_batch(kSources, kPad);
+  const Tensor tgt = test::padded_batch(kTargets, kPad);  // [3, 6]
+  nn::KVCache cache = model.init_cache(model.encode(src), model.padding_mask(src));
+  std::vector<const void*> buffers;
+  for (int64_t t = 0; t < tgt.size(1); ++t) {
+    model.decode_step(column(tgt, t), t, cache);
+    for (int64_t i = 0; i < cache.num_layers(); ++i)
+      for (const Tensor* x : {&cache.layer(i).self_k, &cache.layer(i).self_v}) {
+        const size_t slot = static_cast<size_t>(2 * i + (x == &cache.layer(i).self_v ? 1 : 0));
+        if (t == 0) {
+          buffers.push_back(x->storage()->data());
+        } else {
+          EXPECT_EQ(x->storage()->data(), buffers[slot]) << "layer " << i << " step " << t;
+        }
+        EXPECT_EQ(x->size(2), t + 1);
+      }
+  }
+}
+
 // D=256, 4 heads, 1+2 layers, d_ff 512, vocabulary 300: every projection of a step is a weight
 // of at least 256 x 256, which float32 sends through the small-M product (kernels/gemm.h),
 // while the teacher-forced forward multiplies all positions at once through BLAS.

@@ -302,6 +302,33 @@ INSTANTIATE_TEST_SUITE_P(Sdpa, SdpaByDtype, ::testing::Values(DType::F32, DType:
 
 // ---- fully masked rows and weights ------------------------------------------------------
 
+// The layout of a KV cache with spare room (nn/kv_cache.h): k and v are the first Tk
+// positions of longer buffers [B, Hkv, C, Dh]. Without a tape the flash kernel reads them in
+// place; the result must be the same bits as with packed copies, with and without a tape.
+TEST(Sdpa, KeysAndValuesThatArePrefixesOfLongerBuffersGiveTheSameBitsAsPackedCopies) {
+  const int64_t B = 2, H = 4, Hkv = 2, Tq = 1, Tk = 5, C = 9, Dh = 8;
+  const Tensor q = randn({B, H, Tq, Dh}, 31, DType::F32);
+  const Tensor k = randn({B, Hkv, C, Dh}, 32, DType::F32).slice(2, 0, Tk);  // [B, Hkv, Tk, Dh] of C
+  const Tensor v = randn({B, Hkv, C, Dh}, 33, DType::F32).slice(2, 2, 2 + Tk);
+  ASSERT_FALSE(k.is_contiguous());
+  SdpaOptions o;
+  Tensor mask = Tensor::from_bools({0, 0, 1, 0, 0, 0, 0, 0, 0, 1}, {B, Tk});  // [B, Tk]
+  o.key_padding_mask = mask;
+  const std::vector<float> packed = scaled_dot_product_attention(q, k.clone(), v.clone(), o).out.to_vector<float>();
+  {
+    NoGradGuard no_grad;
+    EXPECT_EQ(scaled_dot_product_attention(q, k, v, o).out.to_vector<float>(), packed);
+  }
+  Tensor kg = k.detach().set_requires_grad(true);
+  Tensor kg_packed = k.clone().set_requires_grad(true);
+  Tensor out = scaled_dot_product_attention(q, kg, v, o).out;
+  EXPECT_EQ(out.to_vector<float>(), packed);
+  sum(out).backward();
+  Tensor out_packed = scaled_dot_product_attention(q, kg_packed, v.clone(), o).out;
+  sum(out_packed).backward();
+  EXPECT_EQ(kg.grad().to_vector<float>(), kg_packed.grad().to_vector<float>());
+}
+
 TEST(Sdpa, FullyMaskedRowsGiveExactZerosAndFiniteGradients) {
   const Dims d{2, 2, 3, 4, 3, 2};
   Tensor q = leaf({2, 2, 3, 3}, 1), k = leaf({2, 2, 4, 3}, 2), v = leaf({2, 2, 4, 2}, 3);

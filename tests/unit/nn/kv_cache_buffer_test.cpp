@@ -1,0 +1,130 @@
+// append_positions (nn/kv_cache.h), the growing self-attention K/V of incremental decoding:
+// appended positions land in the buffer's spare room without moving it, the buffer doubles
+// when the room runs out, a buffer another tensor shares is never written past its views (two
+// caches decoding on from one state stay independent), earlier views keep their values, a
+// window's trailing view keeps appending, KVCache::reorder keeps the room, and misuse throws.
+// Values against a plain concatenation of every appended row.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "attn/autograd/tape.h"
+#include "attn/nn/kv_cache.h"
+#include "attn/ops/ops.h"
+
+namespace attn::nn {
+namespace {
+
+// [N, H, T, Dh] filled with seed + 0.5 * (its row-major index): every position distinct.
+Tensor positions_of(int64_t N, int64_t H, int64_t T, int64_t Dh, double seed, DType dtype = DType::F32) {
+  std::vector<double> v(static_cast<size_t>(N * H * T * Dh));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = seed + 0.5 * static_cast<double>(i);
+  return Tensor::from_vector<double>(v, {N, H, T, Dh}).to(dtype);
+}
+
+const void* buffer_of(const Tensor& x) { return x.storage()->data(); }
+
+TEST(KVCacheBuffer, AppendsWriteIntoTheSpareRoomWithoutMovingTheBuffer) {
+  NoGradGuard no_grad;
+  Tensor cache;
+  std::vector<Tensor> parts;
+  const void* first = nullptr;
+  for (int step = 0; step < 10; ++step) {
+    const Tensor fresh = positions_of(2, 3, 1, 4, 100.0 * step);  // [2, 3, 1, 4]
+    parts.push_back(fresh);
+    cache = append_positions(cache, fresh);
+    if (step == 0) first = buffer_of(cache);
+    EXPECT_EQ(buffer_of(cache), first) << "step " << step;
+    EXPECT_EQ(cache.shape(), (Shape{2, 3, step + 1, 4}));
+    EXPECT_EQ(cache.to_vector<double>(), concat(parts, 2).to_vector<double>()) << "step " << step;
+  }
+  EXPECT_EQ(cache_capacity(cache), kMinCachePositions);
+}
+
+TEST(KVCacheBuffer, ABufferWithoutRoomMovesToOneTwiceAsLong) {
+  NoGradGuard no_grad;
+  const Tensor prefill = positions_of(1, 2, kMinCachePositions, 3, 1.0, DType::F64);  // [1, 2, 16, 3]
+  Tensor full = append_positions(Tensor(), prefill);
+  EXPECT_EQ(cache_capacity(full), 2 * kMinCachePositions);
+  const void* buffer = buffer_of(full);
+  for (int64_t t = kMinCachePositions; t < 2 * kMinCachePositions; ++t)
+    full = append_positions(full, positions_of(1, 2, 1, 3, 1000.0 * t, DType::F64));
+  EXPECT_EQ(buffer_of(full), buffer);
+  const Tensor last = positions_of(1, 2, 1, 3, -7.0, DType::F64);
+  const Tensor grown = append_positions(full, last);
+  EXPECT_NE(buffer_of(grown), buffer_of(full));
+  EXPECT_EQ(cache_capacity(grown), 2 * (2 * kMinCachePositions + 1));
+  EXPECT_EQ(grown.to_vector<double>(), concat({full, last}, 2).to_vector<double>());
+}
+
+TEST(KVCacheBuffer, TwoCachesSharingABufferDecodeOnIndependently) {
+  NoGradGuard no_grad;
+  const Tensor start = append_positions(Tensor(), positions_of(2, 2, 3, 2, 1.0));  // [2, 2, 3, 2]
+  const std::vector<double> before = start.to_vector<double>();
+  Tensor a = start, b = start;  // one state, two continuations (as copies of a KVCache would be)
+  const Tensor xa = positions_of(2, 2, 1, 2, 500.0), xb = positions_of(2, 2, 1, 2, -500.0);
+  a = append_positions(a, xa);
+  b = append_positions(b, xb);
+  EXPECT_NE(buffer_of(a), buffer_of(b));
+  EXPECT_EQ(a.to_vector<double>(), concat({start, xa}, 2).to_vector<double>());
+  EXPECT_EQ(b.to_vector<double>(), concat({start, xb}, 2).to_vector<double>());
+  EXPECT_EQ(start.to_vector<double>(), before);  // the earlier view keeps its values
+}
+
+TEST(KVCacheBuffer, AWindowsTrailingViewKeepsAppendingInPlaceUntilTheRoomRunsOut) {
+  NoGradGuard no_grad;
+  constexpr int64_t kWindow = 3;
+  Tensor cache;
+  std::vector<Tensor> parts;
+  for (int step = 0; step < 3 * kMinCachePositions; ++step) {
+    const Tensor fresh = positions_of(1, 2, 1, 2, 10.0 * step);  // [1, 2, 1, 2]
+    parts.push_back(fresh);
+    const void* before = cache.defined() ? buffer_of(cache) : nullptr;
+    const int64_t room = cache.defined() ? cache_capacity(cache) - cache.size(2) : 0;
+    cache = append_positions(cache, fresh);
+    if (room >= 1) {
+      EXPECT_EQ(buffer_of(cache), before) << "step " << step;
+    }
+    const int64_t len = cache.size(2);
+    if (len > kWindow) cache = cache.slice(2, len - kWindow, len);  // what a sliding window keeps
+    const std::vector<Tensor> kept(parts.end() - cache.size(2), parts.end());
+    EXPECT_EQ(cache.to_vector<double>(), concat(kept, 2).to_vector<double>()) << "step " << step;
+  }
+}
+
+TEST(KVCacheBuffer, ReorderGathersRowsAndKeepsTheRoom) {
+  NoGradGuard no_grad;
+  KVCache kv(1);
+  LayerKV& l = kv.layer(0);
+  const Tensor k = positions_of(2, 1, 5, 2, 0.0), v = positions_of(2, 1, 5, 2, 1000.0);  // [2, 1, 5, 2]
+  l.self_k = append_positions(Tensor(), k);
+  l.self_v = append_positions(Tensor(), v);
+  const int64_t room = cache_capacity(l.self_k);
+  kv.reorder({1, 1, 0});
+  EXPECT_EQ(l.self_k.shape(), (Shape{3, 1, 5, 2}));
+  const auto expect = [](const Tensor& x) {
+    return concat({x.slice(0, 1, 2), x.slice(0, 1, 2), x.slice(0, 0, 1)}, 0).to_vector<double>();
+  };
+  EXPECT_EQ(l.self_k.to_vector<double>(), expect(k));
+  EXPECT_EQ(l.self_v.to_vector<double>(), expect(v));
+  EXPECT_EQ(cache_capacity(l.self_k), room);
+  const void* buffer = buffer_of(l.self_k);
+  l.self_k = append_positions(l.self_k, positions_of(3, 1, 1, 2, 7.0));
+  EXPECT_EQ(buffer_of(l.self_k), buffer);
+  EXPECT_EQ(kv.memory_bytes(), 2 * 3 * 1 * 2 * int64_t{sizeof(float)} * 5 + 3 * 1 * 2 * int64_t{sizeof(float)});
+}
+
+TEST(KVCacheBuffer, MismatchedShapesOrDtypesAreErrors) {
+  NoGradGuard no_grad;
+  const Tensor cache = append_positions(Tensor(), positions_of(2, 2, 3, 4, 0.0));
+  EXPECT_THROW(append_positions(cache, positions_of(1, 2, 1, 4, 0.0)), Error);  // rows
+  EXPECT_THROW(append_positions(cache, positions_of(2, 1, 1, 4, 0.0)), Error);  // heads
+  EXPECT_THROW(append_positions(cache, positions_of(2, 2, 1, 3, 0.0)), Error);  // head dim
+  EXPECT_THROW(append_positions(cache, positions_of(2, 2, 1, 4, 0.0, DType::F64)), Error);
+  EXPECT_THROW(append_positions(cache, Tensor::zeros({2, 2, 4}, DType::F32)), Error);
+  EXPECT_THROW(append_positions(cache, Tensor()), Error);
+  EXPECT_THROW(append_positions(cache, Tensor::zeros({2, 2, 1, 4}, DType::I64)), Error);
+}
+
+}  // namespace
+}  // namespace attn::nn
