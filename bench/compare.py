@@ -462,7 +462,7 @@ def main():
     p.add_argument("--min-time", type=float, help="seconds per repetition (default 0.5)")
     p.add_argument("--reps", type=int, help="repetitions, median reported (default 3)")
     p.add_argument("--topics", default="attention,encoder_layer,decode,gemm,memory,train")
-    p.add_argument("--torch-blas", choices=["auto", "best", "openmp", "pthread", "system"], default="auto",
+    p.add_argument("--torch-blas", choices=["auto", "best", "openmp", "pthread", "system"], default="best",
                    help="auto: the probe's choice; best: run the timed torch cases under both OpenBLAS builds "
                         "and keep each case's faster one (memory and training use the probe's choice)")
     p.add_argument("--no-torch-hugepages", dest="torch_hugepages", action="store_false")
