@@ -15,6 +15,8 @@ python3-torch loads whatever libblas.so.3 the alternatives system points at (pos
 GFLOP/s reference BLAS); this script puts an OpenBLAS directory first on LD_LIBRARY_PATH of the
 torch processes (no system change), probing the OpenMP and pthread builds with a 1024 matmul
 and keeping the OpenMP build unless the pthread one is clearly (>10%) faster.
+By default (`--torch-blas best`) every timed torch case also runs under the other build and the
+faster time is reported: the pthread build, chosen by a matmul alone, made torch's decoding 4-5x slower.
 """
 import argparse
 import datetime
