@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "attn/io/atomic_file.h"
+#include "support/cli_run.h"
 #include "unit/models/broken_checkpoints.h"
 
 namespace attn::cli {
@@ -22,31 +23,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using models::test_util::TempDir;
-
-struct Outcome {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-// Runs `ATTN_BINARY args` in tmp with `input` on stdin.
-Outcome run_attn(const TempDir& tmp, const std::string& args, const std::string& input = "") {
-  const std::string in = tmp.file("stdin.txt"), out = tmp.file("stdout.txt"), err = tmp.file("stderr.txt");
-  io::write_file_atomic(in, input);
-  const std::string cmd = std::string("cd '") + tmp.path + "' && '" + ATTN_BINARY + "' " + args + " <'" + in + "' >'" +
-                          out + "' 2>'" + err + "'";
-  const int status = std::system(cmd.c_str());
-  Outcome r;
-  if (status != -1 && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  r.out = io::read_file(out);
-  r.err = io::read_file(err);
-  return r;
-}
-
-void expect_clean_failure(const Outcome& r, const std::string& needle) {
-  EXPECT_GE(r.exit_code, 1) << r.err;
-  EXPECT_LE(r.exit_code, 125) << "killed by a signal or not run: " << r.exit_code << "\n" << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << "expected '" << needle << "' in:\n" << r.err;
-}
+using test::expect_clean_failure;
+using test::Outcome;
+using test::run_attn;
 
 std::vector<nlohmann::json> read_metrics(const std::string& path) {
   std::vector<nlohmann::json> out;
