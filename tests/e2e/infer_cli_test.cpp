@@ -21,6 +21,7 @@
 #include "attn/train/tasks.h"
 #include "attn/train/trainer.h"
 #include "attn/train/vocab.h"
+#include "support/cli_run.h"
 #include "unit/models/broken_checkpoints.h"
 
 namespace attn::cli {
@@ -28,25 +29,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using models::test_util::TempDir;
-
-struct Result {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-// Runs `ATTN_BINARY args` with `input` on stdin; stdout and stderr are captured in files of tmp.
-Result run_attn(const TempDir& tmp, const std::string& args, const std::string& input = "") {
-  const std::string in = tmp.file("stdin.txt"), out = tmp.file("stdout.txt"), err = tmp.file("stderr.txt");
-  io::write_file_atomic(in, input);
-  const std::string cmd =
-      std::string("'") + ATTN_BINARY + "' " + args + " <'" + in + "' >'" + out + "' 2>'" + err + "'";
-  const int status = std::system(cmd.c_str());
-  Result r;
-  if (status != -1 && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  r.out = io::read_file(out);
-  r.err = io::read_file(err);
-  return r;
-}
+using Result = test::Outcome;
+using test::run_attn;
 
 // A failure the program reported itself (not a crash), with the given parts in its message.
 void expect_error(const Result& r, const std::vector<std::string>& parts) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "attn/io/atomic_file.h"
+#include "support/cli_run.h"
 #include "unit/models/broken_checkpoints.h"
 
 namespace attn::cli {
@@ -20,29 +21,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using models::test_util::TempDir;
-
-struct Outcome {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-Outcome run_attn(const TempDir& tmp, const std::string& args) {
-  const std::string out = tmp.file("stdout.txt"), err = tmp.file("stderr.txt");
-  const std::string cmd = std::string("cd '") + tmp.path + "' && '" + ATTN_BINARY + "' " + args + " >'" + out +
-                          "' 2>'" + err + "'";
-  const int status = std::system(cmd.c_str());
-  Outcome r;
-  if (status != -1 && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  r.out = io::read_file(out);
-  r.err = io::read_file(err);
-  return r;
-}
-
-void expect_clean_failure(const Outcome& r, const std::string& needle) {
-  EXPECT_GE(r.exit_code, 1) << r.err;
-  EXPECT_LE(r.exit_code, 125) << "killed by a signal or not run: " << r.exit_code << "\n" << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << "expected '" << needle << "' in:\n" << r.err;
-}
+using test::expect_clean_failure;
+using test::Outcome;
+using test::run_attn;
 
 // A run of about a second: copy 4 symbols, D=16, 1+1 layers, 2 epochs of 16 steps.
 const std::string kTiny =
