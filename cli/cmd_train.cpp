@@ -187,10 +187,13 @@ struct SignalScope {
   struct sigaction old_int_ {}, old_term_ {};
 };
 
-std::string threads_text(const train::TrainConfig& c) {
-  const int64_t n = train::training_threads(c);
-  const std::string what = n > 0 ? std::to_string(n) : "all cores";
-  return c.threads > 0 ? what : what + " (auto)";
+std::string threads_text(const train::TrainConfig& c, int ranks) {
+  const int64_t n = train::training_threads(c, ranks);
+  std::string what = n > 0 ? std::to_string(n) : "all cores";
+  if (c.threads == 0) what += " (auto)";
+  if (n != 1) what += train::training_thread_split(c, ranks) == train::ThreadSplit::Batch ? ", one batch shard each"
+                                                                                           : ", sharing each op";
+  return what;
 }
 
 // ---- the command -----------------------------------------------------------------------------
@@ -433,7 +436,7 @@ int run_train(const TrainOptions& o) {
                  static_cast<long long>(c.model.d_ff), c.model.dropout, c.model.norm_first ? "pre-norm" : "post-norm",
                  static_cast<long long>(trainer->model().num_parameters()), static_cast<long long>(c.epochs),
                  static_cast<long long>(c.batch_size), trainer->describe_schedule().c_str(), c.label_smoothing, c.clip,
-                 static_cast<unsigned long long>(c.seed), threads_text(c).c_str());
+                 static_cast<unsigned long long>(c.seed), threads_text(c, comm.size()).c_str());
     if (c.uses_text() && d.empty_lines > 0)
       std::fprintf(stderr, "  %lld blank lines skipped\n", static_cast<long long>(d.empty_lines));
     if (c.pack > 0)
@@ -671,7 +674,12 @@ void register_train(CLI::App& app, Action* action) {
   // Run.
   param<uint64_t>(cmd, p, "--seed", "seed", "initialisation, dropout and batch order", "0");
   param<int64_t>(cmd, p, "--threads", "threads",
-                 "OpenMP/BLAS threads (0: auto, 1 for d_model <= 128, else all cores)", "0");
+                 "threads (0: auto: all cores; with --parallel ops, 1 for d_model <= 128)", "0");
+  param<std::string>(cmd, p, "--parallel", "parallel",
+                     "how threads share a step: batch (one batch shard per thread, each on a replica of the model), "
+                     "ops (every op split among them) or auto (batch for d_model <= 128 in one process, else ops)",
+                     "auto")
+      ->check(CLI::IsMember({"auto", "batch", "ops"}));
   param<int64_t>(cmd, p, "--keep", "keep", "checkpoints kept (0: all)", std::to_string(d.keep));
   param<int64_t>(cmd, p, "--checkpoint-every", "checkpoint_every", "also checkpoint every N steps (0: epoch ends only)",
                  "0");

@@ -53,7 +53,8 @@ void remove_all_or_fail(const fs::path& p) {
   ATTN_CHECK(!ec, kOp, "cannot remove '", p.string(), "': ", ec.message());
 }
 
-// The generators of a model's dropout and attention modules, each once, by module name.
+}  // namespace
+
 std::vector<std::pair<std::string, Rng*>> model_rngs(models::Model& model) {
   std::vector<std::pair<std::string, Rng*>> out;
   std::set<const Rng*> seen;
@@ -65,8 +66,6 @@ std::vector<std::pair<std::string, Rng*>> model_rngs(models::Model& model) {
   }
   return out;
 }
-
-}  // namespace
 
 std::string checkpoint_name(int64_t step) {
   ATTN_CHECK(step >= 0, kOp, "a checkpoint step must not be negative, got ", step);

@@ -126,6 +126,8 @@ void TrainConfig::validate() const {
              label_smoothing);
   ATTN_CHECK(clip >= 0 && std::isfinite(clip), kOp, "clip must not be negative (0 = off), got ", clip);
   ATTN_CHECK(threads >= 0 && threads <= 4096, kOp, "threads must be in [0, 4096] (0 = default), got ", threads);
+  ATTN_CHECK(parallel == "auto" || parallel == "ops" || parallel == "batch", kOp,
+             "parallel must be auto, ops or batch, got '", parallel, "'");
   ATTN_CHECK(keep >= 0, kOp, "keep must not be negative (0 = keep all), got ", keep);
   ATTN_CHECK(checkpoint_every >= 0, kOp, "checkpoint_every must not be negative (0 = epoch ends only), got ",
              checkpoint_every);
@@ -172,6 +174,7 @@ json TrainConfig::to_json() const {
   j["clip"] = clip;
   j["seed"] = seed;
   j["threads"] = threads;
+  j["parallel"] = parallel;
   j["keep"] = keep;
   j["checkpoint_every"] = checkpoint_every;
   return j;
@@ -239,6 +242,7 @@ void TrainConfig::update_from_json(const json& j) {
       {"clip", num_field(c.clip)},
       {"seed", uint_field(c.seed)},
       {"threads", int_field(c.threads)},
+      {"parallel", str_field(c.parallel)},
       {"keep", int_field(c.keep)},
       {"checkpoint_every", int_field(c.checkpoint_every)},
   };

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <limits>
 #include <set>
@@ -45,7 +46,7 @@ constexpr const char* kOp = "train";
 constexpr const char* kStateFormat = "attn-train-state";
 constexpr int64_t kStateVersion = 1;
 // Keys of train_config.json that --resume may change: they do not alter any loss.
-const std::set<std::string> kResumeChangeable = {"epochs", "keep", "threads", "checkpoint_every"};
+const std::set<std::string> kResumeChangeable = {"epochs", "keep", "threads", "parallel", "checkpoint_every"};
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -119,6 +120,7 @@ uint64_t run_fingerprint(const TrainConfig& config, const Dataset& data) {
   uint64_t h = 1469598103934665603ull;
   json c = config.to_json();
   c.erase("threads");
+  c.erase("parallel");
   const std::string text = c.dump() + data.vocab.to_json().dump();
   fnv_mix(h, text.data(), text.size());
   for (const auto* set : {&data.train, &data.valid})
@@ -155,8 +157,15 @@ void set_num_threads(int64_t n) {
   openblas_set_num_threads(static_cast<int>(n));
 }
 
-int64_t training_threads(const TrainConfig& config) {
+ThreadSplit training_thread_split(const TrainConfig& config, int ranks) {
+  if (config.parallel == "batch") return ThreadSplit::Batch;
+  if (config.parallel == "ops") return ThreadSplit::Ops;
+  return ranks <= 1 && config.model.d_model <= 128 ? ThreadSplit::Batch : ThreadSplit::Ops;
+}
+
+int64_t training_threads(const TrainConfig& config, int ranks) {
   if (config.threads > 0) return config.threads;
+  if (training_thread_split(config, ranks) == ThreadSplit::Batch && ranks <= 1) return omp_get_num_procs();
   if (config.model.d_model <= 128) return 1;
   // Several ranks on this machine share its cores: those this rank is bound to, when the
   // launcher bound it to some, else an equal part of all.
@@ -166,6 +175,40 @@ int64_t training_threads(const TrainConfig& config) {
   const int all = static_cast<int>(std::thread::hardware_concurrency());
   return available < all ? available : std::max(1, available / local);
 }
+
+namespace {
+
+// Replica k's generators (k >= 1) for the coming step, derived from the model's current states:
+// each state is hashed with k into a fresh seed, so every shard draws its own masks, and the
+// replicas need no state of their own in checkpoints (resuming reproduces them).
+void fork_replica_rngs(models::Model& model, models::Model& replica, int64_t k) {
+  const auto from = model_rngs(model);
+  const auto to = model_rngs(replica);
+  ATTN_CHECK(from.size() == to.size(), kOp, "a replica has ", to.size(), " generators, the model ", from.size());
+  for (size_t i = 0; i < from.size(); ++i) {
+    uint64_t seed = 0x7368617264000000ull + static_cast<uint64_t>(k);  // "shard"
+    for (uint64_t w : from[i].second->state().s) seed = stream_seed(seed, w);
+    to[i].second->seed_with(seed);
+  }
+}
+
+// dst += src, element by element (two contiguous gradients of one shape and dtype).
+void add_into(const Tensor& dst, const Tensor& src) {
+  ATTN_CHECK(dst.shape() == src.shape() && dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous(),
+             kOp, "cannot add gradient ", src.str(), " into ", dst.str());
+  const int64_t n = dst.numel();
+  if (dst.dtype() == DType::F32) {
+    float* d = dst.data<float>();
+    const float* g = src.data<float>();
+    for (int64_t i = 0; i < n; ++i) d[i] += g[i];
+  } else {
+    double* d = dst.data<double>();
+    const double* g = src.data<double>();
+    for (int64_t i = 0; i < n; ++i) d[i] += g[i];
+  }
+}
+
+}  // namespace
 
 // ---- metrics ------------------------------------------------------------------------------
 
@@ -351,6 +394,7 @@ void Trainer::build() {
   objective.masking.first_symbol = data_.vocab.num_special();
   objective.masking.vocab_size = data_.vocab.size();
   objective_ = make_objective(*model_, objective);
+  objective_options_ = objective;
 
   std::vector<Tensor> params;
   std::vector<std::string> names;
@@ -394,7 +438,7 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& out_dir, const json&
   for (const auto& [key, value] : b.items())
     if (a[key] != value && kResumeChangeable.count(key) == 0) changed += (changed.empty() ? "" : ", ") + key;
   ATTN_CHECK(changed.empty(), kOp, "cannot resume with a different ", changed, " (", tc_path,
-             " holds the run's values; only epochs, keep, threads and checkpoint_every may change)");
+             " holds the run's values; only epochs, keep, threads, parallel and checkpoint_every may change)");
 
   const auto latest = latest_checkpoint(out_dir);
   ATTN_CHECK(latest.has_value(), kOp, "cannot resume: '", out_dir, "' has no complete checkpoint in ",
@@ -519,11 +563,132 @@ std::string Trainer::save_checkpoint() {
   return write_checkpoint(out_dir_, *model_, c, config_.keep);
 }
 
+void Trainer::make_replicas(int64_t shards) {
+  const nn::NamedTensors mine = model_->named_parameters();
+  while (static_cast<int64_t>(replicas_.size()) + 1 < shards) {
+    // Its own initial weights are dropped at once: its parameters become views of the model's.
+    std::shared_ptr<models::Model> replica = models::make_model(config_.model);
+    const nn::NamedTensors theirs = replica->named_parameters();
+    ATTN_CHECK(theirs.size() == mine.size(), kOp, "a replica has ", theirs.size(), " parameters, the model ",
+               mine.size());
+    std::vector<Tensor> params;
+    for (size_t i = 0; i < mine.size(); ++i) {
+      const Tensor& p = mine[i].second;
+      const Tensor& r = theirs[i].second;
+      ATTN_CHECK(theirs[i].first == mine[i].first && r.shape() == p.shape() && r.dtype() == p.dtype(), kOp,
+                 "replica parameter ", theirs[i].first, " does not match the model's ", mine[i].first);
+      // The same memory under a leaf of its own: the replica's layers read the model's weights
+      // (which Adam updates in place) while its gradients accumulate apart.
+      TensorImpl& ri = r.impl();
+      ri.storage = p.impl().storage;
+      ri.offset = p.impl().offset;
+      ri.strides = p.impl().strides;
+      ri.grad.reset();
+      params.push_back(r);
+    }
+    replica->train();
+    replica_objectives_.push_back(make_objective(*replica, objective_options_));
+    replica_params_.push_back(std::move(params));
+    replicas_.push_back(std::move(replica));
+  }
+}
+
+double Trainer::batch_split_backward(const std::vector<int64_t>& indices, int64_t* tokens, int64_t step,
+                                     double lr) {
+  const int S = static_cast<int>(shards_);
+  std::vector<std::vector<int64_t>> parts(static_cast<size_t>(S));
+  for (int k = 0; k < S; ++k) parts[static_cast<size_t>(k)] = dist::shard(indices, k, S);
+  for (int k = 1; k < S; ++k) fork_replica_rngs(*model_, *replicas_[static_cast<size_t>(k - 1)], k);
+  std::vector<BatchLoss> losses(static_cast<size_t>(S));
+  std::vector<double> values(static_cast<size_t>(S), 0.0);
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(S));
+  int64_t total = 0;
+  bool finite = true;
+  // Thread t runs shards t, t + team, ...: shard k always on replica k, whatever the team size.
+  // The ops inside run single-threaded (a nested region is inactive; BLAS, built for OpenMP,
+  // runs in the calling thread inside a parallel region).
+#pragma omp parallel num_threads(S)
+  {
+    omp_set_num_threads(1);
+    const int team = omp_get_num_threads(), t = omp_get_thread_num();
+    for (int k = t; k < S; k += team) {
+      const size_t i = static_cast<size_t>(k);
+      try {
+        Objective& objective = k == 0 ? *objective_ : *replica_objectives_[i - 1];
+        if (!parts[i].empty()) {
+          losses[i] = objective.loss(source_->examples(), parts[i], source_->objective_epoch());
+          values[i] = losses[i].tokens > 0 ? losses[i].loss.item() : 0.0;
+        }
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+#pragma omp barrier
+#pragma omp single
+    {
+      for (int k = 0; k < S; ++k) {
+        total += losses[static_cast<size_t>(k)].tokens;
+        if (!std::isfinite(values[static_cast<size_t>(k)])) finite = false;
+      }
+    }  // implicit barrier: every thread sees total and finite
+    bool failed = false;
+    for (const std::exception_ptr& e : errors) failed = failed || static_cast<bool>(e);
+    if (!failed && finite && total > 0)
+      for (int k = t; k < S; k += team) {
+        const size_t i = static_cast<size_t>(k);
+        if (losses[i].tokens == 0) continue;
+        try {
+          // Each shard's mean weighted by its share of the tokens: the gradients sum to the
+          // whole batch's mean loss's (as over ranks, dist::TokenShare).
+          const double w = static_cast<double>(losses[i].tokens) / static_cast<double>(total);
+          scale(losses[i].loss, w).backward();
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+      }
+  }
+  auto drop_replica_grads = [&] {
+    for (auto& replica : replicas_) replica->zero_grad();
+  };
+  for (const std::exception_ptr& e : errors)
+    if (e) {
+      adam_->zero_grad();
+      drop_replica_grads();
+      std::rethrow_exception(e);
+    }
+  double value = 0;
+  for (int k = 0; k < S; ++k)
+    if (total > 0)
+      value += values[static_cast<size_t>(k)] * static_cast<double>(losses[static_cast<size_t>(k)].tokens) /
+               static_cast<double>(total);
+  *tokens = total;
+  if (!finite || !std::isfinite(value)) {
+    adam_->zero_grad();
+    drop_replica_grads();
+    fail(kOp, "the loss is ", value, " at step ", step, " (lr ", lr, "); lower the learning rate or set --clip");
+  }
+  // The model's gradients += every replica's, in shard order (deterministic).
+  const std::vector<Tensor>& params = adam_->params();
+  for (size_t j = 0; j < params.size(); ++j) {
+    for (size_t r = 0; r < replicas_.size() && r + 1 < static_cast<size_t>(S); ++r) {
+      const Tensor g = replica_params_[r][j].grad();
+      if (!g.defined()) continue;
+      const Tensor mine = params[j].grad();
+      if (!mine.defined() || !mine.is_contiguous()) params[j].set_grad(mine.defined() ? add(mine, g) : g.clone());
+      else add_into(mine, g);
+    }
+  }
+  drop_replica_grads();
+  return value;
+}
+
 double Trainer::train_step(const std::vector<int64_t>& indices, int64_t* tokens) {
   const int64_t step = adam_->steps() + 1;
   const double lr = schedule_->lr(step);
   double value = 0;
-  if (!reducer_) {
+  if (!reducer_ && shards_ > 1) {
+    value = batch_split_backward(indices, tokens, step, lr);
+  } else if (!reducer_) {
     const BatchLoss batch = objective_->loss(source_->examples(), indices, source_->objective_epoch());
     const Tensor& loss = batch.loss;  // [] mean over the batch's predicted tokens
     *tokens = batch.tokens;
@@ -603,7 +768,16 @@ void Trainer::finish_epoch(double train_seconds) {
 
 const std::vector<EpochMetrics>& Trainer::run(std::optional<int64_t> max_steps) {
   ATTN_CHECK(!max_steps || *max_steps >= 0, kOp, "max_steps must not be negative, got ", *max_steps);
-  set_num_threads(training_threads(config_));
+  const int64_t threads = training_threads(config_, comm_.size());
+  shards_ = comm_.size() == 1 && training_thread_split(config_, comm_.size()) == ThreadSplit::Batch
+                ? std::max<int64_t>(threads, 1)
+                : 1;
+  if (shards_ > 1) {
+    make_replicas(shards_);
+    set_num_threads(1);  // outside the shards (validation, the optimizer) ops run on one thread
+  } else {
+    set_num_threads(threads);
+  }
   stopped_ = false;
   // A new run that fails before its first checkpoint leaves the folder as it found it
   // (absent or empty), so a bad corpus or config never leaves partial output behind.

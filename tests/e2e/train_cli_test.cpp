@@ -52,7 +52,7 @@ TEST_F(TrainCli, HelpListsTheHyperParameters) {
   const Outcome r = run_attn(tmp, "train --help");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   for (const char* flag : {"--epochs", "--batch-size", "--max-tokens", "--lr-scale", "--warmup", "--label-smoothing",
-                           "--clip", "--threads", "--seed", "--config", "--resume", "--force", "--task", "--data",
+                           "--clip", "--threads", "--parallel", "--seed", "--config", "--resume", "--force", "--task", "--data",
                            "--valid", "--tokens", "--keep", "--quiet", "--arch", "--text", "--valid-text", "--layers",
                            "--mask-prob"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -66,6 +67,9 @@ std::string write_checkpoint(const std::string& run_dir, const models::Model& mo
 // Removes all but the newest `keep` checkpoints (keep 0: nothing) and stale temporary folders.
 void prune_checkpoints(const std::string& run_dir, int64_t keep);
 
+// The generators of a model's dropout (nn::Dropout) and attention (nn::MultiHeadAttention)
+// modules, each once, by module name, in module order.
+std::vector<std::pair<std::string, Rng*>> model_rngs(models::Model& model);
 // The generator of every dropout (nn::Dropout) and attention (nn::MultiHeadAttention) module,
 // by module name: {"encoder.layers.0.dropout1": ["<u64>", "<u64>", "<u64>", "<u64>"], ...}
 // (decimal strings: exact in any JSON reader).

@@ -74,6 +74,10 @@ struct TrainConfig {
   // ---- run ----------------------------------------------------------------------------------
   uint64_t seed = 0;             // model initialisation, dropout and batch order
   int64_t threads = 0;           // OpenMP/BLAS threads; 0 = auto (trainer.h, training_threads)
+  // How the threads share a step (trainer.h, ThreadSplit): "ops" (each op's work is divided),
+  // "batch" (each batch is split into one shard per thread), "auto" (batch for d_model <= 128
+  // in a single process, ops otherwise).
+  std::string parallel = "auto";
   int64_t keep = 5;              // checkpoints kept (the newest ones); 0 = keep all
   int64_t checkpoint_every = 0;  // also checkpoint every N steps inside epochs; 0 = epoch ends only
 

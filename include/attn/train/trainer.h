@@ -3,11 +3,13 @@
 // prediction for decoder-only, BERT's masked LM for encoder-only), global-norm clipping, Adam
 // at the schedule's rate, per-epoch validation, metrics.jsonl, and checkpoints that make
 // --resume exact (checkpointing.h). Deterministic: the same config, seed and thread count give
-// the same losses bit for bit. Data parallel under an MPI launcher (docs/distributed.md): every
-// rank trains on its share of each global batch, gradients are summed in buckets overlapping the
-// backward sweep, and rank 0 alone writes the run folder. With config.stream the training file
-// is read in chunks (corpus_stream.h) instead of held in memory; its position is checkpointed
-// the same way. Not here: gradient accumulation, mixed precision, model or pipeline parallelism.
+// the same losses bit for bit (with ThreadSplit::Batch the thread count is the shard count, so
+// it decides the dropout masks, as the rank count does). Data parallel under an MPI launcher
+// (docs/distributed.md): every rank trains on its share of each global batch, gradients are
+// summed in buckets overlapping the backward sweep, and rank 0 alone writes the run folder.
+// With config.stream the training file is read in chunks (corpus_stream.h) instead of held in
+// memory; its position is checkpointed the same way. Not here: gradient accumulation, mixed
+// precision, model or pipeline parallelism.
 #pragma once
 
 #include <atomic>
@@ -38,12 +40,26 @@ namespace attn::train {
 // With Debian's OpenMP build of OpenBLAS, BLAS follows omp_set_num_threads and runs single-
 // threaded inside our parallel regions, so one setting drives both.
 void set_num_threads(int64_t n);
-// The thread count a training run uses: config.threads when set; otherwise ("auto") 1 for
-// models of d_model <= 128, whose per-op work is too small to share (on a busy 2-core machine
-// the seed's model trained ~15x slower on 2 threads than on 1), and 0 (the runtime's default,
-// all cores) for larger ones; under an MPI launcher with several ranks on this machine, the
-// cores this rank is bound to, or (unbound) the machine's cores divided among its ranks.
-int64_t training_threads(const TrainConfig& config);
+// How a run's threads share a training step (config.parallel):
+//   Ops    every op divides its work among the threads (OpenMP, BLAS); the other work of the
+//          step runs on one. Pays for large models, whose ops are big enough to share.
+//   Batch  each batch is split into one shard per thread (dist::shard, as ranks split a global
+//          batch); thread k runs the forward and backward pass of shard k on a replica of the
+//          model that shares the weights but keeps its own gradients and dropout generators,
+//          each op single-threaded; the gradients are then summed in shard order into the
+//          model's. Pays for small models, whose ops are too small to share: the seed's model
+//          has ~1,000 ops of a few microseconds per step, and one fork-join each costs as much.
+// "auto" is Batch for d_model <= 128 in a single process, Ops otherwise; over several ranks it
+// is always Ops (each rank's share is already a shard).
+enum class ThreadSplit { Ops, Batch };
+ThreadSplit training_thread_split(const TrainConfig& config, int ranks = 1);
+// The thread count a training run uses: config.threads when set; otherwise ("auto") all cores
+// (those this process may run on) when the threads split batches; under Ops, 1 for models of
+// d_model <= 128, whose per-op work is too small to share (on a busy 2-core machine the seed's
+// model trained ~15x slower on 2 threads than on 1), and 0 (the runtime's default, all cores)
+// for larger ones; under an MPI launcher with several ranks on this machine, the cores this rank
+// is bound to, or (unbound) the machine's cores divided among its ranks.
+int64_t training_threads(const TrainConfig& config, int ranks = 1);
 
 // One line of metrics.jsonl: the epoch's training loss (the objective, label smoothing
 // included, averaged over predicted tokens), the validation loss (same criterion, teacher
@@ -100,8 +116,8 @@ class Trainer {
   Trainer(TrainConfig config, std::string out_dir,
           const dist::Communicator& comm = dist::Communicator::world());
   // Continues the run in `out_dir` from its latest checkpoint: the stored train_config.json
-  // with `overrides` applied (only "epochs", "keep", "threads" and "checkpoint_every" may
-  // differ), the data rebuilt (its vocabulary must equal vocab.json), then model weights,
+  // with `overrides` applied (only "epochs", "keep", "threads", "parallel" and
+  // "checkpoint_every" may differ), the data rebuilt (its vocabulary must equal vocab.json), then model weights,
   // Adam moments, batch position, every dropout generator and the metrics so far restored.
   // Every rank reads the run folder (it must be visible to all), and the number of ranks may
   // differ from the run's so far: the batches are global, and the dropout generators of ranks
@@ -167,6 +183,11 @@ class Trainer {
   void write_run_files();
   // One optimizer step on dataset indices `indices`; returns the loss and counts the tokens.
   double train_step(const std::vector<int64_t>& indices, int64_t* tokens);
+  // The forward and backward passes of ThreadSplit::Batch: shard k of `indices` on replica k
+  // (0 is model_), on its own thread; leaves the summed gradients in model_'s parameters.
+  double batch_split_backward(const std::vector<int64_t>& indices, int64_t* tokens, int64_t step, double lr);
+  // Makes `shards` - 1 replicas of model_ (weights shared, gradients and generators their own).
+  void make_replicas(int64_t shards);
   void finish_epoch(double seconds_before_validation);
   nlohmann::json state_json() const;
   void restore_state(const nlohmann::json& state);
@@ -180,6 +201,13 @@ class Trainer {
   Dataset data_;
   std::shared_ptr<models::Model> model_;
   std::unique_ptr<Objective> objective_;
+  ObjectiveOptions objective_options_;
+  // ThreadSplit::Batch: the step's shard count (1: no split) and the replicas of shards 1.. with
+  // their objectives and parameters (in model_->named_parameters() order).
+  int64_t shards_ = 1;
+  std::vector<std::shared_ptr<models::Model>> replicas_;
+  std::vector<std::unique_ptr<Objective>> replica_objectives_;
+  std::vector<std::vector<Tensor>> replica_params_;
   std::unique_ptr<Adam> adam_;
   std::unique_ptr<LrSchedule> schedule_;
   std::string schedule_text_;

@@ -19,6 +19,7 @@
 #include "attn/train/text_data.h"
 #include "attn/train/trainer.h"
 #include "unit/models/broken_checkpoints.h"
+#include "unit/train/tiny_runs.h"
 
 namespace attn::train {
 namespace {
@@ -81,11 +82,7 @@ TrainConfig lm_config(const TempDir& tmp, Arch arch) {
   return c;
 }
 
-std::vector<std::vector<float>> weights_of(const models::Model& m) {
-  std::vector<std::vector<float>> out;
-  for (const auto& [name, p] : m.named_parameters()) out.push_back(p.to_vector<float>());
-  return out;
-}
+using test_util::weights_of;
 
 // ---- batches and config ----------------------------------------------------------------------
 

@@ -20,6 +20,7 @@
 #include "attn/train/checkpointing.h"
 #include "attn/train/trainer.h"
 #include "unit/models/broken_checkpoints.h"
+#include "unit/train/tiny_runs.h"
 
 namespace attn::train {
 namespace {
@@ -28,38 +29,8 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using models::test_util::TempDir;
 
-// Copy 4 symbols of an alphabet of 4: 256 training pairs, batches of 16 (16 steps per epoch),
-// D=16, 2 heads, 1+1 layers, dropout on (so that generator state matters), one thread.
-TrainConfig tiny_config() {
-  TrainConfig c;
-  c.task = "copy";
-  c.length = 4;
-  c.symbols = 4;
-  c.train_size = 256;
-  c.valid_size = 32;
-  c.model.d_model = 16;
-  c.model.n_heads = 2;
-  c.model.n_encoder_layers = 1;
-  c.model.n_decoder_layers = 1;
-  c.model.d_ff = 32;
-  c.model.dropout = 0.1;
-  c.model.attention_dropout = 0.1;
-  c.epochs = 2;
-  c.batch_size = 16;
-  c.schedule = ScheduleKind::Constant;
-  c.lr = 0.01;
-  c.warmup = 10;
-  c.threads = 1;
-  c.seed = 3;
-  return c;
-}
-
-// Every parameter's values, in named_parameters() order.
-std::vector<std::vector<float>> weights_of(const models::Model& m) {
-  std::vector<std::vector<float>> out;
-  for (const auto& [name, p] : m.named_parameters()) out.push_back(p.to_vector<float>());
-  return out;
-}
+using test_util::tiny_config;
+using test_util::weights_of;
 
 std::string run_dir(const TempDir& tmp, const char* name) { return tmp.file(name); }
 
