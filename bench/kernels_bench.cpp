@@ -2,7 +2,8 @@
 // argument), through the kernel entry points the ops call (threads and all), at the sizes
 // where the time goes: softmax over attention rows (B*H*T rows of T), layer norm of the base
 // model (B*T = 1024 rows of D = 512) and of the demo (576 rows of 64), GELU over the base
-// FFN's activations, cross entropy of the demo's logits, dropout and Adam over 1M parameters.
+// FFN's activations, cross entropy of the demo's logits, dropout (and its mask draw alone over
+// a million elements) and Adam over 1M parameters.
 // Our side only: PyTorch comparisons of whole layers live in torch_bench.py / compare.py.
 #include <memory>
 #include <vector>
@@ -169,7 +170,8 @@ void adam(benchmark::State& state) {
   bytes(state, n, 7);  // p, m, v read and written, g read
 }
 
-// The mask draw (serial, from one Rng) and the scaling, then the backward.
+// The mask draw (serial, from one Rng) and the scaling, then the backward (the writing one,
+// as the op runs it).
 void dropout_forward_backward(benchmark::State& state) {
   std::unique_ptr<kernels::simd::IsaGuard> guard;
   if (!use_isa(state, guard)) return;
@@ -180,10 +182,25 @@ void dropout_forward_backward(benchmark::State& state) {
   Rng rng(3);
   for (auto _ : state) {
     kernels::dropout_forward<float>(out.data(), keep.data(), x.data(), n, 0.1, rng);
-    kernels::dropout_backward<float>(dx.data(), dout.data(), keep.data(), 1.0f / 0.9f, n);
+    kernels::dropout_backward_write<float>(dx.data(), dout.data(), keep.data(), 1.0f / 0.9f, n);
     benchmark::ClobberMemory();
   }
   bytes(state, n, 4);
+}
+
+// The mask draw alone: one serial xoshiro256** step per four elements, then the ISA's
+// field-to-byte kernel. Bytes counted are the mask's.
+void dropout_mask(benchmark::State& state) {
+  std::unique_ptr<kernels::simd::IsaGuard> guard;
+  if (!use_isa(state, guard)) return;
+  const int64_t n = state.range(1);
+  std::vector<uint8_t> keep(static_cast<size_t>(n));
+  Rng rng(3);
+  for (auto _ : state) {
+    kernels::dropout_mask(keep.data(), n, 0.1, rng);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * n);
 }
 
 // Every case once per ISA: scalar (0), AVX2 (1), AVX-512 (2).
@@ -225,6 +242,10 @@ BENCHMARK(dropout_forward_backward)->Apply([](benchmark::internal::Benchmark* b)
   b->ArgNames({"isa", "n"});
   // The demo's [64, 9, 64] sub-layer outputs, and the base model's [8, 128, 512].
   per_isa(b, [](auto* bb, int64_t isa) { bb->Args({isa, 64 * 9 * 64})->Args({isa, 8 * 128 * 512}); });
+});
+BENCHMARK(dropout_mask)->Apply([](benchmark::internal::Benchmark* b) {
+  b->ArgNames({"isa", "n"});
+  per_isa(b, [](auto* bb, int64_t isa) { bb->Args({isa, 1000000}); });
 });
 BENCHMARK(adam)->Apply([](benchmark::internal::Benchmark* b) {
   b->ArgNames({"isa", "n"});

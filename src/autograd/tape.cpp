@@ -2,8 +2,8 @@
 // once with the sum of the gradients that reached its output; leaves accumulate .grad.
 #include "attn/autograd/tape.h"
 
+#include <atomic>
 #include <unordered_map>
-#include <unordered_set>
 
 namespace attn {
 
@@ -12,26 +12,29 @@ namespace {
 thread_local bool g_grad_mode = true;
 thread_local LeafGradHook g_leaf_grad_hook;
 
-// dst += src for two contiguous-or-not floating tensors of one shape; returns the sum as a
-// fresh contiguous tensor when dst is shared (we never write into a tensor the user holds).
+// out[i] = a[i] + b[i] over contiguous spans (out may be a). Single IEEE additions, so the
+// vectorised loop gives the same bits as a scalar one. The ISA-dispatched vector kernels live
+// in attn_ops, above this layer; the compiler vectorises this loop for the baseline ISA.
+template <class T>
+void add_span(T* out, const T* a, const T* b, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+// a + b for two floating tensors of one shape (any strides; b is converted to a's dtype) as a
+// fresh contiguous tensor: the path when the running sum is shared (we never write into a
+// tensor the user holds) or an operand is not contiguous.
 Tensor add_grads(const Tensor& a, const Tensor& b) {
   ATTN_CHECK(a.shape() == b.shape(), "backward", "gradient shapes ", shape_str(a.shape()), " and ",
              shape_str(b.shape()), " disagree");
   Tensor out = Tensor::empty(a.shape(), a.dtype());
   const int64_t n = a.numel();
-  if (a.dtype() == DType::F32) {
-    const Tensor ac = a.is_contiguous() ? a : a.clone();
-    const Tensor bc = b.is_contiguous() && b.dtype() == DType::F32 ? b : b.to(DType::F32).clone();
-    const float* pa = ac.data<float>();
-    const float* pb = bc.data<float>();
-    float* po = out.data<float>();
-    for (int64_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i];
-  } else {
-    const std::vector<double> va = a.to_vector<double>();
-    const std::vector<double> vb = b.to_vector<double>();
-    double* po = out.data<double>();
-    for (int64_t i = 0; i < n; ++i) po[i] = va[static_cast<size_t>(i)] + vb[static_cast<size_t>(i)];
-  }
+  const Tensor ac = a.is_contiguous() ? a : a.clone();
+  const Tensor bc = b.is_contiguous() && b.dtype() == a.dtype() ? b : b.to(a.dtype());
+  if (a.dtype() == DType::F32)
+    add_span(out.data<float>(), ac.data<float>(), bc.data<float>(), n);
+  else
+    add_span(out.data<double>(), ac.data<double>(), bc.data<double>(), n);
   return out;
 }
 
@@ -49,19 +52,17 @@ Tensor accumulate(Tensor acc, const Tensor& g) {
   if (sole_owner(acc) && g.is_contiguous() && g.dtype() == acc.dtype() && g.shape() == acc.shape() &&
       (acc.dtype() == DType::F32 || acc.dtype() == DType::F64)) {
     const int64_t n = acc.numel();
-    if (acc.dtype() == DType::F32) {
-      float* pa = acc.data<float>();
-      const float* pg = g.data<float>();
-      for (int64_t i = 0; i < n; ++i) pa[i] = pa[i] + pg[i];
-    } else {
-      double* pa = acc.data<double>();
-      const double* pg = g.data<double>();
-      for (int64_t i = 0; i < n; ++i) pa[i] = pa[i] + pg[i];
-    }
+    if (acc.dtype() == DType::F32)
+      add_span(acc.data<float>(), acc.data<float>(), g.data<float>(), n);
+    else
+      add_span(acc.data<double>(), acc.data<double>(), g.data<double>(), n);
     return acc;
   }
   return add_grads(acc, g);
 }
+
+// Numbers the sweeps, so that a node knows whether the current one has visited it.
+std::atomic<uint64_t> g_sweep_counter{0};
 
 }  // namespace
 
@@ -97,21 +98,26 @@ void run_backward(const Tensor& root, const Tensor& grad_root) {
     if (g_leaf_grad_hook) g_leaf_grad_hook(root);
     return;
   }
-  // Topological order by iterative depth-first search (post-order).
+  // Topological order by iterative depth-first search (post-order). A node visited by this
+  // sweep carries its id and its position in `order`, which indexes the gradients below (no
+  // hash maps: a sweep allocates a few vectors, not a few entries per node).
+  const uint64_t sweep = g_sweep_counter.fetch_add(1, std::memory_order_relaxed) + 1;
   std::vector<Node*> order;
-  std::unordered_set<Node*> seen;
   std::vector<std::pair<Node*, size_t>> stack;
-  stack.emplace_back(root.grad_fn().get(), 0);
-  seen.insert(root.grad_fn().get());
+  order.reserve(256);
+  stack.reserve(64);
+  const auto visit = [&](Node* node) {
+    node->sweep_ = sweep;
+    stack.emplace_back(node, 0);
+  };
+  visit(root.grad_fn().get());
   while (!stack.empty()) {
     auto& [node, next] = stack.back();
     if (next < node->inputs.size()) {
       const Tensor& in = node->inputs[next++];
-      if (in.defined() && in.grad_fn() && !seen.count(in.grad_fn().get())) {
-        seen.insert(in.grad_fn().get());
-        stack.emplace_back(in.grad_fn().get(), 0);
-      }
+      if (in.defined() && in.grad_fn() && in.grad_fn()->sweep_ != sweep) visit(in.grad_fn().get());
     } else {
+      node->order_ = order.size();
       order.push_back(node);
       stack.pop_back();
     }
@@ -131,17 +137,17 @@ void run_backward(const Tensor& root, const Tensor& grad_root) {
     for (const Tensor& in : node->inputs)
       if (in.defined() && !in.grad_fn() && in.requires_grad() && --pending[&in.impl()] == 0) hook(in);
   };
-  std::unordered_map<Node*, Tensor> grads;
-  grads[root.grad_fn().get()] = grad_root;
+  // grads[k]: the sum of the gradients that reached the output of order[k] so far (undefined
+  // while none has).
+  std::vector<Tensor> grads(order.size());
+  grads[root.grad_fn()->order_] = grad_root;
   for (size_t i = order.size(); i-- > 0;) {
     Node* node = order[i];
-    auto it = grads.find(node);
-    if (it == grads.end()) {
+    if (!grads[i].defined()) {
       leaf_edges_done(node);
       continue;
     }
-    Tensor g = std::move(it->second);
-    grads.erase(it);
+    Tensor g = std::move(grads[i]);
     std::vector<Tensor> in_grads = node->backward(g);
     ATTN_CHECK(in_grads.size() == node->inputs.size(), node->name(), "returned ", in_grads.size(),
                " gradients for ", node->inputs.size(), " inputs");
@@ -152,8 +158,8 @@ void run_backward(const Tensor& root, const Tensor& grad_root) {
       ATTN_CHECK(gi.shape() == in.shape(), node->name(), "gradient ", gi.str(), " for input ",
                  in.str());
       if (in.grad_fn()) {
-        auto [slot, fresh] = grads.try_emplace(in.grad_fn().get(), gi);
-        if (!fresh) slot->second = accumulate(std::move(slot->second), gi);
+        Tensor& slot = grads[in.grad_fn()->order_];
+        slot = slot.defined() ? accumulate(std::move(slot), gi) : std::move(gi);
       } else {
         // A leaf's .grad is always its own buffer (optimizers may scale it in place): the
         // first contribution is copied unless nothing else holds it, later ones are added

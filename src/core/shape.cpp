@@ -16,12 +16,6 @@ std::string shape_str(const Shape& shape) {
   return s + "]";
 }
 
-int64_t shape_numel(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
 Shape contiguous_strides(const Shape& shape) {
   Shape strides(shape.size());
   int64_t s = 1;

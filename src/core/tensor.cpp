@@ -5,6 +5,7 @@
 #include <cmath>
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "attn/autograd/tape.h"
 
@@ -12,12 +13,12 @@ namespace attn {
 
 namespace {
 
-std::shared_ptr<TensorImpl> make_impl(const Shape& shape, DType dtype) {
+std::shared_ptr<TensorImpl> make_impl(Shape&& shape, DType dtype) {
   for (int64_t d : shape) ATTN_CHECK(d >= 0, "tensor", "negative dimension in shape ", shape_str(shape));
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = Storage::allocate(static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype));
-  impl->shape = shape;
   impl->strides = contiguous_strides(shape);
+  impl->shape = std::move(shape);
   impl->dtype = dtype;
   return impl;
 }
@@ -98,23 +99,20 @@ void store_from_double(void* base, DType dtype, int64_t off, double v) {
 
 }  // namespace
 
-TensorImpl& Tensor::impl() const {
-  if (!impl_) throw Error("[tensor] use of an undefined tensor");
-  return *impl_;
-}
+void Tensor::throw_undefined() { throw Error("[tensor] use of an undefined tensor"); }
 
-Tensor Tensor::empty(const Shape& shape, DType dtype) { return Tensor(make_impl(shape, dtype)); }
+Tensor Tensor::empty(Shape shape, DType dtype) { return Tensor(make_impl(std::move(shape), dtype)); }
 
-Tensor Tensor::zeros(const Shape& shape, DType dtype) {
-  Tensor t = empty(shape, dtype);
+Tensor Tensor::zeros(Shape shape, DType dtype) {
+  Tensor t = empty(std::move(shape), dtype);
   if (t.storage()->nbytes()) std::memset(t.storage()->data(), 0, t.storage()->nbytes());
   return t;
 }
 
-Tensor Tensor::ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+Tensor Tensor::ones(Shape shape, DType dtype) { return full(std::move(shape), 1.0, dtype); }
 
-Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
-  Tensor t = empty(shape, dtype);
+Tensor Tensor::full(Shape shape, double value, DType dtype) {
+  Tensor t = empty(std::move(shape), dtype);
   t.fill(value);
   return t;
 }

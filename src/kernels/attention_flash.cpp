@@ -6,9 +6,10 @@
 // float32 row loops (max, exp with the row sum, rescales, dS) go through the per-ISA vector
 // kernels (simd/vector_kernels.h); float64 keeps plain loops. Each thread keeps a transposed
 // copy of the K (and V) slice it works on, so no tile product has a transposed right operand
-// (see score_tile). The forward also reads K/V slices that lie further apart than Tk rows
-// (a KV cache's buffer with spare room, KVSliceStrides). No dropout, no weights output, no
-// micro-kernel of its own.
+// (see score_tile). Every operand is read and written through its HeadLayout (split heads
+// where a projection left them, a KV cache's buffer with spare room), never copied into a
+// packed one; the backward writes its gradients (each thread zeroes the slices it owns).
+// No dropout, no weights output, no micro-kernel of its own.
 // Derivation: docs/derivations/attention.md ("Tiled forward" and "Recomputing backward").
 #include "kernels/attention_flash.h"
 
@@ -135,16 +136,36 @@ bool tile_needs_mask(const AttentionMask<T>& m, int64_t i0, int64_t i1, int64_t 
   return false;
 }
 
+// One head's [rows, cols] block of an operand: row r at p + r * ld (ld = HeadLayout::row).
+template <class P>
+struct Rows {
+  P* p = nullptr;
+  int64_t ld = 0;
+  P* row(int64_t r) const { return p + r * ld; }
+};
+
+// The block of head h of batch entry b of x, laid out as l.
+template <class P>
+Rows<P> head_rows(P* x, const HeadLayout& l, int64_t b, int64_t h) {
+  return {l.at(x, b, h), l.row};
+}
+
+// rows x cols of zeros into a block.
+template <class T>
+void zero_rows(Rows<T> x, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) std::fill(x.row(r), x.row(r) + cols, T(0));
+}
+
 // dst [cols, rows] = src [rows, cols]^T, in blocks of 16 rows x 8 columns: each destination
 // row gets one 64-byte run per block, and the 8 destination lines (a power-of-two stride apart
 // at T = 2^k) still fit in one 8-way L1 set.
 template <class T>
-void transpose(T* dst, const T* src, int64_t rows, int64_t cols) {
+void transpose(T* dst, Rows<const T> src, int64_t rows, int64_t cols) {
   constexpr int64_t kRows = 16, kCols = 8;
   for (int64_t c0 = 0; c0 < cols; c0 += kCols)
     for (int64_t r0 = 0; r0 < rows; r0 += kRows)
       for (int64_t c = c0; c < std::min(cols, c0 + kCols); ++c)
-        for (int64_t r = r0; r < std::min(rows, r0 + kRows); ++r) dst[c * rows + r] = src[r * cols + c];
+        for (int64_t r = r0; r < std::min(rows, r0 + kRows); ++r) dst[c * rows + r] = src.row(r)[c];
 }
 
 // S[rows, cols] (row stride ld) = scale * Q_i K_j^T, then the mask: bias added, masked
@@ -154,13 +175,13 @@ void transpose(T* dst, const T* src, int64_t rows, int64_t cols) {
 // small-matrix kernel at these sizes, while Q K^T with K as stored (a "TN" product in its
 // column-major terms) goes through its packing path, about twice as slow.
 template <class T>
-void score_tile(T* s, int64_t ld, const T* qs, const T* ks, const T* kts,
+void score_tile(T* s, int64_t ld, Rows<const T> qs, Rows<const T> ks, const T* kts,
                 const AttentionMask<T>& mask, int64_t b, int64_t h, int64_t i0, int64_t rows,
                 int64_t j0, int64_t cols, int64_t Tq, int64_t Tk, int64_t Dh, T scale) {
   if (kts)
-    gemm<T>(false, false, rows, cols, Dh, scale, qs + i0 * Dh, Dh, kts + j0, Tk, T(0), s, ld);
+    gemm<T>(false, false, rows, cols, Dh, scale, qs.row(i0), qs.ld, kts + j0, Tk, T(0), s, ld);
   else
-    gemm<T>(false, true, rows, cols, Dh, scale, qs + i0 * Dh, Dh, ks + j0 * Dh, Dh, T(0), s, ld);
+    gemm<T>(false, true, rows, cols, Dh, scale, qs.row(i0), qs.ld, ks.row(j0), ks.ld, T(0), s, ld);
   if (tile_needs_mask(mask, i0, i0 + rows, j0, j0 + cols, Tq, Tk))
     for (int64_t r = 0; r < rows; ++r)
       apply_attention_mask_row(s + r * ld, mask, b, h, i0 + r, j0, j0 + cols, Tq, Tk);
@@ -173,13 +194,13 @@ void score_tile(T* s, int64_t ld, const T* qs, const T* ks, const T* kts,
 // A row with no visible key so far keeps m = -inf, l = 0, O = 0 (its P row is zeroed rather
 // than computed as exp(-inf - (-inf)) = NaN).
 template <class T>
-void forward_query_tile(T* os, T* lse_s, const T* qs, const T* ks, const T* kts, const T* vs,
-                        const AttentionMask<T>& mask, int64_t b, int64_t h, int64_t i0,
+void forward_query_tile(Rows<T> os, T* lse_s, Rows<const T> qs, Rows<const T> ks, const T* kts,
+                        Rows<const T> vs, const AttentionMask<T>& mask, int64_t b, int64_t h, int64_t i0,
                         int64_t rows, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv, T scale,
                         int64_t Bc, const RowKernels<T>& rk, T* s, T* m, T* l) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
-  T* o = os + i0 * Dv;  // [rows, Dv], used as the accumulator
-  for (int64_t e = 0; e < rows * Dv; ++e) o[e] = T(0);
+  const Rows<T> o{os.row(i0), os.ld};  // [rows, Dv], used as the accumulator
+  zero_rows(o, rows, Dv);
   for (int64_t r = 0; r < rows; ++r) {
     m[r] = kNegInf;
     l[r] = T(0);
@@ -199,13 +220,13 @@ void forward_query_tile(T* os, T* lse_s, const T* qs, const T* ks, const T* kts,
       const T alpha = std::exp(m[r] - mx);  // 0 when m = -inf; 1 when the max did not move
       l[r] = alpha * l[r] + sum;
       m[r] = mx;
-      if (alpha != T(1)) rk.scale(o + r * Dv, alpha, Dv);
+      if (alpha != T(1)) rk.scale(o.row(r), alpha, Dv);
     }
     // O += P V_j
-    gemm<T>(false, false, rows, Dv, cols, T(1), s, Bc, vs + j0 * Dv, Dv, T(1), o, Dv);
+    gemm<T>(false, false, rows, Dv, cols, T(1), s, Bc, vs.row(j0), vs.ld, T(1), o.p, o.ld);
   }
   for (int64_t r = 0; r < rows; ++r) {
-    T* orow = o + r * Dv;
+    T* orow = o.row(r);
     if (l[r] > T(0)) {  // l >= 1 once any key was seen: the maximum contributes exp(0)
       rk.scale(orow, T(1) / l[r], Dv);
       lse_s[i0 + r] = m[r] + std::log(l[r]);
@@ -226,8 +247,8 @@ void forward_query_tile(T* os, T* lse_s, const T* qs, const T* ks, const T* kts,
 // dK and dV rows of this key tile are owned by the caller's thread; dq_s may be shared with
 // other key tiles, so the caller decides who owns it.
 template <class T>
-void backward_key_tile(T* dq_s, T* dk_s, T* dv_s, const T* dos, const T* ls, const T* dd,
-                       const T* qs, const T* ks, const T* vs, const T* kts, const T* vts,
+void backward_key_tile(Rows<T> dq_s, Rows<T> dk_s, Rows<T> dv_s, Rows<const T> dos, const T* ls, const T* dd,
+                       Rows<const T> qs, Rows<const T> ks, Rows<const T> vs, const T* kts, const T* vts,
                        const AttentionMask<T>& mask, int64_t b, int64_t h, int64_t j0,
                        int64_t cols, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv, T scale,
                        int64_t Br, int64_t Bc, const RowKernels<T>& rk, T* p, T* dp) {
@@ -245,25 +266,25 @@ void backward_key_tile(T* dq_s, T* dk_s, T* dv_s, const T* dos, const T* ls, con
         rk.exp_shifted_sum(row, row, L, cols);  // the sum is not needed here
     }
     // dV_j += P^T dO_i
-    gemm<T>(true, false, cols, Dv, rows, T(1), p, Bc, dos + i0 * Dv, Dv, T(1), dv_s + j0 * Dv, Dv);
+    gemm<T>(true, false, cols, Dv, rows, T(1), p, Bc, dos.row(i0), dos.ld, T(1), dv_s.row(j0), dv_s.ld);
     // dP = dO_i V_j^T, then dS = P ∘ (dP - D) in place
     if (vts)
-      gemm<T>(false, false, rows, cols, Dv, T(1), dos + i0 * Dv, Dv, vts + j0, Tk, T(0), dp, Bc);
+      gemm<T>(false, false, rows, cols, Dv, T(1), dos.row(i0), dos.ld, vts + j0, Tk, T(0), dp, Bc);
     else
-      gemm<T>(false, true, rows, cols, Dv, T(1), dos + i0 * Dv, Dv, vs + j0 * Dv, Dv, T(0), dp, Bc);
+      gemm<T>(false, true, rows, cols, Dv, T(1), dos.row(i0), dos.ld, vs.row(j0), vs.ld, T(0), dp, Bc);
     for (int64_t r = 0; r < rows; ++r)
       rk.softmax_grad(dp + r * Bc, p + r * Bc, dp + r * Bc, dd[i0 + r], cols);
     // dQ_i += scale dS K_j,  dK_j += scale dS^T Q_i
-    gemm<T>(false, false, rows, Dh, cols, scale, dp, Bc, ks + j0 * Dh, Dh, T(1), dq_s + i0 * Dh, Dh);
-    gemm<T>(true, false, cols, Dh, rows, scale, dp, Bc, qs + i0 * Dh, Dh, T(1), dk_s + j0 * Dh, Dh);
+    gemm<T>(false, false, rows, Dh, cols, scale, dp, Bc, ks.row(j0), ks.ld, T(1), dq_s.row(i0), dq_s.ld);
+    gemm<T>(true, false, cols, Dh, rows, scale, dp, Bc, qs.row(i0), qs.ld, T(1), dk_s.row(j0), dk_s.ld);
   }
 }
 
 // D_i = sum_c dO_ic O_ic for every row of one slice; it equals sum_j P_ij dP_ij (see the
 // derivation), which the backward cannot form without P.
 template <class T>
-void row_dots(T* dd, const T* dos, const T* os, int64_t Tq, int64_t Dv, const RowKernels<T>& rk) {
-  for (int64_t i = 0; i < Tq; ++i) dd[i] = rk.dot(dos + i * Dv, os + i * Dv, Dv);
+void row_dots(T* dd, Rows<const T> dos, Rows<const T> os, int64_t Tq, int64_t Dv, const RowKernels<T>& rk) {
+  for (int64_t i = 0; i < Tq; ++i) dd[i] = rk.dot(dos.row(i), os.row(i), Dv);
 }
 
 }  // namespace
@@ -272,10 +293,8 @@ template <class T>
 void attention_flash_forward(T* out, T* lse, const T* q, const T* k, const T* v,
                              const AttentionMask<T>& mask, int64_t B, int64_t H, int64_t Hkv,
                              int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv, T scale,
-                             FlashTiles tiles, KVSliceStrides kv_strides) {
+                             FlashTiles tiles, const AttentionLayout& layout) {
   const int64_t BH = B * H, Br = tiles.q, Bc = tiles.k, group = H / Hkv;
-  const int64_t k_slice = kv_strides.k > 0 ? kv_strides.k : Tk * Dh;  // elements between K slices
-  const int64_t v_slice = kv_strides.v > 0 ? kv_strides.v : Tk * Dv;  // and between V slices
   const int64_t n_qt = (Tq + Br - 1) / Br;  // query tiles per slice
   const int64_t items = BH * n_qt;          // (slice, query tile) work items
   const bool parallel = items > 1 && BH * Tq * Tk * (Dh + Dv) >= kParallelWork;
@@ -291,17 +310,19 @@ void attention_flash_forward(T* out, T* lse, const T* q, const T* k, const T* v,
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads) if (parallel)
   for (int64_t item = 0; item < items; ++item) {
     const int64_t bh = item / n_qt, i0 = (item % n_qt) * Br;
-    const int64_t bkv = (bh / H) * Hkv + (bh % H) / group;  // the K/V head query head h reads
+    const int64_t b = bh / H, h = bh % H, hkv = h / group;  // the K/V head query head h reads
+    const int64_t bkv = b * Hkv + hkv;
+    const Rows<const T> ks = head_rows(k, layout.k, b, hkv);  // [Tk, Dh]
     const int t = omp_get_thread_num();
     T* s = scratch.data() + t * per_thread;
     T* kt = use_kt ? s + Br * Bc + 2 * Br : nullptr;  // [Dh, Tk]
     if (use_kt && kt_head[static_cast<size_t>(t)] != bkv) {
-      transpose(kt, k + bkv * k_slice, Tk, Dh);
+      transpose(kt, ks, Tk, Dh);
       kt_head[static_cast<size_t>(t)] = bkv;
     }
-    forward_query_tile(out + bh * Tq * Dv, lse + bh * Tq, q + bh * Tq * Dh, k + bkv * k_slice, kt,
-                       v + bkv * v_slice, mask, bh / H, bh % H, i0, std::min(Br, Tq - i0), Tq, Tk,
-                       Dh, Dv, scale, Bc, rk, s, s + Br * Bc, s + Br * Bc + Br);
+    forward_query_tile(head_rows(out, layout.out, b, h), lse + bh * Tq, head_rows(q, layout.q, b, h), ks, kt,
+                       head_rows(v, layout.v, b, hkv), mask, b, h, i0, std::min(Br, Tq - i0), Tq, Tk, Dh, Dv,
+                       scale, Bc, rk, s, s + Br * Bc, s + Br * Bc + Br);
   }
 }
 
@@ -313,13 +334,20 @@ void attention_flash_forward(T* out, T* lse, const T* q, const T* k, const T* v,
 //                     that K/V head's dk, dv and its query heads' dq;
 //   B*Hkv <  threads: slice by slice, key tiles split round-robin across threads, each thread
 //                     owns its key tiles' dk, dv rows and a private dq [Tq, Dh], summed after.
+// Whoever owns a block zeroes it first, so dq, dk and dv come back fully written.
 template <class T>
 void attention_flash_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const T* lse,
                               const T* q, const T* k, const T* v, const AttentionMask<T>& mask,
                               int64_t B, int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t Dh,
-                              int64_t Dv, T scale, FlashTiles tiles) {
+                              int64_t Dv, T scale, FlashTiles tiles, const AttentionLayout& x,
+                              const AttentionLayout& dx) {
   const int64_t BH = B * H, BHkv = B * Hkv, Br = tiles.q, Bc = tiles.k, group = H / Hkv;
-  if (BH == 0 || Tq == 0 || Tk == 0) return;  // no keys: the output was constant 0
+  if (BH == 0 || Tq == 0 || Tk == 0) {  // no keys (the output was constant 0) or no queries
+    zero_heads(dq, dx.q, B, H, Tq, Dh);
+    zero_heads(dk, dx.k, B, Hkv, Tk, Dh);
+    zero_heads(dv, dx.v, B, Hkv, Tk, Dv);
+    return;
+  }
   const int64_t n_kt = (Tk + Bc - 1) / Bc;
   const RowKernels<T> rk = RowKernels<T>::make();
   const bool big = BH * Tq * Tk * (Dh + Dv) >= kParallelWork;
@@ -338,24 +366,29 @@ void attention_flash_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, 
   if (by_slice) {
 #pragma omp parallel for schedule(static) num_threads(n_threads) if (n_threads > 1)
     for (int64_t bkv = 0; bkv < BHkv; ++bkv) {
+      const int64_t b = bkv / Hkv, hkv = bkv % Hkv;
+      const Rows<const T> ks = head_rows(k, x.k, b, hkv), vs = head_rows(v, x.v, b, hkv);
+      const Rows<T> dks = head_rows(dk, dx.k, b, hkv), dvs = head_rows(dv, dx.v, b, hkv);
+      zero_rows(dks, Tk, Dh);
+      zero_rows(dvs, Tk, Dv);
       T* p = scratch.data() + omp_get_thread_num() * per_thread;
       T* dp = p + Br * Bc;
       T* dd = dp + Br * Bc;  // [Tq]
       T* kt = use_kvt ? dd + Tq : nullptr;       // [Dh, Tk]
       T* vt = use_kvt ? kt + Dh * Tk : nullptr;  // [Dv, Tk]
       if (use_kvt) {
-        transpose(kt, k + bkv * Tk * Dh, Tk, Dh);
-        transpose(vt, v + bkv * Tk * Dv, Tk, Dv);
+        transpose(kt, ks, Tk, Dh);
+        transpose(vt, vs, Tk, Dv);
       }
       for (int64_t g = 0; g < group; ++g) {
-        const int64_t bh = (bkv / Hkv) * H + (bkv % Hkv) * group + g;  // query head of this K/V head
-        const T* dos = dout + bh * Tq * Dv;
-        row_dots(dd, dos, out + bh * Tq * Dv, Tq, Dv, rk);
+        const int64_t h = hkv * group + g, bh = b * H + h;  // query head of this K/V head
+        const Rows<const T> dos = head_rows(dout, dx.out, b, h);
+        const Rows<T> dqs = head_rows(dq, dx.q, b, h);
+        zero_rows(dqs, Tq, Dh);
+        row_dots(dd, dos, head_rows(out, x.out, b, h), Tq, Dv, rk);
         for (int64_t j0 = 0; j0 < Tk; j0 += Bc)
-          backward_key_tile(dq + bh * Tq * Dh, dk + bkv * Tk * Dh, dv + bkv * Tk * Dv, dos,
-                            lse + bh * Tq, dd, q + bh * Tq * Dh, k + bkv * Tk * Dh, v + bkv * Tk * Dv,
-                            kt, vt, mask, bh / H, bh % H, j0, std::min(Bc, Tk - j0), Tq, Tk, Dh, Dv,
-                            scale, Br, Bc, rk, p, dp);
+          backward_key_tile(dqs, dks, dvs, dos, lse + bh * Tq, dd, head_rows(q, x.q, b, h), ks, vs, kt, vt, mask,
+                            b, h, j0, std::min(Bc, Tk - j0), Tq, Tk, Dh, Dv, scale, Br, Bc, rk, p, dp);
       }
     }
     return;
@@ -364,16 +397,21 @@ void attention_flash_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, 
   std::vector<T> kvt(static_cast<size_t>(kvt_size));  // K^T [Dh, Tk], V^T [Dv, Tk]
   T* kt = use_kvt ? kvt.data() : nullptr;
   T* vt = use_kvt ? kt + Dh * Tk : nullptr;
-  int64_t kvt_head = -1;
   for (int64_t bh = 0; bh < BH; ++bh) {
-    const int64_t bkv = (bh / H) * Hkv + (bh % H) / group;
-    if (use_kvt && kvt_head != bkv) {
-      transpose(kt, k + bkv * Tk * Dh, Tk, Dh);
-      transpose(vt, v + bkv * Tk * Dv, Tk, Dv);
-      kvt_head = bkv;
+    const int64_t b = bh / H, h = bh % H, hkv = h / group;
+    const Rows<const T> ks = head_rows(k, x.k, b, hkv), vs = head_rows(v, x.v, b, hkv);
+    const Rows<T> dks = head_rows(dk, dx.k, b, hkv), dvs = head_rows(dv, dx.v, b, hkv);
+    if (h % group == 0) {  // the first query head of this K/V head
+      zero_rows(dks, Tk, Dh);
+      zero_rows(dvs, Tk, Dv);
+      if (use_kvt) {
+        transpose(kt, ks, Tk, Dh);
+        transpose(vt, vs, Tk, Dv);
+      }
     }
-    const T* dos = dout + bh * Tq * Dv;
-    T* dq_s = dq + bh * Tq * Dh;  // [Tq, Dh]
+    const Rows<const T> dos = head_rows(dout, dx.out, b, h), qs = head_rows(q, x.q, b, h);
+    const Rows<const T> os = head_rows(out, x.out, b, h);
+    const Rows<T> dq_s = head_rows(dq, dx.q, b, h);  // [Tq, Dh]
 #pragma omp parallel num_threads(n_threads)
     {
       const int t = omp_get_thread_num();
@@ -382,22 +420,21 @@ void attention_flash_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, 
       T* dp = p + Br * Bc;
       T* dd = dp + Br * Bc;   // [Tq], each thread its own copy
       T* dq_t = dd + Tq;      // [Tq, Dh], this thread's share of dQ
-      row_dots(dd, dos, out + bh * Tq * Dv, Tq, Dv, rk);
+      row_dots(dd, dos, os, Tq, Dv, rk);
       std::fill(dq_t, dq_t + Tq * Dh, T(0));
       // Round-robin over key tiles balances the triangle a causal mask leaves.
 #pragma omp for schedule(static, 1)
       for (int64_t tile = 0; tile < n_kt; ++tile) {
         const int64_t j0 = tile * Bc;
-        backward_key_tile(dq_t, dk + bkv * Tk * Dh, dv + bkv * Tk * Dv, dos, lse + bh * Tq, dd,
-                          q + bh * Tq * Dh, k + bkv * Tk * Dh, v + bkv * Tk * Dv, kt, vt, mask, bh / H,
-                          bh % H, j0, std::min(Bc, Tk - j0), Tq, Tk, Dh, Dv, scale, Br, Bc, rk, p, dp);
+        backward_key_tile(Rows<T>{dq_t, Dh}, dks, dvs, dos, lse + bh * Tq, dd, qs, ks, vs, kt, vt, mask, b, h,
+                          j0, std::min(Bc, Tk - j0), Tq, Tk, Dh, Dv, scale, Br, Bc, rk, p, dp);
       }
       // dQ = sum of the threads' shares, in thread order; rows split across threads.
 #pragma omp for schedule(static)
       for (int64_t e = 0; e < Tq * Dh; ++e) {
-        T acc = dq_s[e];
+        T acc = T(0);
         for (int u = 0; u < team; ++u) acc += scratch[static_cast<size_t>(u * per_thread + 2 * Br * Bc + Tq + e)];
-        dq_s[e] = acc;
+        dq_s.row(e / Dh)[e % Dh] = acc;
       }
     }
   }
@@ -406,21 +443,22 @@ void attention_flash_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, 
 template void attention_flash_forward<float>(float*, float*, const float*, const float*,
                                              const float*, const AttentionMask<float>&, int64_t,
                                              int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                             float, FlashTiles, KVSliceStrides);
+                                             float, FlashTiles, const AttentionLayout&);
 template void attention_flash_forward<double>(double*, double*, const double*, const double*,
                                               const double*, const AttentionMask<double>&, int64_t,
                                               int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                              double, FlashTiles, KVSliceStrides);
+                                              double, FlashTiles, const AttentionLayout&);
 template void attention_flash_backward<float>(float*, float*, float*, const float*, const float*,
                                               const float*, const float*, const float*,
                                               const float*, const AttentionMask<float>&, int64_t,
                                               int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                              float, FlashTiles);
+                                              float, FlashTiles, const AttentionLayout&,
+                                              const AttentionLayout&);
 template void attention_flash_backward<double>(double*, double*, double*, const double*,
                                                const double*, const double*, const double*,
                                                const double*, const double*,
                                                const AttentionMask<double>&, int64_t, int64_t,
                                                int64_t, int64_t, int64_t, int64_t, int64_t, double,
-                                               FlashTiles);
+                                               FlashTiles, const AttentionLayout&, const AttentionLayout&);
 
 }  // namespace attn::kernels

@@ -27,26 +27,27 @@ struct FlashTiles {
   int64_t k = kFlashTileK;  // key columns per tile, Bc
 };
 
-// Where the K and V slices of the forward lie: the elements from one (b, kv-head) slice to the
-// next. 0 = packed (Tk * Dh for k, Tk * Dv for v). A larger stride reads the first Tk rows of
-// each slice of a longer buffer [B, Hkv, capacity, Dh], the layout of a KV cache with spare
-// room (nn/kv_cache.h), without copying them out. Rows within a slice are always packed.
-struct KVSliceStrides {
-  int64_t k = 0;
-  int64_t v = 0;
-};
-
 // out [B, H, Tq, Dv] = softmax(q k^T * scale + mask) v, and lse [B, H, Tq] the per-row
 // log-sum-exp of the masked scores, L_i = m_i + log sum_j exp(S_ij - m_i). A row whose keys
 // are all masked gets output 0 and lse = -inf (the marker the backward reads).
-// q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], v [B, Hkv, Tk, Dv], contiguous (k and v up to the
-// slice strides); query head h reads K/V head h / (H / Hkv) (grouped-query attention; the
-// overload without Hkv has Hkv = H).
+// q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], v [B, Hkv, Tk, Dv] and out lie as `layout` says
+// (attention_naive.h: HeadLayout; a KV cache with spare room is k and v with a head stride of
+// capacity * Dh, read in place); lse is packed. Without a layout everything is packed. Query
+// head h reads K/V head h / (H / Hkv) (grouped-query attention; the overload without Hkv has
+// Hkv = H).
 template <class T>
 void attention_flash_forward(T* out, T* lse, const T* q, const T* k, const T* v,
                              const AttentionMask<T>& mask, int64_t B, int64_t H, int64_t Hkv,
                              int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv, T scale,
-                             FlashTiles tiles = {}, KVSliceStrides kv_strides = {});
+                             FlashTiles tiles, const AttentionLayout& layout);
+template <class T>
+inline void attention_flash_forward(T* out, T* lse, const T* q, const T* k, const T* v,
+                                    const AttentionMask<T>& mask, int64_t B, int64_t H, int64_t Hkv,
+                                    int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv, T scale,
+                                    FlashTiles tiles = {}) {
+  attention_flash_forward<T>(out, lse, q, k, v, mask, B, H, Hkv, Tq, Tk, Dh, Dv, scale, tiles,
+                             AttentionLayout::packed(H, Hkv, Tq, Tk, Dh, Dv));
+}
 template <class T>
 inline void attention_flash_forward(T* out, T* lse, const T* q, const T* k, const T* v,
                                     const AttentionMask<T>& mask, int64_t B, int64_t H, int64_t Tq,
@@ -54,14 +55,26 @@ inline void attention_flash_forward(T* out, T* lse, const T* q, const T* k, cons
   attention_flash_forward<T>(out, lse, q, k, v, mask, B, H, H, Tq, Tk, Dh, Dv, scale, tiles);
 }
 
-// Given dout = dL/dout and the forward's out and lse, accumulates (+=) dq, dk, dv, which the
-// caller zeroed. P is recomputed per tile as exp(S - L); nothing of size Tq x Tk is stored.
-// With Hkv < H each K/V head gathers the gradients of its H / Hkv query heads.
+// Given dout = dL/dout and the forward's out and lse, writes dq, dk, dv: every element (each
+// thread zeroes the slices it owns, in cache, before adding the tiles' contributions; the
+// caller need not zero them). P is recomputed per tile as exp(S - L); nothing of size
+// Tq x Tk is stored. With Hkv < H each K/V head gathers the gradients of its H / Hkv query
+// heads. q, k, v and out lie as x says, dq, dk, dv and dout as dx says (without them: packed).
 template <class T>
 void attention_flash_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const T* lse,
                               const T* q, const T* k, const T* v, const AttentionMask<T>& mask,
                               int64_t B, int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t Dh,
-                              int64_t Dv, T scale, FlashTiles tiles = {});
+                              int64_t Dv, T scale, FlashTiles tiles, const AttentionLayout& x,
+                              const AttentionLayout& dx);
+template <class T>
+inline void attention_flash_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const T* lse,
+                                     const T* q, const T* k, const T* v, const AttentionMask<T>& mask,
+                                     int64_t B, int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t Dh,
+                                     int64_t Dv, T scale, FlashTiles tiles = {}) {
+  const AttentionLayout packed = AttentionLayout::packed(H, Hkv, Tq, Tk, Dh, Dv);
+  attention_flash_backward<T>(dq, dk, dv, dout, out, lse, q, k, v, mask, B, H, Hkv, Tq, Tk, Dh, Dv, scale, tiles,
+                              packed, packed);
+}
 template <class T>
 inline void attention_flash_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const T* lse,
                                      const T* q, const T* k, const T* v, const AttentionMask<T>& mask,

@@ -3,8 +3,10 @@
 // the output by a second GEMM; the backward is four GEMMs around the softmax Jacobian.
 // Parallel over B*H with OpenMP (BLAS runs single-threaded inside the region); the backward
 // over B*Hkv key/value heads, each summing its query heads in order (grouped-query attention).
-// No tiling, no SIMD: this is the slow, obvious version the tiled kernel is tested against.
-// Derivation: docs/derivations/attention.md.
+// Operands go through their HeadLayout (the GEMMs' leading dimensions), so split heads are
+// never copied; the backward writes dq, dk, dv (beta = 0 on the first product) instead of
+// accumulating into zeroed buffers. No tiling, no SIMD: this is the slow, obvious version the
+// tiled kernel is tested against. Derivation: docs/derivations/attention.md.
 #include "kernels/attention_naive.h"
 
 #include <cmath>
@@ -48,23 +50,24 @@ template <class T>
 void attention_naive_forward(T* out, T* probs, T* work, const T* q, const T* k, const T* v,
                              const AttentionMask<T>& mask, const T* dropout_scale, int64_t B,
                              int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv,
-                             T scale) {
+                             T scale, const AttentionLayout& layout) {
   const int64_t BH = B * H, group = H / Hkv;
+  const int64_t lq = layout.q.row, lk = layout.k.row, lv = layout.v.row, lo = layout.out.row;
 #pragma omp parallel for schedule(static) if (BH > 1 && BH * Tq * Tk * (Dh + Dv) >= 32768)
   for (int64_t bh = 0; bh < BH; ++bh) {
-    const int64_t b = bh / H, h = bh % H;
-    const int64_t bkv = b * Hkv + h / group;  // the K/V head query head h reads
-    const T* qs = q + bh * Tq * Dh;   // [Tq, Dh]
-    const T* ks = k + bkv * Tk * Dh;  // [Tk, Dh]
-    const T* vs = v + bkv * Tk * Dv;  // [Tk, Dv]
-    T* os = out + bh * Tq * Dv;      // [Tq, Dv]
-    T* ps = probs + bh * Tq * Tk;    // [Tq, Tk]
+    const int64_t b = bh / H, h = bh % H, hkv = h / group;  // the K/V head query head h reads
+    const T* qs = layout.q.at(q, b, h);      // [Tq, Dh], rows lq apart
+    const T* ks = layout.k.at(k, b, hkv);    // [Tk, Dh], rows lk apart
+    const T* vs = layout.v.at(v, b, hkv);    // [Tk, Dv], rows lv apart
+    T* os = layout.out.at(out, b, h);        // [Tq, Dv], rows lo apart
+    T* ps = probs + bh * Tq * Tk;            // [Tq, Tk]
     if (Tk == 0) {  // no keys: every row is fully masked
-      for (int64_t i = 0; i < Tq * Dv; ++i) os[i] = T(0);
+      for (int64_t i = 0; i < Tq; ++i)
+        for (int64_t c = 0; c < Dv; ++c) os[i * lo + c] = T(0);
       continue;
     }
     // S = scale * q k^T, then the mask: S_ij += bias_ij, masked S_ij = -inf.
-    gemm<T>(false, true, Tq, Tk, Dh, scale, qs, Dh, ks, Dh, T(0), ps, Tk);
+    gemm<T>(false, true, Tq, Tk, Dh, scale, qs, lq, ks, lk, T(0), ps, Tk);
     for (int64_t i = 0; i < Tq; ++i) apply_attention_mask_row(ps + i * Tk, mask, b, h, i, 0, Tk, Tq, Tk);
     // P = softmax(S) row by row; fully masked rows become 0.
     masked_softmax_rows(ps, Tq, Tk);
@@ -76,7 +79,7 @@ void attention_naive_forward(T* out, T* probs, T* work, const T* q, const T* k, 
       for (int64_t e = 0; e < Tq * Tk; ++e) ws[e] = ps[e] * ds[e];
       pv = ws;
     }
-    gemm<T>(false, false, Tq, Dv, Tk, T(1), pv, Tk, vs, Dv, T(0), os, Dv);
+    gemm<T>(false, false, Tq, Dv, Tk, T(1), pv, Tk, vs, lv, T(0), os, lo);
   }
 }
 
@@ -91,37 +94,48 @@ void attention_naive_forward(T* out, T* probs, T* work, const T* q, const T* k, 
 // Masked and fully-masked entries have P = 0, hence dS = 0: no gradient reaches them and a
 // fully masked row contributes nothing (and no NaN) anywhere. With grouped-query attention a
 // K/V head is used by H / Hkv query heads, so its dK and dV are the sums of theirs: one thread
-// owns one K/V head and adds its query heads one after the other.
+// owns one K/V head and adds its query heads one after the other. Each product writes its
+// block (beta = 0) the first time and adds to it (beta = 1) after that, so every element is
+// written without the buffers being zeroed first, in the same order of additions as before.
 template <class T>
 void attention_naive_backward(T* dq, T* dk, T* dv, T* work, const T* dout, const T* probs,
                               const T* dropout_scale, const T* q, const T* k, const T* v,
                               int64_t B, int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t Dh,
-                              int64_t Dv, T scale) {
+                              int64_t Dv, T scale, const AttentionLayout& x, const AttentionLayout& dx) {
   const int64_t BHkv = B * Hkv, group = H / Hkv;
-  if (Tk == 0) return;  // the output was constant 0: no gradient anywhere
+  if (Tk == 0 || Tq == 0) {  // the output was constant 0 (or empty): every gradient is 0
+    zero_heads(dq, dx.q, B, H, Tq, Dh);
+    zero_heads(dk, dx.k, B, Hkv, Tk, Dh);
+    zero_heads(dv, dx.v, B, Hkv, Tk, Dv);
+    return;
+  }
+  const int64_t lq = x.q.row, lk = x.k.row, lv = x.v.row;
+  const int64_t ldq = dx.q.row, ldk = dx.k.row, ldv = dx.v.row, ldo = dx.out.row;
 #pragma omp parallel for schedule(static) if (BHkv > 1 && B * H * Tq * Tk * (Dh + Dv) >= 32768)
   for (int64_t bkv = 0; bkv < BHkv; ++bkv) {
-    const T* ks = k + bkv * Tk * Dh;     // [Tk, Dh]
-    const T* vs = v + bkv * Tk * Dv;     // [Tk, Dv]
-    T* dks = dk + bkv * Tk * Dh;         // [Tk, Dh]
-    T* dvs = dv + bkv * Tk * Dv;         // [Tk, Dv]
+    const int64_t b = bkv / Hkv, hkv = bkv % Hkv;
+    const T* ks = x.k.at(k, b, hkv);   // [Tk, Dh]
+    const T* vs = x.v.at(v, b, hkv);   // [Tk, Dv]
+    T* dks = dx.k.at(dk, b, hkv);      // [Tk, Dh]
+    T* dvs = dx.v.at(dv, b, hkv);      // [Tk, Dv]
     for (int64_t g = 0; g < group; ++g) {
-      const int64_t bh = (bkv / Hkv) * H + (bkv % Hkv) * group + g;  // query head of this K/V head
-      const T* qs = q + bh * Tq * Dh;      // [Tq, Dh]
-      const T* dos = dout + bh * Tq * Dv;  // [Tq, Dv]
+      const int64_t h = hkv * group + g, bh = b * H + h;  // query head of this K/V head
+      const T beta = g == 0 ? T(0) : T(1);  // dK, dV: write for the first query head, then add
+      const T* qs = x.q.at(q, b, h);          // [Tq, Dh]
+      const T* dos = dx.out.at(dout, b, h);   // [Tq, Dv]
       const T* ps = probs + bh * Tq * Tk;  // [Tq, Tk]
       const T* ds = dropout_scale ? dropout_scale + bh * Tq * Tk : nullptr;  // [Tq, Tk]
       T* ws = work + bh * Tq * Tk;         // [Tq, Tk]
-      T* dqs = dq + bh * Tq * Dh;          // [Tq, Dh]
+      T* dqs = dx.q.at(dq, b, h);          // [Tq, Dh]
       // dV += (P ∘ D)^T dO
       if (ds) {
         for (int64_t e = 0; e < Tq * Tk; ++e) ws[e] = ps[e] * ds[e];
-        gemm<T>(true, false, Tk, Dv, Tq, T(1), ws, Tk, dos, Dv, T(1), dvs, Dv);
+        gemm<T>(true, false, Tk, Dv, Tq, T(1), ws, Tk, dos, ldo, beta, dvs, ldv);
       } else {
-        gemm<T>(true, false, Tk, Dv, Tq, T(1), ps, Tk, dos, Dv, T(1), dvs, Dv);
+        gemm<T>(true, false, Tk, Dv, Tq, T(1), ps, Tk, dos, ldo, beta, dvs, ldv);
       }
       // dP = (dO V^T) ∘ D, into work
-      gemm<T>(false, true, Tq, Tk, Dv, T(1), dos, Dv, vs, Dv, T(0), ws, Tk);
+      gemm<T>(false, true, Tq, Tk, Dv, T(1), dos, ldo, vs, lv, T(0), ws, Tk);
       if (ds)
         for (int64_t e = 0; e < Tq * Tk; ++e) ws[e] *= ds[e];
       // dS = P ∘ (dP - rowsum(dP ∘ P)), in place
@@ -132,9 +146,9 @@ void attention_naive_backward(T* dq, T* dk, T* dv, T* work, const T* dout, const
         for (int64_t j = 0; j < Tk; ++j) dot += wrow[j] * prow[j];
         for (int64_t j = 0; j < Tk; ++j) wrow[j] = prow[j] * (wrow[j] - dot);
       }
-      // dQ += scale * dS K,  dK += scale * dS^T Q
-      gemm<T>(false, false, Tq, Dh, Tk, scale, ws, Tk, ks, Dh, T(1), dqs, Dh);
-      gemm<T>(true, false, Tk, Dh, Tq, scale, ws, Tk, qs, Dh, T(1), dks, Dh);
+      // dQ = scale * dS K (each query head once),  dK += scale * dS^T Q
+      gemm<T>(false, false, Tq, Dh, Tk, scale, ws, Tk, ks, lk, T(0), dqs, ldq);
+      gemm<T>(true, false, Tk, Dh, Tq, scale, ws, Tk, qs, lq, beta, dks, ldk);
     }
   }
 }
@@ -142,19 +156,21 @@ void attention_naive_backward(T* dq, T* dk, T* dv, T* work, const T* dout, const
 template void attention_naive_forward<float>(float*, float*, float*, const float*, const float*,
                                              const float*, const AttentionMask<float>&,
                                              const float*, int64_t, int64_t, int64_t, int64_t,
-                                             int64_t, int64_t, int64_t, float);
+                                             int64_t, int64_t, int64_t, float, const AttentionLayout&);
 template void attention_naive_forward<double>(double*, double*, double*, const double*,
                                               const double*, const double*,
                                               const AttentionMask<double>&, const double*, int64_t,
                                               int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                              double);
+                                              double, const AttentionLayout&);
 template void attention_naive_backward<float>(float*, float*, float*, float*, const float*,
                                               const float*, const float*, const float*,
                                               const float*, const float*, int64_t, int64_t,
-                                              int64_t, int64_t, int64_t, int64_t, int64_t, float);
+                                              int64_t, int64_t, int64_t, int64_t, int64_t, float,
+                                              const AttentionLayout&, const AttentionLayout&);
 template void attention_naive_backward<double>(double*, double*, double*, double*, const double*,
                                                const double*, const double*, const double*,
                                                const double*, const double*, int64_t, int64_t,
-                                               int64_t, int64_t, int64_t, int64_t, int64_t, double);
+                                               int64_t, int64_t, int64_t, int64_t, int64_t, double,
+                                               const AttentionLayout&, const AttentionLayout&);
 
 }  // namespace attn::kernels

@@ -6,12 +6,54 @@
 // The tiled online-softmax twin (attention_flash) must match it for every mask kind.
 // Grouped-query attention: k and v hold Hkv heads (Hkv divides H) and query head h reads K/V
 // head h / (H / Hkv); the overloads without Hkv are multi-head attention (Hkv = H).
+// Operands may lie in any layout with packed feature rows (HeadLayout): the split heads of a
+// projection are read where they lie, and out and the gradients are written in the caller's.
 #pragma once
 
 #include <cstdint>
 #include <limits>
 
 namespace attn::kernels {
+
+// Where one operand of shape [B, Hs, T, D] lies (q, k, v, out, or the gradient of one):
+// element (b, h, t, d) at b * batch + h * head + t * row + d, in elements. Features are packed
+// and one head's rows do not overlap (row >= D), so a head is a [T, D] matrix with leading
+// dimension `row` for gemm. packed(): contiguous [B, Hs, T, D]. split(): the memory of
+// [B, T, Hs, D] (a projection [B, T, Hs*D] split into heads) seen as [B, Hs, T, D], which is
+// what nn/attention hands in and takes back.
+struct HeadLayout {
+  int64_t batch = 0, head = 0, row = 0;
+
+  static constexpr HeadLayout packed(int64_t Hs, int64_t T, int64_t D) { return {Hs * T * D, T * D, D}; }
+  static constexpr HeadLayout split(int64_t Hs, int64_t T, int64_t D) { return {T * Hs * D, D, Hs * D}; }
+  // Row 0 of head h of batch entry b.
+  template <class E>
+  E* at(E* base, int64_t b, int64_t h) const { return base + b * batch + h * head; }
+};
+
+// The layouts of one call's four operands: q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], v [B, Hkv, Tk, Dv]
+// and out [B, H, Tq, Dv]. A backward kernel takes two: one for q, k, v and the forward's out, and
+// one for their gradients dq, dk, dv and dout (the out field).
+struct AttentionLayout {
+  HeadLayout q, k, v, out;
+
+  static constexpr AttentionLayout packed(int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t Dh,
+                                          int64_t Dv) {
+    return {HeadLayout::packed(H, Tq, Dh), HeadLayout::packed(Hkv, Tk, Dh), HeadLayout::packed(Hkv, Tk, Dv),
+            HeadLayout::packed(H, Tq, Dv)};
+  }
+};
+
+// Writes zeros into the [B, Hs, T, D] operand at x laid out as `l`.
+template <class E>
+inline void zero_heads(E* x, const HeadLayout& l, int64_t B, int64_t Hs, int64_t T, int64_t D) {
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < Hs; ++h)
+      for (int64_t t = 0; t < T; ++t) {
+        E* r = l.at(x, b, h) + t * l.row;
+        for (int64_t c = 0; c < D; ++c) r[c] = E(0);
+      }
+}
 
 // The masks of one call in resolved form. An entry (b, h, i, j) is masked out when any of:
 //   bias[b*bias_stride_b + h*bias_stride_h + i*Tk + j] == -inf     (additive, may be null)
@@ -71,12 +113,21 @@ inline void apply_attention_mask_row(T* row, const AttentionMask<T>& m, int64_t 
 // probability exactly 0; a row whose keys are all masked gets probabilities 0 and output 0.
 // dropout_scale [B, H, Tq, Tk] (null = no dropout) holds D = keep / (1 - p), 0 or 1/(1-p);
 // work [B, H, Tq, Tk] is scratch, needed only with dropout (may be null otherwise).
-// q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], v [B, Hkv, Tk, Dv], all contiguous.
+// q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], v [B, Hkv, Tk, Dv] and out lie as `layout` says (the
+// overloads without it: all packed); probs, dropout_scale and work are packed.
 template <class T>
 void attention_naive_forward(T* out, T* probs, T* work, const T* q, const T* k, const T* v,
                              const AttentionMask<T>& mask, const T* dropout_scale, int64_t B,
                              int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv,
-                             T scale);
+                             T scale, const AttentionLayout& layout);
+template <class T>
+inline void attention_naive_forward(T* out, T* probs, T* work, const T* q, const T* k, const T* v,
+                                    const AttentionMask<T>& mask, const T* dropout_scale, int64_t B,
+                                    int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv,
+                                    T scale) {
+  attention_naive_forward<T>(out, probs, work, q, k, v, mask, dropout_scale, B, H, Hkv, Tq, Tk, Dh, Dv, scale,
+                             AttentionLayout::packed(H, Hkv, Tq, Tk, Dh, Dv));
+}
 template <class T>
 inline void attention_naive_forward(T* out, T* probs, T* work, const T* q, const T* k, const T* v,
                                     const AttentionMask<T>& mask, const T* dropout_scale, int64_t B,
@@ -84,14 +135,25 @@ inline void attention_naive_forward(T* out, T* probs, T* work, const T* q, const
   attention_naive_forward<T>(out, probs, work, q, k, v, mask, dropout_scale, B, H, H, Tq, Tk, Dh, Dv, scale);
 }
 
-// Given dout = dL/dout, accumulates (+=) dq, dk, dv, which the caller zeroed. probs and
-// dropout_scale are what the forward saved; work [B, H, Tq, Tk] is scratch (always needed).
-// With Hkv < H each K/V head gathers the gradients of its H / Hkv query heads.
+// Given dout = dL/dout, writes dq, dk, dv: every element, once (no zeroing needed, nothing
+// accumulated into what the buffers held). probs and dropout_scale are what the forward
+// saved; work [B, H, Tq, Tk] is scratch (always needed). With Hkv < H each K/V head gathers
+// the gradients of its H / Hkv query heads. q, k, v lie as x says (x.out is unused), dq, dk,
+// dv and dout as dx says (the overloads without them: all packed).
 template <class T>
 void attention_naive_backward(T* dq, T* dk, T* dv, T* work, const T* dout, const T* probs,
                               const T* dropout_scale, const T* q, const T* k, const T* v,
                               int64_t B, int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t Dh,
-                              int64_t Dv, T scale);
+                              int64_t Dv, T scale, const AttentionLayout& x, const AttentionLayout& dx);
+template <class T>
+inline void attention_naive_backward(T* dq, T* dk, T* dv, T* work, const T* dout, const T* probs,
+                                     const T* dropout_scale, const T* q, const T* k, const T* v,
+                                     int64_t B, int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t Dh,
+                                     int64_t Dv, T scale) {
+  const AttentionLayout packed = AttentionLayout::packed(H, Hkv, Tq, Tk, Dh, Dv);
+  attention_naive_backward<T>(dq, dk, dv, work, dout, probs, dropout_scale, q, k, v, B, H, Hkv, Tq, Tk, Dh, Dv,
+                              scale, packed, packed);
+}
 template <class T>
 inline void attention_naive_backward(T* dq, T* dk, T* dv, T* work, const T* dout, const T* probs,
                                      const T* dropout_scale, const T* q, const T* k, const T* v,

@@ -3,6 +3,8 @@
 // the fused op takes (ops/attention.h): a 3-D [B*H, Tq, Tk] mask becomes [B, H, Tq, Tk], and a
 // float key padding mask is folded into an additive attn_mask. Grouped-query K/V heads, ALiBi
 // and the sliding window are handed to the fused op, which handles them inside its kernels.
+// Self-attention (without RoPE) projects q, k, v in one product and attends them where they lie
+// in it (scaled_dot_product_attention_packed); split and joined heads are views, not copies.
 #include "attn/nn/attention.h"
 
 #include <cmath>
@@ -82,7 +84,8 @@ Tensor MultiHeadAttention::split_heads(const Tensor& x, int64_t heads) const {
 Tensor MultiHeadAttention::join_heads(const Tensor& x) const {
   const int64_t B = x.size(0), T = x.size(2);
   Tensor swapped = transpose(x, 1, 2);          // [B, T, H, Dh]
-  return reshape(swapped, {B, T, d_model_});    // [B, T, D] (a copy: swapped is strided)
+  // [B, T, D]: a view when swapped is packed, as the attention op's output is; else a copy.
+  return reshape(swapped, {B, T, d_model_});
 }
 
 SdpaOptions MultiHeadAttention::base_options() const {
@@ -148,19 +151,27 @@ AttentionOutput MultiHeadAttention::run(const Tensor& query, const Tensor& key, 
   options.rng = &rng_;
   options.need_weights = need_weights || capture_;
 
-  // The paper's Q W_Q, K W_K, V W_V, split into H query heads and Hkv key/value heads of Dh = D / H.
-  Tensor q = split_heads(project(query, 0));                // [B, H, Tq, Dh]
-  Tensor k = split_heads(project(key, 1), n_kv_heads_);     // [B, Hkv, Tk, Dh]
-  Tensor v = split_heads(project(value, 2), n_kv_heads_);   // [B, Hkv, Tk, Dh]
-  if (options_.rope) {
-    ATTN_CHECK(Tq == Tk, kOp, "RoPE is for self-attention; got query ", query.str(), " and key ", key.str());
-    const Tensor positions = masks.positions.defined() ? masks.positions : arange_positions(0, Tq);  // [B, T] or [T]
-    q = rotary_embedding(q, positions, options_.rope_options);  // [B, H, T, Dh]
-    k = rotary_embedding(k, positions, options_.rope_options);  // [B, Hkv, T, Dh]
+  // softmax(q k^T / sqrt(Dh) + mask) v per head, with the paper's Q W_Q, K W_K, V W_V split
+  // into H query heads and Hkv key/value heads of Dh = D / H.
+  SdpaResult attended;
+  if (!options_.rope && query.same(key) && key.same(value)) {
+    // Self-attention: the three projections as one product with the stacked in_proj_weight,
+    // attended where they lie in it; the gradient comes back as one [B, T, D + 2*Hkv*Dh] tensor.
+    Tensor qkv = linear(query, in_proj_weight_, in_proj_bias_);               // [B, T, D + 2*Hkv*Dh]
+    attended = scaled_dot_product_attention_packed(qkv, H, n_kv_heads_, options);  // out [B, H, T, Dh]
+  } else {
+    Tensor q = split_heads(project(query, 0));                // [B, H, Tq, Dh]
+    Tensor k = split_heads(project(key, 1), n_kv_heads_);     // [B, Hkv, Tk, Dh]
+    Tensor v = split_heads(project(value, 2), n_kv_heads_);   // [B, Hkv, Tk, Dh]
+    if (options_.rope) {
+      ATTN_CHECK(Tq == Tk, kOp, "RoPE is for self-attention; got query ", query.str(), " and key ", key.str());
+      const Tensor positions = masks.positions.defined() ? masks.positions : arange_positions(0, Tq);  // [B, T] or [T]
+      q = rotary_embedding(q, positions, options_.rope_options);  // [B, H, T, Dh]
+      k = rotary_embedding(k, positions, options_.rope_options);  // [B, Hkv, T, Dh]
+    }
+    attended = scaled_dot_product_attention(q, k, v, options);  // out [B, H, Tq, Dh]
   }
-  // softmax(q k^T / sqrt(Dh) + mask) v per head.
-  SdpaResult attended = scaled_dot_product_attention(q, k, v, options);  // out [B, H, Tq, Dh]
-  Tensor concat_heads = join_heads(attended.out);                         // [B, Tq, D]
+  Tensor concat_heads = join_heads(attended.out);  // [B, Tq, D]
   AttentionOutput result;
   result.out = out_proj_->forward(concat_heads);  // [B, Tq, D], the W_O projection
   if (attended.weights.defined()) {
@@ -205,11 +216,12 @@ Tensor MultiHeadAttention::forward_cached_self(const Tensor& x, Tensor& k_cache,
   const int64_t held = k_cache.defined() ? k_cache.size(2) : 0;
   // W_Q, W_K and W_V are stored stacked (in_proj_weight), so one product projects all three: a
   // decoding step reads the weight in one pass, each output the same dot product as alone.
-  const int64_t D = d_model_, kv = Hkv * head_dim_;
-  Tensor qkv = linear(x, in_proj_weight_, in_proj_bias_);           // [N, T, D + 2*Hkv*Dh]
-  Tensor q = split_heads(slice(qkv, 2, 0, D));                      // [N, H, T, Dh]
-  Tensor k_new = split_heads(slice(qkv, 2, D, D + kv), Hkv);        // [N, Hkv, T, Dh]
-  Tensor v_new = split_heads(slice(qkv, 2, D + kv, D + 2 * kv), Hkv);  // [N, Hkv, T, Dh]
+  // The heads are views into qkv ([N, T, H + 2*Hkv, Dh] seen as [N, H + 2*Hkv, T, Dh]), not copies.
+  Tensor qkv = linear(x, in_proj_weight_, in_proj_bias_);                  // [N, T, D + 2*Hkv*Dh]
+  Tensor heads = split_heads(qkv, n_heads_ + 2 * Hkv);                    // [N, H + 2*Hkv, T, Dh]
+  Tensor q = slice(heads, 1, 0, n_heads_);                                 // [N, H, T, Dh]
+  Tensor k_new = slice(heads, 1, n_heads_, n_heads_ + Hkv);                // [N, Hkv, T, Dh]
+  Tensor v_new = slice(heads, 1, n_heads_ + Hkv, n_heads_ + 2 * Hkv);      // [N, Hkv, T, Dh]
   if (options_.rope) {
     // Keys are cached rotated: each is rotated once, by its own position.
     const Tensor positions = masks.positions.defined() ? masks.positions : arange_positions(held, T);  // [N, T] or [T]

@@ -3,13 +3,18 @@
 // nodes (SdpaBackward saves P; FlashSdpaBackward saves only out and the log-sum-exp).
 // Masks follow nn.MultiheadAttention (Bool true = masked out; float is added; a -inf float
 // entry counts as masked); causal is bottom-right aligned; fully masked rows give zeros.
-// Grouped-query K/V heads and ALiBi slopes go to the kernels as they are. Also the ALiBi
-// slope schedule and the rotary_embedding op (RoPE) with its tape node.
+// Grouped-query K/V heads and ALiBi slopes go to the kernels as they are. q, k, v and the
+// incoming gradient are read where they lie (split heads, a KV cache); out is written as
+// [B, Tq, H, Dv] memory (joining heads is a view) and dq, dk, dv in their inputs' layouts (the
+// split's backward copies nothing); the packed variant reads q, k, v inside one projection.
+// Also the ALiBi slope schedule and the rotary_embedding op (RoPE) with its tape node.
 // Multi-head projections live in nn/attention; this op sees heads already split.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "attn/ops/ops.h"
@@ -126,65 +131,167 @@ Tensor resolve_bias(const Tensor& m, const SdpaDims& d, kernels::AttentionMask<T
   return bias;
 }
 
-// The start of both backward nodes: checks the incoming gradient's shape, makes it contiguous
-// in the inputs' dtype, and allocates the zeroed dq, dk, dv the kernels accumulate into.
-struct SdpaGrads {
-  Tensor g, dq, dk, dv;
+// ---- operand layouts ------------------------------------------------------------------------
+// The kernels read q, k, v and dout through strides (kernels::HeadLayout) and write out, dq,
+// dk, dv in a layout chosen here, so the split heads of a projection ([B, T, H*Dh] memory seen
+// as [B, H, T, Dh]) cross this op without a copy in either direction.
+
+// One [B, Hs, T, D] operand and where its elements lie.
+struct Operand {
+  Tensor t;
+  kernels::HeadLayout layout;
 };
-SdpaGrads begin_sdpa_backward(const char* node, const Tensor& grad_output, const Tensor& q,
-                              const Tensor& k, const Tensor& v, const SdpaDims& d) {
-  const Shape out_shape{d.B, d.H, d.Tq, d.Dv};
-  ATTN_CHECK(grad_output.shape() == out_shape, node, "gradient ", grad_output.str(), " for output ",
-             shape_str(out_shape));
-  return {grad_output.to(q.dtype()), Tensor::zeros(q.shape(), q.dtype()),
-          Tensor::zeros(k.shape(), k.dtype()), Tensor::zeros(v.shape(), v.dtype())};
+
+// How the kernels can read x [B, Hs, T, D] where it lies, or nothing when they cannot: the
+// features not packed, the rows of a head overlapping (a row stride below D, e.g. a broadcast
+// along T), or a negative stride. Strides of dimensions of size 1 are never used and are
+// normalised.
+std::optional<kernels::HeadLayout> head_layout(const Tensor& x) {
+  const Shape& st = x.strides();
+  const int64_t B = x.size(0), Hs = x.size(1), T = x.size(2), D = x.size(3);
+  if (D > 1 && st[3] != 1) return std::nullopt;
+  if (T > 1 && st[2] < D) return std::nullopt;
+  if ((B > 1 && st[0] < 0) || (Hs > 1 && st[1] < 0)) return std::nullopt;
+  return kernels::HeadLayout{B > 1 ? st[0] : 0, Hs > 1 ? st[1] : 0, T > 1 ? st[2] : D};
 }
 
-struct SdpaBackward : Node {
-  Tensor q, k, v;          // contiguous, detached
-  Tensor probs;            // [B, H, Tq, Tk], before dropout
-  Tensor dropout_scale;    // [B, H, Tq, Tk] of 0 or 1/(1-p); undefined without dropout
+// x as the kernels read it, detached (the nodes differentiate w.r.t. the caller's tensors
+// directly): x itself wherever head_layout accepts it, else a packed copy.
+Operand read_operand(const Tensor& x) {
+  if (const auto layout = head_layout(x)) return {x.detach(), *layout};
+  return {x.clone(), kernels::HeadLayout::packed(x.size(1), x.size(2), x.size(3))};
+}
+
+// An uninitialised tensor of x's shape [B, Hs, T, D] whose memory orders B, Hs and T as x's
+// strides do (largest first; features last), and its layout: the gradient of a split-heads
+// view is itself the split-heads view of a packed [B, T, Hs*D] tensor, which the view ops'
+// backward (transpose, then reshape) hand on without a copy. Packed x gives a packed tensor.
+Operand empty_like_layout(const Tensor& x) {
+  std::array<int64_t, 3> order{0, 1, 2};  // x's dimensions, outermost in memory first
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return x.strides()[static_cast<size_t>(a)] > x.strides()[static_cast<size_t>(b)];
+  });
+  const Tensor mem = Tensor::empty({x.size(order[0]), x.size(order[1]), x.size(order[2]), x.size(3)},
+                                   x.dtype());
+  std::vector<int64_t> dims{0, 1, 2, 3};  // x's dimension order[i] is mem's dimension i
+  for (int64_t i = 0; i < 3; ++i) dims[static_cast<size_t>(order[static_cast<size_t>(i)])] = i;
+  Tensor view = mem.permute(dims);  // [B, Hs, T, D]
+  return {view, *head_layout(view)};
+}
+
+// The layouts of q, k, v and out (or of dq, dk, dv and dout) for the kernels.
+kernels::AttentionLayout layouts(const Operand& q, const Operand& k, const Operand& v, const Operand& out) {
+  return {q.layout, k.layout, v.layout, out.layout};
+}
+
+// q [B, H, T, Dh], k and v [B, Hkv, T, Dh] as views into qkv [B, T, (H + 2*Hkv) * Dh] (the
+// packed projection of self-attention), detached, with their layouts. A qkv that is not
+// contiguous is copied first (by the reshape).
+std::array<Operand, 3> split_packed(const Tensor& qkv, int64_t H, int64_t Hkv) {
+  NoGradGuard guard;
+  const int64_t B = qkv.size(0), T = qkv.size(1), Dh = qkv.size(2) / (H + 2 * Hkv);
+  const Tensor heads = qkv.detach().reshape({B, T, H + 2 * Hkv, Dh}).transpose(1, 2);  // [B, H + 2*Hkv, T, Dh]
+  const Tensor parts[3] = {heads.slice(1, 0, H), heads.slice(1, H, H + Hkv), heads.slice(1, H + Hkv, H + 2 * Hkv)};
+  std::array<Operand, 3> out;
+  for (size_t i = 0; i < 3; ++i) out[i] = read_operand(parts[i]);
+  return out;
+}
+
+// How one call's gradients go back: to q, k and v, or (packed) to qkv as one tensor.
+struct SdpaGrads {
+  Operand g;         // dout, readable by the kernels
+  Operand dq, dk, dv;
+  Tensor dqkv;       // packed calls: [B, T, (H + 2*Hkv) * Dh], whose views dq, dk, dv are
+};
+
+// What both backward nodes share: the operands as the kernels read them, the sizes, and
+// whether the call was packed.
+struct SdpaNode : Node {
+  Operand q, k, v;  // detached, where the caller's tensors lie (or packed copies)
   SdpaDims d;
   double scale = 1.0;
+  bool packed = false;  // the one input is qkv [B, T, (H + 2*Hkv) * Dh]
+
+  // begin_backward reads the incoming gradient through its strides (join_heads' transpose
+  // hands it on uncopied).
+  bool reads_strided_grad() const override { return true; }
+
+  // Checks the incoming gradient's shape, takes it where it lies when the kernels can read it
+  // in the inputs' dtype (else a packed copy in that dtype), and allocates dq, dk, dv in the
+  // layouts of q, k, v, or one dqkv like qkv (the kernels write every element).
+  SdpaGrads begin_backward(const Tensor& grad_output) const {
+    const Shape out_shape{d.B, d.H, d.Tq, d.Dv};
+    ATTN_CHECK(grad_output.shape() == out_shape, name(), "gradient ", grad_output.str(), " for output ",
+               shape_str(out_shape));
+    SdpaGrads grads;
+    const DType dtype = q.t.dtype();
+    grads.g = grad_output.dtype() == dtype
+                  ? read_operand(grad_output)
+                  : Operand{grad_output.to(dtype), kernels::HeadLayout::packed(d.H, d.Tq, d.Dv)};
+    if (packed) {
+      grads.dqkv = Tensor::empty({d.B, d.Tq, (d.H + 2 * d.Hkv) * d.Dh}, dtype);  // [B, T, (H + 2*Hkv) * Dh]
+      const std::array<Operand, 3> parts = split_packed(grads.dqkv, d.H, d.Hkv);
+      grads.dq = parts[0];
+      grads.dk = parts[1];
+      grads.dv = parts[2];
+    } else {
+      grads.dq = empty_like_layout(q.t);
+      grads.dk = empty_like_layout(k.t);
+      grads.dv = empty_like_layout(v.t);
+    }
+    return grads;
+  }
+  // One gradient per input of the node.
+  std::vector<Tensor> finish_backward(const SdpaGrads& grads) const {
+    if (packed) return {grads.dqkv};
+    return {grads.dq.t, grads.dk.t, grads.dv.t};
+  }
+};
+
+struct SdpaBackward : SdpaNode {
+  Tensor probs;            // [B, H, Tq, Tk], before dropout
+  Tensor dropout_scale;    // [B, H, Tq, Tk] of 0 or 1/(1-p); undefined without dropout
 
   const char* name() const override { return "SdpaBackward"; }
 
   std::vector<Tensor> backward(const Tensor& grad_output) override {
     NoGradGuard guard;
-    auto [g, dq, dk, dv] = begin_sdpa_backward(name(), grad_output, q, k, v, d);
-    Tensor work = Tensor::empty(probs.shape(), probs.dtype());
+    const SdpaGrads grads = begin_backward(grad_output);
+    const auto& [g, dq, dk, dv, dqkv] = grads;
+    Tensor work = Tensor::empty(probs.shape(), probs.dtype());  // [B, H, Tq, Tk]
+    const kernels::AttentionLayout x = layouts(q, k, v, g), dx = layouts(dq, dk, dv, g);  // x.out unused
     auto run = [&](auto tag) {
       using T = decltype(tag);
       kernels::attention_naive_backward<T>(
-          dq.data<T>(), dk.data<T>(), dv.data<T>(), work.data<T>(), g.data<T>(), probs.data<T>(),
-          dropout_scale.defined() ? dropout_scale.data<T>() : nullptr, q.data<T>(), k.data<T>(),
-          v.data<T>(), d.B, d.H, d.Hkv, d.Tq, d.Tk, d.Dh, d.Dv, static_cast<T>(scale));
+          dq.t.data<T>(), dk.t.data<T>(), dv.t.data<T>(), work.data<T>(), g.t.data<T>(), probs.data<T>(),
+          dropout_scale.defined() ? dropout_scale.data<T>() : nullptr, q.t.data<T>(), k.t.data<T>(),
+          v.t.data<T>(), d.B, d.H, d.Hkv, d.Tq, d.Tk, d.Dh, d.Dv, static_cast<T>(scale), x, dx);
     };
-    if (q.dtype() == DType::F32) run(float{}); else run(double{});
-    return {dq, dk, dv};
+    if (q.t.dtype() == DType::F32) run(float{}); else run(double{});
+    return finish_backward(grads);
   }
 
-  void release() override { q = k = v = probs = dropout_scale = Tensor(); }
+  void release() override { q = k = v = Operand{}; probs = dropout_scale = Tensor(); }
 };
 
 // The flash path's node: saves q, k, v, out and lse [B, H, Tq] (plus the caller's masks,
 // which the backward re-applies tile by tile), never anything of size Tq x Tk.
-struct FlashSdpaBackward : Node {
-  Tensor q, k, v;       // contiguous, detached
-  Tensor out, lse;      // [B, H, Tq, Dv], [B, H, Tq]
+struct FlashSdpaBackward : SdpaNode {
+  Operand out;           // [B, H, Tq, Dv], detached
+  Tensor lse;            // [B, H, Tq]
   Tensor bias, padding;  // resolved attn_mask [Bm, Hm, Tq, Tk] and key_padding_mask [B, Tk]; optional
   Tensor alibi;          // ALiBi slopes [H]; optional
   int64_t bias_stride_b = 0, bias_stride_h = 0;
   bool causal = false;
   int64_t window = 0;
-  SdpaDims d;
-  double scale = 1.0;
 
   const char* name() const override { return "FlashSdpaBackward"; }
 
   std::vector<Tensor> backward(const Tensor& grad_output) override {
     NoGradGuard guard;
-    auto [g, dq, dk, dv] = begin_sdpa_backward(name(), grad_output, q, k, v, d);
+    const SdpaGrads grads = begin_backward(grad_output);
+    const auto& [g, dq, dk, dv, dqkv] = grads;
+    const kernels::AttentionLayout x = layouts(q, k, v, out), dx = layouts(dq, dk, dv, g);
     auto run = [&](auto tag) {
       using T = decltype(tag);
       kernels::AttentionMask<T> mask;
@@ -197,47 +304,36 @@ struct FlashSdpaBackward : Node {
       if (alibi.defined()) mask.alibi = alibi.data<T>();
       mask.causal = causal;
       mask.window = window;
-      kernels::attention_flash_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), g.data<T>(),
-                                           out.data<T>(), lse.data<T>(), q.data<T>(), k.data<T>(),
-                                           v.data<T>(), mask, d.B, d.H, d.Hkv, d.Tq, d.Tk, d.Dh, d.Dv,
-                                           static_cast<T>(scale));
+      kernels::attention_flash_backward<T>(dq.t.data<T>(), dk.t.data<T>(), dv.t.data<T>(), g.t.data<T>(),
+                                           out.t.data<T>(), lse.data<T>(), q.t.data<T>(), k.t.data<T>(),
+                                           v.t.data<T>(), mask, d.B, d.H, d.Hkv, d.Tq, d.Tk, d.Dh, d.Dv,
+                                           static_cast<T>(scale), kernels::FlashTiles{}, x, dx);
     };
-    if (q.dtype() == DType::F32) run(float{}); else run(double{});
-    return {dq, dk, dv};
+    if (q.t.dtype() == DType::F32) run(float{}); else run(double{});
+    return finish_backward(grads);
   }
 
-  void release() override { q = k = v = out = lse = bias = padding = alibi = Tensor(); }
+  void release() override {
+    q = k = v = out = Operand{};
+    lse = bias = padding = alibi = Tensor();
+  }
 };
 
-// The elements between consecutive (b, head) slices of x [B, Hs, T, D] when its rows are
-// packed within each slice and the slices lie a constant stride apart, at least T * D (the
-// first T rows of a longer buffer, as a KV cache with spare room holds them); 0 otherwise.
-int64_t packed_slice_stride(const Tensor& x) {
-  const Shape& st = x.strides();
-  const int64_t T = x.size(2), D = x.size(3);
-  if (T < 1 || st[3] != 1 || (T > 1 && st[2] != D)) return 0;
-  const int64_t s = st[1];
-  if (s < T * D || st[0] != x.size(1) * s) return 0;
-  return s;
+// out [B, H, Tq, Dv] as a view of [B, Tq, H, Dv] memory: joining the heads afterwards
+// (transpose to [B, Tq, H, Dv], reshape to [B, Tq, H*Dv]) is then free.
+template <class T>
+Operand empty_output(const SdpaDims& d) {
+  const Tensor mem = Tensor::empty({d.B, d.Tq, d.H, d.Dv}, dtype_of<T>);  // [B, Tq, H, Dv]
+  return {mem.transpose(1, 2), kernels::HeadLayout::split(d.H, d.Tq, d.Dv)};  // [B, H, Tq, Dv]
 }
 
+// One call, its inputs already checked and read: q, k, v as the kernels see them, and the
+// tensors the tape differentiates ({q, k, v}, or {qkv} when packed).
 template <class T>
-SdpaResult sdpa_impl(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
-                     const SdpaOptions& o, const SdpaDims& d, detail::SdpaImpl impl) {
-  const bool record = needs_grad({&q_in, &k_in, &v_in});
-  Tensor q, k, v;
-  kernels::KVSliceStrides kv_strides;
-  {
-    NoGradGuard guard;  // the node below differentiates w.r.t. the caller's tensors directly
-    q = q_in.contiguous().detach();
-    // Without a tape the flash forward reads K and V where they lie when only the slices are
-    // apart (a KV cache with spare room): no copy of the cache per decoding step.
-    const bool in_place = impl == detail::SdpaImpl::Flash && !record;
-    kv_strides.k = in_place ? packed_slice_stride(k_in) : 0;
-    kv_strides.v = in_place ? packed_slice_stride(v_in) : 0;
-    k = kv_strides.k > 0 ? k_in.detach() : k_in.contiguous().detach();
-    v = kv_strides.v > 0 ? v_in.detach() : v_in.contiguous().detach();
-  }
+SdpaResult sdpa_impl(const Operand& q, const Operand& k, const Operand& v, const std::vector<Tensor>& inputs,
+                     bool packed, const SdpaOptions& o, const SdpaDims& d, detail::SdpaImpl impl) {
+  bool record = false;
+  for (const Tensor& x : inputs) record = record || needs_grad({&x});
   const double scale = o.scale != 0.0 ? o.scale : 1.0 / std::sqrt(static_cast<double>(d.Dh));
 
   kernels::AttentionMask<T> mask;
@@ -255,18 +351,26 @@ SdpaResult sdpa_impl(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
     mask.alibi = alibi.data<T>();
   }
 
+  const Operand out = empty_output<T>(d);  // [B, H, Tq, Dv] of [B, Tq, H, Dv] memory
+  const kernels::AttentionLayout layout = layouts(q, k, v, out);
+  Tensor result_out = out.t;  // the handle the tape node hangs on
+  auto fill_node = [&](SdpaNode& node) {
+    node.q = q;
+    node.k = k;
+    node.v = v;
+    node.d = d;
+    node.scale = scale;
+    node.packed = packed;
+  };
   if (impl == detail::SdpaImpl::Flash) {
-    Tensor out = Tensor::empty({d.B, d.H, d.Tq, d.Dv}, dtype_of<T>);  // [B, H, Tq, Dv]
-    Tensor lse = Tensor::empty({d.B, d.H, d.Tq}, dtype_of<T>);        // [B, H, Tq]
-    kernels::attention_flash_forward<T>(out.data<T>(), lse.data<T>(), q.data<T>(), k.data<T>(),
-                                        v.data<T>(), mask, d.B, d.H, d.Hkv, d.Tq, d.Tk, d.Dh, d.Dv,
-                                        static_cast<T>(scale), kernels::FlashTiles{}, kv_strides);
+    Tensor lse = Tensor::empty({d.B, d.H, d.Tq}, dtype_of<T>);  // [B, H, Tq]
+    kernels::attention_flash_forward<T>(out.t.data<T>(), lse.data<T>(), q.t.data<T>(), k.t.data<T>(),
+                                        v.t.data<T>(), mask, d.B, d.H, d.Hkv, d.Tq, d.Tk, d.Dh, d.Dv,
+                                        static_cast<T>(scale), kernels::FlashTiles{}, layout);
     if (record) {
       auto node = std::make_shared<FlashSdpaBackward>();
-      node->q = q;
-      node->k = k;
-      node->v = v;
-      node->out = out.detach();
+      fill_node(*node);
+      node->out = {out.t.detach(), out.layout};
       node->lse = lse;
       node->bias = bias;
       node->padding = padding.defined() ? padding.clone() : padding;  // [B, Tk], cheap; immune to later edits
@@ -275,19 +379,17 @@ SdpaResult sdpa_impl(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
       node->bias_stride_h = mask.bias_stride_h;
       node->causal = mask.causal;
       node->window = mask.window;
-      node->d = d;
-      node->scale = scale;
-      attach_node(out, node, {q_in, k_in, v_in});
+      attach_node(result_out, node, inputs);
     }
     SdpaResult result;
-    result.out = out;
+    result.out = result_out;
     return result;
   }
 
-  // Dropout keep-scale D drawn in row-major order over [B, H, Tq, Tk]: an entry is dropped
-  // when rng.uniform() < p (the dropout op's convention), kept ones are scaled by 1/(1-p).
-  // kernels::dropout_mask draws exactly that mask (the same stream, bit for bit) with integer
-  // comparisons, in chunks so the byte mask stays small.
+  // Dropout keep-scale D drawn in row-major order over [B, H, Tq, Tk] with the dropout op's
+  // mask (kernels::dropout_mask: four entries per 64-bit draw, an entry dropped when its 16-bit
+  // field is below round(p * 2^16)); kept ones are scaled by 1/(1-p). Drawn in chunks (a
+  // multiple of 4, so they join up into the one-call mask) to keep the byte mask small.
   Tensor dropout_scale, work;
   if (o.dropout_p > 0.0) {
     dropout_scale = Tensor::empty({d.B, d.H, d.Tq, d.Tk}, dtype_of<T>);  // [B, H, Tq, Tk]
@@ -303,29 +405,36 @@ SdpaResult sdpa_impl(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
     }
   }
 
-  Tensor out = Tensor::empty({d.B, d.H, d.Tq, d.Dv}, dtype_of<T>);    // [B, H, Tq, Dv]
   Tensor probs = Tensor::empty({d.B, d.H, d.Tq, d.Tk}, dtype_of<T>);  // [B, H, Tq, Tk]
-  kernels::attention_naive_forward<T>(out.data<T>(), probs.data<T>(),
-                                      work.defined() ? work.data<T>() : nullptr, q.data<T>(),
-                                      k.data<T>(), v.data<T>(), mask,
+  kernels::attention_naive_forward<T>(out.t.data<T>(), probs.data<T>(),
+                                      work.defined() ? work.data<T>() : nullptr, q.t.data<T>(),
+                                      k.t.data<T>(), v.t.data<T>(), mask,
                                       dropout_scale.defined() ? dropout_scale.data<T>() : nullptr,
-                                      d.B, d.H, d.Hkv, d.Tq, d.Tk, d.Dh, d.Dv, static_cast<T>(scale));
+                                      d.B, d.H, d.Hkv, d.Tq, d.Tk, d.Dh, d.Dv, static_cast<T>(scale), layout);
 
   SdpaResult result;
   if (o.need_weights) result.weights = record ? probs.clone() : probs;  // never aliases saved state
   if (record) {
     auto node = std::make_shared<SdpaBackward>();
-    node->q = q;
-    node->k = k;
-    node->v = v;
+    fill_node(*node);
     node->probs = probs;
     node->dropout_scale = dropout_scale;
-    node->d = d;
-    node->scale = scale;
-    attach_node(out, node, {q_in, k_in, v_in});
+    attach_node(result_out, node, inputs);
   }
-  result.out = out;
+  result.out = result_out;
   return result;
+}
+
+// Checks the options, settles the kernel, and runs the call in q's dtype.
+SdpaResult run_sdpa(const Operand& q, const Operand& k, const Operand& v, const std::vector<Tensor>& inputs,
+                    bool packed, const SdpaOptions& options, const SdpaDims& d, detail::SdpaImpl impl) {
+  check_options(options, d, q.t.dtype());
+  if (impl == detail::SdpaImpl::Auto) impl = detail::choose_sdpa_impl(options);
+  ATTN_CHECK(impl != detail::SdpaImpl::Flash || (!options.need_weights && options.dropout_p == 0.0), kOp,
+             "the flash kernel returns no weights and has no dropout; got need_weights ",
+             options.need_weights, ", dropout_p ", options.dropout_p);
+  if (q.t.dtype() == DType::F32) return sdpa_impl<float>(q, k, v, inputs, packed, options, d, impl);
+  return sdpa_impl<double>(q, k, v, inputs, packed, options, d, impl);
 }
 
 }  // namespace
@@ -339,13 +448,13 @@ SdpaImpl choose_sdpa_impl(const SdpaOptions& options) {
 SdpaResult scaled_dot_product_attention_impl(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const SdpaOptions& options, SdpaImpl impl) {
   const SdpaDims d = check_inputs(q, k, v);
-  check_options(options, d, q.dtype());
-  if (impl == SdpaImpl::Auto) impl = choose_sdpa_impl(options);
-  ATTN_CHECK(impl != SdpaImpl::Flash || (!options.need_weights && options.dropout_p == 0.0), kOp,
-             "the flash kernel returns no weights and has no dropout; got need_weights ",
-             options.need_weights, ", dropout_p ", options.dropout_p);
-  if (q.dtype() == DType::F32) return sdpa_impl<float>(q, k, v, options, d, impl);
-  return sdpa_impl<double>(q, k, v, options, d, impl);
+  std::array<Operand, 3> qkv;
+  {
+    NoGradGuard guard;  // the node differentiates w.r.t. the caller's tensors directly
+    // Read where they lie: split heads of a projection, a KV cache's buffer with spare room.
+    qkv = {read_operand(q), read_operand(k), read_operand(v)};
+  }
+  return run_sdpa(qkv[0], qkv[1], qkv[2], {q, k, v}, false, options, d, impl);
 }
 
 }  // namespace detail
@@ -355,6 +464,25 @@ SdpaResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const 
   return detail::scaled_dot_product_attention_impl(q, k, v, options, detail::SdpaImpl::Auto);
 }
 
+SdpaResult scaled_dot_product_attention_packed(const Tensor& qkv, int64_t n_heads, int64_t n_kv_heads,
+                                               const SdpaOptions& options) {
+  constexpr const char* op = "scaled_dot_product_attention_packed";
+  ATTN_CHECK(qkv.defined(), op, "qkv must be defined");
+  ATTN_CHECK(n_heads >= 1 && n_kv_heads >= 1 && n_heads % n_kv_heads == 0, op, "n_kv_heads ", n_kv_heads,
+             " must divide n_heads ", n_heads, " (both >= 1)");
+  const int64_t heads = n_heads + 2 * n_kv_heads;
+  ATTN_CHECK(qkv.dim() == 3 && qkv.size(2) > 0 && qkv.size(2) % heads == 0, op,
+             "qkv must be [B, T, (H + 2*Hkv) * Dh] with H + 2*Hkv = ", heads, " heads; got ", qkv.str());
+  ATTN_CHECK(is_floating(qkv.dtype()), op, "qkv must be f32 or f64; got ", qkv.str());
+  SdpaDims d;
+  d.B = qkv.size(0);
+  d.H = n_heads;
+  d.Hkv = n_kv_heads;
+  d.Tq = d.Tk = qkv.size(1);
+  d.Dh = d.Dv = qkv.size(2) / heads;
+  const auto [q, k, v] = split_packed(qkv, n_heads, n_kv_heads);
+  return run_sdpa(q, k, v, {qkv}, true, options, d, detail::SdpaImpl::Auto);
+}
 
 // ---- ALiBi slopes and RoPE -------------------------------------------------------------------
 

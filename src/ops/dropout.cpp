@@ -16,13 +16,13 @@ struct DropoutBackward : Node {
   std::vector<Tensor> backward(const Tensor& g_in) override {
     NoGradGuard guard;
     const Tensor g = g_in.contiguous();
-    Tensor dx = Tensor::zeros(g.shape(), g.dtype());
+    Tensor dx = Tensor::empty(g.shape(), g.dtype());  // every element written by the kernel
     if (g.dtype() == DType::F32)
-      kernels::dropout_backward<float>(dx.data<float>(), g.data<float>(), keep_data(),
-                                       static_cast<float>(1.0 / (1.0 - p)), g.numel());
+      kernels::dropout_backward_write<float>(dx.data<float>(), g.data<float>(), keep_data(),
+                                             static_cast<float>(1.0 / (1.0 - p)), g.numel());
     else
-      kernels::dropout_backward<double>(dx.data<double>(), g.data<double>(), keep_data(),
-                                        1.0 / (1.0 - p), g.numel());
+      kernels::dropout_backward_write<double>(dx.data<double>(), g.data<double>(), keep_data(),
+                                              1.0 / (1.0 - p), g.numel());
     return {dx};
   }
   void release() override { keep = Tensor(); }

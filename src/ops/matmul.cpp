@@ -4,18 +4,22 @@
 // go through kernels::gemm. Not done here: NumPy-style broadcasting of batch dimensions
 // (only equal batches, or a 2-D b shared by all of them), integer products.
 #include <algorithm>
+#include <type_traits>
 
 #include "attn/ops/ops.h"
 #include "kernels/gemm.h"
+#include "kernels/simd/vector_kernels.h"
 
 namespace attn {
 
 namespace {
 
-// Below this many elements the bias loops stay single-threaded.
+// Below this many elements the bias broadcast of the forward stays single-threaded.
 constexpr int64_t kParallelMin = 32768;
-// Columns per task in the bias-gradient column sums.
+// Columns per task in the bias-gradient column sums, and the size from which they use threads
+// (a 576 x 256 gradient takes a few microseconds on one core: less than waking a team).
 constexpr int64_t kColumnBlock = 64;
+constexpr int64_t kColumnSumsParallelMin = int64_t{1} << 18;
 
 // BLAS wants leading dimensions >= 1 even for empty matrices.
 int64_t ld(int64_t n) { return std::max<int64_t>(1, n); }
@@ -120,15 +124,33 @@ void broadcast_rows(T* y, const T* b, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) std::copy(b, b + cols, y + r * cols);
 }
 
-// db[j] += sum_r dy[r, j], in parallel over column blocks (each sums its rows in order).
+// Forward y[r, j] = ... + b[j]: db[j] += sum_r dy[r, j]. Every column adds its rows in
+// order, so the result does not depend on the ISA or the thread count; float runs on the
+// vector kernels. Large gradients are split over threads by blocks of columns.
 template <class T>
 void column_sums(T* db, const T* dy, int64_t rows, int64_t cols) {
+  if (rows == 0 || cols == 0) return;
   const int64_t blocks = (cols + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for if (blocks > 1 && rows * cols >= kParallelMin)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t j0 = blk * kColumnBlock, j1 = std::min(cols, j0 + kColumnBlock);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t j = j0; j < j1; ++j) db[j] += dy[r * cols + j];
+  const bool parallel = blocks > 1 && rows * cols >= kColumnSumsParallelMin;
+  if constexpr (std::is_same_v<T, float>) {
+    const auto& vk = kernels::simd::vector_kernels();  // fetched outside the parallel region
+    if (!parallel) return vk.column_sums(db, dy, rows, cols, cols);
+#pragma omp parallel for
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const int64_t j0 = blk * kColumnBlock;
+      vk.column_sums(db + j0, dy + j0, rows, std::min(kColumnBlock, cols - j0), cols);
+    }
+  } else {
+#pragma omp parallel for if (parallel)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const int64_t j0 = blk * kColumnBlock, n = std::min(kColumnBlock, cols - j0);
+      T* __restrict out = db + j0;
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* __restrict row = dy + r * cols + j0;
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) out[j] += row[j];
+      }
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // Views: reshape, transpose, permute, slice, contiguous, and their backward nodes.
 // A view shares storage with its input; its backward maps the gradient back to the
-// input's shape (contiguous), so backward kernels never see strides.
+// input's shape, contiguous unless the node that made the input reads strided gradients
+// (Node::reads_strided_grad: the attention op), so other backward kernels never see strides.
 #include <numeric>
 
 #include "attn/ops/ops.h"
@@ -29,7 +30,9 @@ struct PermuteBackward : Node {
   std::vector<int64_t> inverse;
   const char* name() const override { return "PermuteBackward"; }
   std::vector<Tensor> backward(const Tensor& g) override {
-    return {contiguous(permute(g, inverse))};
+    Tensor p = permute(g, inverse);
+    const Tensor& x = inputs[0];
+    return {x.grad_fn() && x.grad_fn()->reads_strided_grad() ? p : contiguous(p)};
   }
 };
 

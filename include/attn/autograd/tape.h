@@ -6,6 +6,8 @@
 // the call that caused them. Higher-order gradients are deliberately not supported.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -24,8 +26,19 @@ class Node {
   virtual std::vector<Tensor> backward(const Tensor& grad_output) = 0;
   // Frees saved tensors once the node has run.
   virtual void release() {}
+  // Whether backward() accepts a strided (non-contiguous) grad_output, so that a view's
+  // backward may hand its gradient on without a copy (the attention op reads it through
+  // strides). Default false: backward sees contiguous gradients from views.
+  virtual bool reads_strided_grad() const { return false; }
 
   std::vector<Tensor> inputs;  // edges of the graph, in the order backward() returns
+
+ private:
+  friend void run_backward(const Tensor& root, const Tensor& grad_root);
+  // Bookkeeping of the reverse sweep: the id of the last sweep that reached this node and
+  // the node's position in that sweep's topological order. A graph is swept by one thread.
+  uint64_t sweep_ = 0;
+  size_t order_ = 0;
 };
 
 // Whether ops record nodes (thread-local; on by default).

@@ -39,10 +39,11 @@ class Tensor {
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
   // ---- construction -------------------------------------------------------------------
-  static Tensor empty(const Shape& shape, DType dtype = DType::F32);  // uninitialised
-  static Tensor zeros(const Shape& shape, DType dtype = DType::F32);
-  static Tensor ones(const Shape& shape, DType dtype = DType::F32);
-  static Tensor full(const Shape& shape, double value, DType dtype = DType::F32);
+  // The shape is taken by value: a temporary ({B, T, D}) moves into the tensor uncopied.
+  static Tensor empty(Shape shape, DType dtype = DType::F32);  // uninitialised
+  static Tensor zeros(Shape shape, DType dtype = DType::F32);
+  static Tensor ones(Shape shape, DType dtype = DType::F32);
+  static Tensor full(Shape shape, double value, DType dtype = DType::F32);
   static Tensor scalar(double value, DType dtype = DType::F32);  // rank 0
   template <class T>
   static Tensor from_vector(const std::vector<T>& values, const Shape& shape);
@@ -69,7 +70,10 @@ class Tensor {
   bool is_contiguous() const;
   std::string str() const;  // "f32[2, 3]"
   const std::shared_ptr<Storage>& storage() const { return impl().storage; }
-  TensorImpl& impl() const;
+  TensorImpl& impl() const {  // throws on an undefined tensor; inline, as every accessor uses it
+    if (!impl_) [[unlikely]] throw_undefined();
+    return *impl_;
+  }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
   bool same(const Tensor& other) const { return impl_ == other.impl_; }
 
@@ -107,6 +111,8 @@ class Tensor {
   Tensor contiguous() const;
 
  private:
+  [[noreturn]] static void throw_undefined();
+
   std::shared_ptr<TensorImpl> impl_;
 };
 

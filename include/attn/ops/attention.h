@@ -53,7 +53,7 @@ struct SdpaOptions {
 };
 
 struct SdpaResult {
-  Tensor out;      // [B, H, Tq, Dv]
+  Tensor out;      // [B, H, Tq, Dv], a view of [B, Tq, H, Dv] memory (joining the heads is free)
   Tensor weights;  // [B, H, Tq, Tk] when need_weights, else undefined (not differentiable)
 };
 
@@ -64,6 +64,15 @@ struct SdpaResult {
 // Differentiable with respect to q, k, v (and a float attn_mask is treated as a constant).
 SdpaResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                         const SdpaOptions& options = {});
+
+// Self-attention on one packed projection, as multi-head attention makes q, k and v with one
+// product x W_in^T: qkv [B, T, (H + 2*Hkv) * Dh] holds at each position the H query heads, then
+// the Hkv key heads, then the Hkv value heads, Dh features each (H = n_heads, Hkv = n_kv_heads,
+// dividing H). The same result as scaled_dot_product_attention on the heads split from qkv
+// ([B, T, heads, Dh] seen as [B, heads, T, Dh]), but q, k and v are read inside qkv and the
+// gradient reaches qkv as one tensor, each element written once. Differentiable w.r.t. qkv.
+SdpaResult scaled_dot_product_attention_packed(const Tensor& qkv, int64_t n_heads, int64_t n_kv_heads,
+                                               const SdpaOptions& options = {});
 
 // ALiBi slopes for n_heads heads, as the ALiBi paper and its reference code define them: for n
 // a power of two, the geometric sequence m_h = 2^(-8 (h + 1) / n), h = 0 .. n-1; otherwise the

@@ -6,7 +6,9 @@
 // time. Not here: threads (the callers split rows and spans), float64, strided inputs.
 #include <math.h>
 
+#include <bit>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/simd/vec.h"
 #include "kernels/simd/vector_kernels.h"
@@ -488,6 +490,51 @@ inline V::mask keep_mask(const uint8_t* keep, int64_t k) {
   return V::nonzero_u8(block);
 }
 
+// keep[i] = field(i) >= t, field(i) = bits 16f..16f+15 of draws[i / 4], f = i % 4 (the mask
+// definition of dropout.h). The vector builds compare whole vectors of 16-bit fields, which
+// on x86 (little-endian) lie in memory in element order; the scalar build and every tail
+// take the fields apart with shifts. Whole vectors only, so no byte past n is written.
+void dropout_keep_from_draws(uint8_t* keep, const uint64_t* draws, int64_t n, uint32_t t) {
+  int64_t i = 0;
+#if ATTN_SIMD_ISA >= 1
+  // AVX2 compares only signed 16-bit integers: flipping the top bit of both sides maps the
+  // unsigned order onto the signed one, so drop = (t ^ 0x8000) > (field ^ 0x8000). Two
+  // vectors of 16 fields pack to 32 bytes (per 128-bit lane, hence the 64-bit permute).
+  // The AVX-512 build runs this too: AVX-512F alone (no BW) has no 16-bit or byte compares
+  // at 512 bits, and widening the fields to 32-bit lanes measured slower (38 vs 31 us per
+  // million elements).
+  const __m256i bias = _mm256_set1_epi16(static_cast<short>(0x8000));
+  const __m256i tv = _mm256_set1_epi16(static_cast<short>(t ^ 0x8000u));
+  const __m256i one = _mm256_set1_epi8(1);
+  for (; i + 32 <= n; i += 32) {
+    const __m256i* d = reinterpret_cast<const __m256i*>(draws + i / 4);
+    const __m256i a = _mm256_cmpgt_epi16(tv, _mm256_xor_si256(_mm256_loadu_si256(d), bias));
+    const __m256i b = _mm256_cmpgt_epi16(tv, _mm256_xor_si256(_mm256_loadu_si256(d + 1), bias));
+    const __m256i drop = _mm256_permute4x64_epi64(_mm256_packs_epi16(a, b), 0xD8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(keep + i), _mm256_andnot_si256(drop, one));
+  }
+#else
+  // Four compares in one 64-bit word: fields 0 and 2 (then 1 and 3) sit alone in 32-bit
+  // slots, and (2^16 + field) - t keeps its bit 16 exactly when field >= t, with no borrow
+  // leaving the slot. The four bits are then gathered into bytes 0..3 of w.
+  const uint64_t lo16 = 0x0000FFFF0000FFFFull, bit16 = 0x0001000000010000ull;
+  const uint64_t tt = (static_cast<uint64_t>(t) << 32) | t;
+  for (; i + 4 <= n; i += 4) {
+    const uint64_t r = draws[i / 4];
+    const uint64_t even = (((r & lo16) | bit16) - tt) >> 16 & 0x0000000100000001ull;  // f 0, 2
+    const uint64_t odd = ((((r >> 16) & lo16) | bit16) - tt) >> 16 & 0x0000000100000001ull;  // f 1, 3
+    const uint64_t v = even | (odd << 8);  // bits 0, 8, 32, 40: fields 0, 1, 2, 3
+    const uint32_t w = static_cast<uint32_t>(v | (v >> 16));  // bits 0, 8, 16, 24
+    if constexpr (std::endian::native == std::endian::little) {
+      std::memcpy(keep + i, &w, 4);
+    } else {
+      for (int f = 0; f < 4; ++f) keep[i + f] = static_cast<uint8_t>(w >> (8 * f));
+    }
+  }
+#endif
+  for (; i < n; ++i) keep[i] = ((draws[i / 4] >> (16 * (i % 4))) & 0xFFFFu) >= t ? 1 : 0;
+}
+
 // out = keep ? x * scale : 0 (one multiply: the same bits on every ISA).
 void dropout_forward(float* out, const uint8_t* keep, const float* x, float scale, int64_t n) {
   const R vs = V::set1(scale), z = V::zero();
@@ -550,6 +597,37 @@ float dot(const float* x, const float* y, int64_t n) {
   return V::reduce_add(acc);
 }
 
+// ---- column sums ---------------------------------------------------------------------------
+
+// Forward b broadcast over the rows: y[r, j] = ... + b[j], so db[j] += sum_r dy[r, j]. Each
+// column's running sum starts from db[j] and adds the rows in order (single IEEE additions: the
+// same bits on every ISA); four registers of columns stay in registers across all rows.
+void column_sums(float* db, const float* dy, int64_t rows, int64_t cols, int64_t ld) {
+  int64_t j = 0;
+  for (; j + 4 * W <= cols; j += 4 * W) {
+    R a0 = V::load(db + j), a1 = V::load(db + j + W);
+    R a2 = V::load(db + j + 2 * W), a3 = V::load(db + j + 3 * W);
+    const float* p = dy + j;
+    for (int64_t r = 0; r < rows; ++r, p += ld) {
+      a0 = V::add(a0, V::load(p));
+      a1 = V::add(a1, V::load(p + W));
+      a2 = V::add(a2, V::load(p + 2 * W));
+      a3 = V::add(a3, V::load(p + 3 * W));
+    }
+    V::store(db + j, a0);
+    V::store(db + j + W, a1);
+    V::store(db + j + 2 * W, a2);
+    V::store(db + j + 3 * W, a3);
+  }
+  for (; j < cols; j += W) {  // one register (or a tail) at a time
+    const int64_t k = cols - j < W ? cols - j : W;
+    R a = load(db + j, k);
+    const float* p = dy + j;
+    for (int64_t r = 0; r < rows; ++r, p += ld) a = V::add(a, load(p, k));
+    store(db + j, a, k);
+  }
+}
+
 constexpr VectorKernels kTable = {
     .isa = kIsa,
     .exp = exp_span,
@@ -576,6 +654,7 @@ constexpr VectorKernels kTable = {
     .gelu_backward = gelu_backward,
     .gelu_tanh_forward = gelu_tanh_forward,
     .gelu_tanh_backward = gelu_tanh_backward,
+    .dropout_keep_from_draws = dropout_keep_from_draws,
     .dropout_forward = dropout_forward,
     .dropout_backward = dropout_backward,
     .adam_update = adam_update,
@@ -583,6 +662,7 @@ constexpr VectorKernels kTable = {
     .exp_shifted_sum = exp_shifted_sum,
     .softmax_grad_shifted = softmax_grad_shifted,
     .dot = dot,
+    .column_sums = column_sums,
 };
 
 }  // namespace

@@ -62,7 +62,11 @@ struct VectorKernels {
   void (*gelu_tanh_backward)(float* dx, const float* dy, const float* x, int64_t n);
 
   // ---- dropout (dropout.h): keep[i] is 0 or 1 ---------------------------------------------
-  // out = keep ? x * scale : 0, and its backward dx += keep ? dout * scale : 0.
+  // keep[i] = field(i) >= t for i < n, where field(i) = bits 16f..16f+15 of draws[i / 4],
+  // f = i % 4 (t <= 65535; t = 0 keeps all). Reads ceil(n / 4) draws, writes n bytes.
+  void (*dropout_keep_from_draws)(uint8_t* keep, const uint64_t* draws, int64_t n, uint32_t t);
+  // out = keep ? x * scale : 0 (also the writing backward, with dout for x), and the
+  // accumulating backward dx += keep ? dout * scale : 0.
   void (*dropout_forward)(float* out, const uint8_t* keep, const float* x, float scale, int64_t n);
   void (*dropout_backward)(float* dx, const float* dout, const uint8_t* keep, float scale, int64_t n);
 
@@ -80,6 +84,11 @@ struct VectorKernels {
   void (*softmax_grad_shifted)(float* ds, const float* p, const float* dp, float d, int64_t n);
   // sum_i x[i] * y[i].
   float (*dot)(const float* x, const float* y, int64_t n);
+
+  // ---- column sums (the bias gradient of ops/matmul.cpp's linear) --------------------------
+  // db[j] += dy[0, j] + dy[1, j] + ... + dy[rows - 1, j] for j < cols, with row r at dy + r * ld,
+  // added one row at a time in row order (the same bits as the scalar loop on every ISA).
+  void (*column_sums)(float* db, const float* dy, int64_t rows, int64_t cols, int64_t ld);
 };
 
 // The kernels of the active ISA (active_isa()); may throw as active_isa() does. Fetch the

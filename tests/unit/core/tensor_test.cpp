@@ -60,6 +60,34 @@ TEST(Tensor, ErrorsNameTheOpAndShapes) {
   EXPECT_THROW(Tensor().shape(), Error);
 }
 
+TEST(Tensor, NumelIsTheProductOfTheDimensionsForEveryRank) {
+  EXPECT_EQ(Tensor::scalar(2.0).numel(), 1);
+  EXPECT_EQ(Tensor::zeros({7}).numel(), 7);
+  EXPECT_EQ(Tensor::zeros({2, 3, 4, 5}).numel(), 120);
+  EXPECT_EQ(Tensor::zeros({3, 0, 2}).numel(), 0);
+  EXPECT_EQ(Tensor::zeros({2, 3}).transpose(0, 1).slice(0, 1, 3).numel(), 4);
+  EXPECT_EQ(shape_numel({}), 1);
+  EXPECT_EQ(shape_numel({6, 1, 3}), 18);
+}
+
+TEST(Tensor, EveryAccessorOfAnUndefinedTensorIsAnErrorNamingIt) {
+  const Tensor t;
+  EXPECT_FALSE(t.defined());
+  EXPECT_EQ(t.str(), "undefined");
+  try {
+    (void)t.numel();
+    FAIL() << "numel of an undefined tensor should throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("undefined tensor"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)t.dtype(), Error);
+  EXPECT_THROW((void)t.dim(), Error);
+  EXPECT_THROW((void)t.strides(), Error);
+  EXPECT_THROW((void)t.requires_grad(), Error);
+  EXPECT_THROW((void)t.grad_fn(), Error);
+  EXPECT_THROW((void)t.is_contiguous(), Error);
+}
+
 TEST(Tensor, BackwardWithoutGradIsAnError) {
   Tensor t = Tensor::zeros({1});
   EXPECT_THROW(t.backward(), Error);

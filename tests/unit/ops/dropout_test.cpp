@@ -1,10 +1,12 @@
-// dropout: the mask comes from the Rng in row-major order (reproducible, seed-dependent),
-// survivors are scaled by 1/(1-p), the dropped fraction is close to p, evaluation is the
-// identity, the gradient reuses the mask, and p outside [0, 1) is an error.
+// dropout: the mask comes from the Rng in row-major order, four elements per 64-bit draw
+// (reproducible, seed-dependent), survivors are scaled by 1/(1-p), the dropped fraction is
+// close to p, evaluation is the identity, the gradient reuses the mask (written, not added to
+// stale memory), and p outside [0, 1) is an error.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "attn/core/storage.h"
 #include "attn/ops/ops.h"
 #include "support/expect_close.h"
 #include "support/gradcheck.h"
@@ -19,16 +21,20 @@ TEST_P(DropoutByDtype, MaskFollowsTheRngInRowMajorOrderAndSurvivorsAreScaled) {
   Rng data_rng(1);
   Tensor x = Tensor::randn({4, 5, 6}, data_rng, dt);
   const double p = 0.3;
+  const uint64_t t = 19661;  // round(0.3 * 65536) = round(19660.8)
   Rng rng(42), replay(42);
   Tensor y = dropout(x, p, true, rng);
   const auto vx = x.to_vector<double>(), vy = y.to_vector<double>();
   const double tol = dt == DType::F32 ? 1e-6 : 1e-14;
+  uint64_t r = 0;
   for (size_t i = 0; i < vx.size(); ++i) {
-    const bool dropped = replay.uniform() < p;
+    // Element i is decided by bits 16(i % 4).. of draw i / 4: dropped when that field < t.
+    if (i % 4 == 0) r = replay.next_u64();
+    const bool dropped = ((r >> (16 * (i % 4))) & 0xFFFF) < t;
     const double expected = dropped ? 0.0 : vx[i] / (1 - p);
     EXPECT_NEAR(vy[i], expected, tol) << "element " << i;
   }
-  EXPECT_EQ(rng.next_u64(), replay.next_u64()) << "dropout must draw exactly one uniform per element";
+  EXPECT_EQ(rng.next_u64(), replay.next_u64()) << "dropout must draw one u64 per four elements";
 }
 
 INSTANTIATE_TEST_SUITE_P(Dropout, DropoutByDtype, ::testing::Values(DType::F32, DType::F64),
@@ -91,6 +97,30 @@ TEST(Dropout, GradientUsesTheSavedMask) {
   sum(y).backward();
   const auto vy = y.to_vector<double>(), vg = x.grad().to_vector<double>();
   for (size_t i = 0; i < vy.size(); ++i) EXPECT_DOUBLE_EQ(vg[i], vy[i] == 0.0 ? 0.0 : 1 / 0.6);
+}
+
+TEST(Dropout, GradientIsWrittenOverUninitialisedMemory) {
+  // The backward allocates its gradient uninitialised: every element must be written, the
+  // dropped ones as 0. The poison mode fills every block handed out with NaN bytes, so an
+  // element left unwritten, or added to instead of written, shows up as NaN.
+  struct PoisonScope {
+    StorageCacheMode before = storage_cache_mode();
+    PoisonScope() { set_storage_cache_mode(StorageCacheMode::Poison); }
+    ~PoisonScope() { set_storage_cache_mode(before); }
+  } poison;
+  for (DType dt : {DType::F32, DType::F64}) {
+    Tensor x = Tensor::ones({257}, dt).set_requires_grad(true);
+    Rng rng(3);
+    Tensor y = dropout(x, 0.5, true, rng);
+    sum(y).backward();
+    const auto vy = y.to_vector<double>(), vg = x.grad().to_vector<double>();
+    int64_t dropped = 0;
+    for (size_t i = 0; i < vy.size(); ++i) {
+      EXPECT_EQ(vg[i], vy[i] == 0.0 ? 0.0 : 2.0) << dtype_name(dt) << " element " << i;
+      dropped += vy[i] == 0.0;
+    }
+    EXPECT_GT(dropped, 0);
+  }
 }
 
 TEST(Dropout, BadInputIsAnError) {

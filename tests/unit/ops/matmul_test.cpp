@@ -1,11 +1,15 @@
 // matmul and linear: values against brute-force double loops in f32 and f64, float64
-// gradient checks (batched, shared 2-D b, linear with and without bias), and bad input.
+// gradient checks (batched, shared 2-D b, linear with and without bias), bias gradients summed
+// in row order on every ISA and thread count (bit for bit), and bad input.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <string>
 #include <vector>
 
 #include "attn/ops/ops.h"
+#include "kernels/simd/isa.h"
+#include "kernels/simd/vector_kernels.h"
 #include "support/expect_close.h"
 #include "support/gradcheck.h"
 #include "support/tolerances.h"
@@ -193,16 +197,98 @@ TEST(Linear, GradcheckWithoutBias) {
 
 TEST(Linear, BiasGradientIsTheColumnSumOverAllRows) {
   Rng rng(11);
-  Tensor x = Tensor::randn({40, 30, 8}, rng, DType::F64);  // large enough for the parallel path
-  Tensor w = Tensor::randn({70, 8}, rng, DType::F64);
-  Tensor b = leaf({70}, rng);
-  Tensor dy = Tensor::randn({40, 30, 70}, rng, DType::F64);
+  // 1200 x 230 elements: large enough for the threaded path
+  Tensor x = Tensor::randn({40, 30, 8}, rng, DType::F64);
+  Tensor w = Tensor::randn({230, 8}, rng, DType::F64);
+  Tensor b = leaf({230}, rng);
+  Tensor dy = Tensor::randn({40, 30, 230}, rng, DType::F64);
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(3);
   linear(x, w, b).backward(dy);
+  omp_set_num_threads(before);
   const auto vdy = dy.to_vector<double>();
-  std::vector<double> expect(70, 0.0);
+  std::vector<double> expect(230, 0.0);
   for (size_t r = 0; r < 1200; ++r)
-    for (size_t o = 0; o < 70; ++o) expect[o] += vdy[r * 70 + o];
-  EXPECT_TRUE(test::all_close(b.grad(), Tensor::from_vector<double>(expect, {70}), 1e-10, 0, "db"));
+    for (size_t o = 0; o < 230; ++o) expect[o] += vdy[r * 230 + o];
+  EXPECT_TRUE(test::all_close(b.grad(), Tensor::from_vector<double>(expect, {230}), 1e-10, 0, "db"));
+}
+
+// init[j] + dy[0, j] + dy[1, j] + ... in float, one row after the other (rows `ld` apart): the
+// order of summation every ISA and thread count must keep.
+std::vector<float> row_order_sums(std::vector<float> sums, const std::vector<float>& dy,
+                                  int64_t rows, int64_t ld) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (size_t j = 0; j < sums.size(); ++j) sums[j] += dy[static_cast<size_t>(r * ld) + j];
+  return sums;
+}
+
+// Float sizes that cross four-register blocks, single registers and partial tails of every ISA.
+TEST(Linear, FloatBiasGradientAddsTheRowsInOrderOnEveryIsa) {
+  for (const kernels::simd::Isa isa : kernels::simd::supported_isas()) {
+    const kernels::simd::IsaGuard guard(isa);
+    for (const int64_t rows : {1, 5, 33})
+      for (const int64_t cols : {1, 3, 15, 17, 63, 64, 65, 130}) {
+        SCOPED_TRACE(std::string(kernels::simd::isa_name(isa)) + " rows " + std::to_string(rows) +
+                     " cols " + std::to_string(cols));
+        Rng rng(static_cast<uint64_t>(100 * rows + cols));
+        Tensor x = Tensor::randn({rows, 3}, rng);
+        Tensor w = Tensor::randn({cols, 3}, rng);
+        Tensor b = Tensor::randn({cols}, rng);
+        b.set_requires_grad(true);
+        Tensor dy = Tensor::randn({rows, cols}, rng);
+        linear(x, w, b).backward(dy);
+        const std::vector<float> vdy = dy.to_vector<float>();
+        EXPECT_EQ(b.grad().to_vector<float>(),
+                  row_order_sums(std::vector<float>(static_cast<size_t>(cols), 0.0f), vdy, rows, cols));
+        std::vector<double> exact(static_cast<size_t>(cols), 0.0);  // the sum in double
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t j = 0; j < cols; ++j) exact[static_cast<size_t>(j)] += vdy[static_cast<size_t>(r * cols + j)];
+        EXPECT_TRUE(test::all_close(b.grad(), Tensor::from_vector<double>(exact, {cols}),
+                                    1e-5 * static_cast<double>(rows), 1e-5, "db"));
+      }
+  }
+}
+
+// The kernel adds into what db holds and reads rows `ld` apart (a block of a wider gradient).
+TEST(Linear, ColumnSumsKernelAddsIntoDbAndHonoursTheRowStride) {
+  const int64_t rows = 7, cols = 37, ld = 50;
+  Rng rng(12);
+  const std::vector<float> dy = Tensor::randn({rows, ld}, rng).to_vector<float>();
+  const std::vector<float> init = Tensor::randn({cols}, rng).to_vector<float>();
+  const std::vector<float> expect = row_order_sums(init, dy, rows, ld);
+  for (const kernels::simd::Isa isa : kernels::simd::supported_isas()) {
+    SCOPED_TRACE(kernels::simd::isa_name(isa));
+    std::vector<float> db = init;
+    db.push_back(-1.0f);  // a guard element past the end must stay untouched
+    kernels::simd::vector_kernels(isa).column_sums(db.data(), dy.data(), rows, cols, ld);
+    EXPECT_EQ(db.back(), -1.0f);
+    db.pop_back();
+    EXPECT_EQ(db, expect);
+  }
+}
+
+// Large float gradients are split over threads by column blocks; every column still adds its
+// rows in order, so one thread and three give the same bits.
+TEST(Linear, ThreadedFloatBiasGradientMatchesOneThreadBitForBit) {
+  const int64_t rows = 600, cols = 450;  // 270,000 elements: the threaded path
+  Rng rng(13);
+  Tensor x = Tensor::randn({rows, 2}, rng);
+  Tensor w = Tensor::randn({cols, 2}, rng);
+  Tensor dy = Tensor::randn({rows, cols}, rng);
+  const int before = omp_get_max_threads();
+  std::vector<std::vector<float>> results;
+  for (const int threads : {1, 3}) {
+    omp_set_num_threads(threads);
+    Tensor b = Tensor::zeros({cols});
+    b.set_requires_grad(true);
+    linear(x, w, b).backward(dy);
+    results.push_back(b.grad().to_vector<float>());
+  }
+  omp_set_num_threads(before);
+  const std::vector<float> expect =
+      row_order_sums(std::vector<float>(static_cast<size_t>(cols), 0.0f), dy.to_vector<float>(), rows, cols);
+  EXPECT_EQ(results[0], expect);
+  EXPECT_EQ(results[1], expect);
 }
 
 TEST(Linear, WrongWeightOrBiasShapesAreErrors) {
