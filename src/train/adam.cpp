@@ -72,13 +72,20 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options, std::vector<std::str
   param_steps_.assign(params_.size(), 0);
 }
 
-void Adam::step(double lr) {
+void Adam::step(double lr, int threads) {
   ATTN_CHECK(std::isfinite(lr) && lr >= 0.0, "Adam::step", "learning rate must be finite and >= 0, got ",
              lr);
+  ATTN_CHECK(threads >= 1, "Adam::step", "threads must be >= 1, got ", threads);
   NoGradGuard no_grad;
-  for (size_t i = 0; i < params_.size(); ++i) {
+  // The gradients first (the checks may throw), then the updates, which cannot.
+  std::vector<Tensor> grads(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) grads[i] = contiguous_grad(params_[i], "Adam::step");
+  const int64_t n = static_cast<int64_t>(params_.size());
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
+  for (int64_t j = 0; j < n; ++j) {
+    const size_t i = static_cast<size_t>(j);
     const Tensor& p = params_[i];
-    const Tensor g = contiguous_grad(p, "Adam::step");
+    const Tensor& g = grads[i];
     if (!g.defined()) continue;
     const int64_t k = ++param_steps_[i];
     if (p.dtype() == DType::F32)

@@ -192,10 +192,9 @@ void fork_replica_rngs(models::Model& model, models::Model& replica, int64_t k) 
   }
 }
 
-// dst += src, element by element (two contiguous gradients of one shape and dtype).
+// dst += src, element by element: two contiguous gradients of one shape and floating dtype
+// (the caller checks; this runs inside parallel loops, so it must not throw).
 void add_into(const Tensor& dst, const Tensor& src) {
-  ATTN_CHECK(dst.shape() == src.shape() && dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous(),
-             kOp, "cannot add gradient ", src.str(), " into ", dst.str());
   const int64_t n = dst.numel();
   if (dst.dtype() == DType::F32) {
     float* d = dst.data<float>();
@@ -667,15 +666,36 @@ double Trainer::batch_split_backward(const std::vector<int64_t>& indices, int64_
     drop_replica_grads();
     fail(kOp, "the loss is ", value, " at step ", step, " (lr ", lr, "); lower the learning rate or set --clip");
   }
-  // The model's gradients += every replica's, in shard order (deterministic).
+  // The model's gradients += every replica's, in shard order (deterministic), one parameter
+  // per thread at a time. Gradients are contiguous, of the parameter's shape and dtype (the
+  // sweep's leaf gradients); anything else is summed into a fresh tensor, serially.
   const std::vector<Tensor>& params = adam_->params();
+  const int64_t n_params = static_cast<int64_t>(params.size());
+  const size_t used = std::min(replicas_.size(), static_cast<size_t>(S - 1));
+  std::vector<uint8_t> plain(params.size(), 1);
   for (size_t j = 0; j < params.size(); ++j) {
-    for (size_t r = 0; r < replicas_.size() && r + 1 < static_cast<size_t>(S); ++r) {
+    const Tensor mine = params[j].grad();
+    bool ok = mine.defined() && mine.is_contiguous();
+    for (size_t r = 0; r < used && ok; ++r) {
+      const Tensor g = replica_params_[r][j].grad();
+      ok = !g.defined() || (g.is_contiguous() && g.dtype() == mine.dtype() && g.shape() == mine.shape());
+    }
+    if (ok) continue;
+    plain[j] = 0;
+    for (size_t r = 0; r < used; ++r) {
       const Tensor g = replica_params_[r][j].grad();
       if (!g.defined()) continue;
-      const Tensor mine = params[j].grad();
-      if (!mine.defined() || !mine.is_contiguous()) params[j].set_grad(mine.defined() ? add(mine, g) : g.clone());
-      else add_into(mine, g);
+      const Tensor now = params[j].grad();
+      params[j].set_grad(now.defined() ? add(now, g) : g.clone());
+    }
+  }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(S)
+  for (int64_t j = 0; j < n_params; ++j) {
+    if (!plain[static_cast<size_t>(j)]) continue;
+    const Tensor mine = params[static_cast<size_t>(j)].grad();
+    for (size_t r = 0; r < used; ++r) {
+      const Tensor g = replica_params_[r][static_cast<size_t>(j)].grad();
+      if (g.defined()) add_into(mine, g);
     }
   }
   drop_replica_grads();
@@ -716,7 +736,7 @@ double Trainer::train_step(const std::vector<int64_t>& indices, int64_t* tokens)
     reducer_->wait_all();  // every rank now holds the summed gradients
   }
   if (config_.clip > 0) clip_grad_norm(adam_->params(), config_.clip, step);
-  adam_->step(lr);
+  adam_->step(lr, static_cast<int>(shards_));
   adam_->zero_grad();
   last_lr_ = lr;
   return value;

@@ -44,7 +44,9 @@ class Adam {
                 std::vector<std::string> names = {});
 
   // One update of every parameter that has a gradient, at learning rate lr (finite, >= 0).
-  void step(double lr);
+  // With threads > 1 that many threads update parameters at once, each parameter by one
+  // thread, so the result does not depend on the count.
+  void step(double lr, int threads = 1);
   // Drops every parameter's gradient (PyTorch's zero_grad(set_to_none=True)).
   void zero_grad();
   // Number of step() calls so far (restored by load_state).
