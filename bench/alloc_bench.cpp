@@ -123,16 +123,22 @@ struct Snapshot {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: alloc_bench [--steps N (50)] [--warmup N (10)] [--threads N (auto: 1 for D=64)]\n"
-               "                   [--batch N (64)] [--d-model N (64)]\n");
+               "usage: alloc_bench [--steps N (50)] [--warmup N (10)] [--threads N (auto: all cores)]\n"
+               "                   [--parallel auto|batch|ops (auto: batch for D <= 128)] [--batch N (64)]\n"
+               "                   [--d-model N (64)]\n");
   return 2;
 }
 
 int run(int argc, char** argv) {
   int64_t steps = 50, warmup = 10, threads = 0, batch = 64, d_model = 64;
+  std::string parallel = "auto";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (i + 1 >= argc) return usage();
+    if (a == "--parallel") {
+      parallel = argv[++i];
+      continue;
+    }
     const long long v = std::atoll(argv[++i]);
     if (a == "--steps") steps = v;
     else if (a == "--warmup") warmup = v;
@@ -145,6 +151,7 @@ int run(int argc, char** argv) {
 
   train::TrainConfig config;  // the demo's recipe (train_config.h defaults)
   config.threads = threads;
+  config.parallel = parallel;  // validated by the Trainer
   config.batch_size = batch;
   config.model.d_model = d_model;
   config.epochs = 1000;  // never reached: run() stops after warmup + steps
@@ -212,10 +219,10 @@ int run(int argc, char** argv) {
   double cls[4];
   for (int i = 0; i < 4; ++i) cls[i] = per(static_cast<double>(sum.cls[i]));
 
-  std::printf("Training step of the demo's model (D=%lld, batch %lld, threads %s, ISA %s), mean of %lld steps after %lld warm-up\n"
-              "(steps that open an epoch, which include validation, left out):\n",
+  std::printf("Training step of the demo's model (D=%lld, batch %lld, threads %s, parallel %s, ISA %s), mean of %lld "
+              "steps after %lld warm-up\n(steps that open an epoch, which include validation, left out):\n",
               static_cast<long long>(d_model), static_cast<long long>(batch),
-              threads > 0 ? std::to_string(threads).c_str() : "auto",
+              threads > 0 ? std::to_string(threads).c_str() : "auto", parallel.c_str(),
               kernels::simd::isa_name(kernels::simd::active_isa()), static_cast<long long>(n),
               static_cast<long long>(warmup));
   std::printf("  allocations            %10.0f per step (%.1f MiB)\n", calls, bytes / 1048576.0);

@@ -1,11 +1,14 @@
 // Storage: aligned heap blocks recycled through a size-class cache, or foreign memory kept
 // alive by an owner. The cache is what makes a training step allocation-free once it has run
 // a few times: every block a step frees comes back for the same request of the next step.
-// Deliberately simple: one mutex and one free list per size class (requests come mostly from
-// one thread; OpenMP workers free blocks rarely), no per-thread caches, no splitting or
-// merging of blocks.
+// Deliberately simple: one mutex, and per size class one free list for each of a few thread
+// slots: a thread takes back the blocks it freed first (they are likely still in its core's
+// caches; with batch-split training each thread runs its own replica), then any other slot's.
+// No splitting or merging of blocks.
 #include "attn/core/storage.h"
 
+#include <array>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -27,6 +30,14 @@ namespace {
 constexpr size_t kAlign = 64;
 constexpr size_t kSmall = 4096;  // exact multiples of 64 bytes up to here
 constexpr int kMaxStepsUp = 8;   // larger classes a request may take when its own is empty
+constexpr int kSlots = 8;        // free-list slots; threads are assigned one each, round robin
+
+// This thread's slot (assigned on first use).
+int thread_slot() {
+  static std::atomic<int> next{0};
+  thread_local const int slot = next.fetch_add(1, std::memory_order_relaxed) % kSlots;
+  return slot;
+}
 
 StorageCacheMode mode_from_env() {
   const char* v = std::getenv("ATTN_STORAGE_CACHE");
@@ -62,22 +73,28 @@ class StorageCache {
   // twice the size): with sequence lengths that vary from batch to batch, a step may need
   // more blocks of one class than any step before while larger ones wait idle.
   void* take(size_t& capacity) {
+    const int own = thread_slot();
     std::unique_lock lock(mu_);
     const bool poison = mode_ == StorageCacheMode::Poison;
     if (mode_ != StorageCacheMode::Off && cached_blocks_ > 0) {
-      size_t c = capacity;
-      for (int up = 0; up <= kMaxStepsUp; ++up, c = storage_size_class(c + 1)) {
-        auto it = lists_.find(c);
-        if (it == lists_.end() || it->second.empty()) continue;
-        void* p = it->second.back();
-        it->second.pop_back();
-        cached_bytes_ -= c;
-        --cached_blocks_;
-        ++hits_;
-        lock.unlock();
-        capacity = c;
-        if (poison) std::memset(p, 0xFF, c);
-        return p;
+      // This thread's own blocks first, then the other slots', each from the exact class up.
+      for (int k = 0; k < kSlots; ++k) {
+        auto& lists = lists_[static_cast<size_t>((own + k) % kSlots)];
+        if (lists.empty()) continue;
+        size_t c = capacity;
+        for (int up = 0; up <= kMaxStepsUp; ++up, c = storage_size_class(c + 1)) {
+          auto it = lists.find(c);
+          if (it == lists.end() || it->second.empty()) continue;
+          void* p = it->second.back();
+          it->second.pop_back();
+          cached_bytes_ -= c;
+          --cached_blocks_;
+          ++hits_;
+          lock.unlock();
+          capacity = c;
+          if (poison) std::memset(p, 0xFF, c);
+          return p;
+        }
       }
     }
     ++misses_;
@@ -89,12 +106,13 @@ class StorageCache {
   }
 
   void give(void* p, size_t capacity) {
+    const int own = thread_slot();
     {
       std::lock_guard lock(mu_);
       if (mode_ != StorageCacheMode::Off && cached_bytes_ + capacity <= limit_) {
         // push_back may throw bad_alloc when the list grows; then the block is freed below.
         try {
-          lists_[capacity].push_back(p);
+          lists_[static_cast<size_t>(own)][capacity].push_back(p);
           cached_bytes_ += capacity;
           ++cached_blocks_;
           ++returned_;
@@ -125,16 +143,17 @@ class StorageCache {
     std::vector<void*> doomed;
     {
       std::lock_guard lock(mu_);
-      for (auto& [capacity, list] : lists_) {
-        while (!list.empty() && cached_bytes_ > keep) {
-          doomed.push_back(list.back());
-          list.pop_back();
-          cached_bytes_ -= capacity;
-          --cached_blocks_;
-          ++freed_;
+      for (auto& lists : lists_)
+        for (auto& [capacity, list] : lists) {
+          while (!list.empty() && cached_bytes_ > keep) {
+            doomed.push_back(list.back());
+            list.pop_back();
+            cached_bytes_ -= capacity;
+            --cached_blocks_;
+            ++freed_;
+          }
+          if (list.empty()) list.shrink_to_fit();
         }
-        if (list.empty()) list.shrink_to_fit();
-      }
     }
     for (void* p : doomed) std::free(p);
   }
@@ -164,7 +183,8 @@ class StorageCache {
   std::mutex mu_;
   StorageCacheMode mode_;
   size_t limit_;
-  std::unordered_map<size_t, std::vector<void*>> lists_;  // size class -> free blocks
+  // Per thread slot: size class -> free blocks.
+  std::array<std::unordered_map<size_t, std::vector<void*>>, kSlots> lists_;
   size_t cached_bytes_ = 0, cached_blocks_ = 0;
   uint64_t hits_ = 0, misses_ = 0, returned_ = 0, freed_ = 0;
 };
