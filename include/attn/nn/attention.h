@@ -3,7 +3,10 @@
 // Parameters under PyTorch's names: "in_proj_weight" [3D, D] (W_Q; W_K; W_V stacked in q, k, v
 // order), "in_proj_bias" [3D], "out_proj.weight" [D, D], "out_proj.bias" [D]. Batch-first.
 // Heads are split [B, T, D] -> [B, H, T, Dh] with a reshape and a transpose (never a bare
-// reshape), attended with the fused scaled_dot_product_attention op, and joined back.
+// reshape), attended with the fused scaled_dot_product_attention op, and joined back; all views
+// (the op reads and writes through strides). Self-attention without RoPE projects q, k, v in
+// one product by in_proj_weight and attends inside that [B, T, 3D] tensor
+// (scaled_dot_product_attention_packed).
 // Incremental decoding against cached keys/values (nn/kv_cache.h) is forward_cached_self and
 // the *_step methods. The descendants are AttentionOptions: grouped-query attention (fewer
 // key/value heads; then in_proj is [D + 2*Hkv*Dh, D]), RoPE on q and k, ALiBi biases, and a
