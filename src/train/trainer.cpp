@@ -645,6 +645,9 @@ double Trainer::batch_split_backward(const std::vector<int64_t>& indices, int64_
           errors[i] = std::current_exception();
         }
       }
+    // Each shard's graph (the activations its nodes still reference) is freed by the thread
+    // that made it, so the storage cache hands those blocks back to the same thread next step.
+    for (int k = t; k < S; k += team) losses[static_cast<size_t>(k)].loss = Tensor();
   }
   auto drop_replica_grads = [&] {
     for (auto& replica : replicas_) replica->zero_grad();
