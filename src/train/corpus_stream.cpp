@@ -265,7 +265,9 @@ void CorpusStream::scan(bool build_vocab) {
   uint64_t h = 1469598103934665603ull;
   Chunk cur;
   int64_t cur_bytes = 0;
-  std::vector<Example> shapes;  // the current chunk's examples with placeholder ids (only lengths count)
+  // The current chunk's examples, for counting its batches: each of the real example's lengths,
+  // its ids <unk> while the vocabulary is still being built (batch planning reads only lengths).
+  std::vector<Example> shapes;
   auto close_chunk = [&] {
     if (cur.lines == 0) return;
     if (!shapes.empty()) {

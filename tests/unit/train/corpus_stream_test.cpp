@@ -22,6 +22,7 @@
 #include "attn/train/text_data.h"
 #include "attn/train/trainer.h"
 #include "unit/models/broken_checkpoints.h"
+#include "unit/train/tiny_runs.h"
 
 namespace attn::train {
 namespace {
@@ -395,12 +396,7 @@ TrainConfig stream_config() {
   c.task = "";
   c.stream = true;
   c.chunk_lines = 20;
-  c.model.d_model = 16;
-  c.model.n_heads = 2;
-  c.model.n_encoder_layers = 1;
-  c.model.n_decoder_layers = 1;
-  c.model.d_ff = 32;
-  c.model.dropout = 0.1;
+  test_util::make_tiny(c.model);
   c.epochs = 2;
   c.batch_size = 4;
   c.schedule = ScheduleKind::Cosine;  // needs the batch count of an epoch

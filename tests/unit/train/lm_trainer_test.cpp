@@ -64,12 +64,7 @@ TrainConfig lm_config(const TempDir& tmp, Arch arch) {
   c.text_path = tmp.file("train.txt");
   c.valid_text_path = tmp.file("valid.txt");
   c.model.arch = arch;
-  c.model.d_model = 16;
-  c.model.n_heads = 2;
-  c.model.n_encoder_layers = 1;
-  c.model.n_decoder_layers = 1;
-  c.model.d_ff = 32;
-  c.model.dropout = 0.1;
+  test_util::make_tiny(c.model);
   c.model.attention_dropout = 0.1;
   c.epochs = 2;
   c.batch_size = 16;

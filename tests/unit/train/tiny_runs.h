@@ -9,6 +9,17 @@
 
 namespace attn::train::test_util {
 
+// The tiny model of the trainer tests: D=16, 2 heads, 1+1 layers, d_ff 32, dropout 0.1 (the
+// architecture and attention dropout are left to the caller).
+inline void make_tiny(models::ModelConfig& m) {
+  m.d_model = 16;
+  m.n_heads = 2;
+  m.n_encoder_layers = 1;
+  m.n_decoder_layers = 1;
+  m.d_ff = 32;
+  m.dropout = 0.1;
+}
+
 // Copy 4 symbols of an alphabet of 4: 256 training pairs, batches of 16 (16 steps per epoch),
 // D=16, 2 heads, 1+1 layers, dropout on (so that generator state matters), one thread.
 inline TrainConfig tiny_config() {
@@ -18,12 +29,7 @@ inline TrainConfig tiny_config() {
   c.symbols = 4;
   c.train_size = 256;
   c.valid_size = 32;
-  c.model.d_model = 16;
-  c.model.n_heads = 2;
-  c.model.n_encoder_layers = 1;
-  c.model.n_decoder_layers = 1;
-  c.model.d_ff = 32;
-  c.model.dropout = 0.1;
+  make_tiny(c.model);
   c.model.attention_dropout = 0.1;
   c.epochs = 2;
   c.batch_size = 16;
