@@ -364,8 +364,8 @@ def build_report(args, machine, torch_cfg, ours, theirs, mem, train):
     a = train.get("attn")
     g = lambda r, k: (r.get(k) if r and "error" not in r else None)
     na = "not available" if (a and "error" in a) else "—"
-    torch_runs = sorted((int(k.split("_")[1]), v) for k, v in train.items() if k.startswith("torch_"))
-    torch_runs.sort(key=lambda kv: -kv[0])
+    torch_runs = sorted(((int(k.split("_")[1]), v) for k, v in train.items() if k.startswith("torch_")),
+                        key=lambda kv: -kv[0])
     timed = [(n, r) for n, r in torch_runs if g(r, "train_seconds")]
     best = min(timed, key=lambda nr: nr[1]["train_seconds"]) if timed else (None, None)
     cols = [f"torch, {n} thread{'s' if n > 1 else ''}" for n, _ in torch_runs]
@@ -385,7 +385,7 @@ def build_report(args, machine, torch_cfg, ours, theirs, mem, train):
         rows.append(["attn", a["error"]] + [""] * (len(cols) + 1))
     for n, r in torch_runs:
         if r and "error" in r:
-            rows.append([f"torch, {n} threads", r["error"]] + [""] * len(cols))
+            rows.append([f"torch, {n} thread{'s' if n > 1 else ''}", r["error"]] + [""] * (len(cols) + 1))
     epochs = args.epochs
     sections.append((f"Reverse-digits training ({epochs} epochs)",
                      "The demo's recipe on both sides: 10,000 training / 1,000 validation sequences of 8 digits "
