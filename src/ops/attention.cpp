@@ -20,6 +20,7 @@
 #include "attn/ops/ops.h"
 #include "kernels/attention_flash.h"
 #include "kernels/attention_naive.h"
+#include "kernels/attention_short.h"
 #include "kernels/attention_rope.h"
 #include "kernels/dropout.h"
 #include "ops/attention_impl.h"
@@ -251,6 +252,7 @@ struct SdpaNode : Node {
 struct SdpaBackward : SdpaNode {
   Tensor probs;            // [B, H, Tq, Tk], before dropout
   Tensor dropout_scale;    // [B, H, Tq, Tk] of 0 or 1/(1-p); undefined without dropout
+  bool short_kernel = false;  // the forward ran attention_short (float, short sequences)
 
   const char* name() const override { return "SdpaBackward"; }
 
@@ -262,10 +264,20 @@ struct SdpaBackward : SdpaNode {
     const kernels::AttentionLayout x = layouts(q, k, v, g), dx = layouts(dq, dk, dv, g);  // x.out unused
     auto run = [&](auto tag) {
       using T = decltype(tag);
-      kernels::attention_naive_backward<T>(
-          dq.t.data<T>(), dk.t.data<T>(), dv.t.data<T>(), work.data<T>(), g.t.data<T>(), probs.data<T>(),
-          dropout_scale.defined() ? dropout_scale.data<T>() : nullptr, q.t.data<T>(), k.t.data<T>(),
-          v.t.data<T>(), d.B, d.H, d.Hkv, d.Tq, d.Tk, d.Dh, d.Dv, static_cast<T>(scale), x, dx);
+      const T* ds = dropout_scale.defined() ? dropout_scale.data<T>() : nullptr;
+      if constexpr (std::is_same_v<T, float>) {
+        if (short_kernel) {
+          kernels::attention_short_backward(dq.t.data<T>(), dk.t.data<T>(), dv.t.data<T>(), work.data<T>(),
+                                            g.t.data<T>(), probs.data<T>(), ds, q.t.data<T>(), k.t.data<T>(),
+                                            v.t.data<T>(), d.B, d.H, d.Hkv, d.Tq, d.Tk, d.Dh, d.Dv,
+                                            static_cast<T>(scale), x, dx);
+          return;
+        }
+      }
+      kernels::attention_naive_backward<T>(dq.t.data<T>(), dk.t.data<T>(), dv.t.data<T>(), work.data<T>(),
+                                           g.t.data<T>(), probs.data<T>(), ds, q.t.data<T>(), k.t.data<T>(),
+                                           v.t.data<T>(), d.B, d.H, d.Hkv, d.Tq, d.Tk, d.Dh, d.Dv,
+                                           static_cast<T>(scale), x, dx);
     };
     if (q.t.dtype() == DType::F32) run(float{}); else run(double{});
     return finish_backward(grads);
@@ -401,16 +413,26 @@ SdpaResult sdpa_impl(const Operand& q, const Operand& k, const Operand& v, const
     for (int64_t e0 = 0; e0 < dropout_scale.numel(); e0 += kChunk) {
       const int64_t n = std::min<int64_t>(kChunk, dropout_scale.numel() - e0);
       kernels::dropout_mask(keep.data(), n, o.dropout_p, *o.rng);
-      for (int64_t e = 0; e < n; ++e) ds[e0 + e] = keep[static_cast<size_t>(e)] ? keep_scale : T(0);
+      // keep is 0 or 1, so the product is exactly 0 or keep_scale (and the loop vectorises).
+      for (int64_t e = 0; e < n; ++e) ds[e0 + e] = static_cast<T>(keep[static_cast<size_t>(e)]) * keep_scale;
     }
   }
 
   Tensor probs = Tensor::empty({d.B, d.H, d.Tq, d.Tk}, dtype_of<T>);  // [B, H, Tq, Tk]
-  kernels::attention_naive_forward<T>(out.t.data<T>(), probs.data<T>(),
-                                      work.defined() ? work.data<T>() : nullptr, q.t.data<T>(),
-                                      k.t.data<T>(), v.t.data<T>(), mask,
-                                      dropout_scale.defined() ? dropout_scale.data<T>() : nullptr,
-                                      d.B, d.H, d.Hkv, d.Tq, d.Tk, d.Dh, d.Dv, static_cast<T>(scale), layout);
+  T* const work_data = work.defined() ? work.data<T>() : nullptr;
+  const T* const ds = dropout_scale.defined() ? dropout_scale.data<T>() : nullptr;
+  // Short float sequences: the same algorithm on the vector kernels (attention_short.h).
+  const bool short_kernel = impl == detail::SdpaImpl::Short;
+  if constexpr (std::is_same_v<T, float>) {
+    if (short_kernel)
+      kernels::attention_short_forward(out.t.data<T>(), probs.data<T>(), work_data, q.t.data<T>(),
+                                       k.t.data<T>(), v.t.data<T>(), mask, ds, d.B, d.H, d.Hkv, d.Tq, d.Tk,
+                                       d.Dh, d.Dv, static_cast<T>(scale), layout);
+  }
+  if (!short_kernel)
+    kernels::attention_naive_forward<T>(out.t.data<T>(), probs.data<T>(), work_data, q.t.data<T>(),
+                                        k.t.data<T>(), v.t.data<T>(), mask, ds, d.B, d.H, d.Hkv, d.Tq, d.Tk,
+                                        d.Dh, d.Dv, static_cast<T>(scale), layout);
 
   SdpaResult result;
   if (o.need_weights) result.weights = record ? probs.clone() : probs;  // never aliases saved state
@@ -419,6 +441,7 @@ SdpaResult sdpa_impl(const Operand& q, const Operand& k, const Operand& v, const
     fill_node(*node);
     node->probs = probs;
     node->dropout_scale = dropout_scale;
+    node->short_kernel = short_kernel;
     attach_node(result_out, node, inputs);
   }
   result.out = result_out;
@@ -429,10 +452,12 @@ SdpaResult sdpa_impl(const Operand& q, const Operand& k, const Operand& v, const
 SdpaResult run_sdpa(const Operand& q, const Operand& k, const Operand& v, const std::vector<Tensor>& inputs,
                     bool packed, const SdpaOptions& options, const SdpaDims& d, detail::SdpaImpl impl) {
   check_options(options, d, q.t.dtype());
-  if (impl == detail::SdpaImpl::Auto) impl = detail::choose_sdpa_impl(options);
+  if (impl == detail::SdpaImpl::Auto) impl = detail::choose_sdpa_impl(options, q.t.dtype(), d.Tq, d.Tk);
   ATTN_CHECK(impl != detail::SdpaImpl::Flash || (!options.need_weights && options.dropout_p == 0.0), kOp,
              "the flash kernel returns no weights and has no dropout; got need_weights ",
              options.need_weights, ", dropout_p ", options.dropout_p);
+  ATTN_CHECK(impl != detail::SdpaImpl::Short || q.t.dtype() == DType::F32, kOp,
+             "the short-sequence kernel is float32 only; got ", dtype_name(q.t.dtype()));
   if (q.t.dtype() == DType::F32) return sdpa_impl<float>(q, k, v, inputs, packed, options, d, impl);
   return sdpa_impl<double>(q, k, v, inputs, packed, options, d, impl);
 }
@@ -441,8 +466,9 @@ SdpaResult run_sdpa(const Operand& q, const Operand& k, const Operand& v, const 
 
 namespace detail {
 
-SdpaImpl choose_sdpa_impl(const SdpaOptions& options) {
-  return options.need_weights || options.dropout_p > 0.0 ? SdpaImpl::Naive : SdpaImpl::Flash;
+SdpaImpl choose_sdpa_impl(const SdpaOptions& options, DType dtype, int64_t Tq, int64_t Tk) {
+  if (!options.need_weights && options.dropout_p == 0.0) return SdpaImpl::Flash;
+  return dtype == DType::F32 && kernels::use_short_attention(Tq, Tk) ? SdpaImpl::Short : SdpaImpl::Naive;
 }
 
 SdpaResult scaled_dot_product_attention_impl(const Tensor& q, const Tensor& k, const Tensor& v,

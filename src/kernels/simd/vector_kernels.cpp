@@ -597,6 +597,145 @@ float dot(const float* x, const float* y, int64_t n) {
   return V::reduce_add(acc);
 }
 
+// ---- small products and softmax rows of the short-sequence attention (attention_short.h) --
+// Sizes here are a few dozen at most: the kernels avoid horizontal sums and per-row calls,
+// whose latency, not arithmetic, would dominate, and work on whole slices at a time.
+
+// b^T for columns [j0, j0 + w) of the product, w <= W: bt[t * W + jj] = b[(j0 + jj) * ldb + t].
+inline void transpose_block(float* bt, const float* b, int64_t ldb, int64_t j0, int64_t w, int64_t K) {
+  for (int64_t jj = 0; jj < w; ++jj) {
+    const float* bj = b + (j0 + jj) * ldb;
+    for (int64_t t = 0; t < K; ++t) bt[t * W + jj] = bj[t];
+  }
+}
+
+// Rows i0..i0+3 (or the one row i0, Rows = 1) of alpha * A bb (+ c) for one block of k <= W
+// columns: c_r = sum_t A(i0 + r, t) bb[t], bb's rows ldb apart, A(i, t) at a[i * step_i +
+// t * step_k]. Named accumulators (not an array) keep the four chains in registers.
+template <int Rows>
+inline void store_rows(float* c, int64_t ldc, const float* a, int64_t step_i, int64_t step_k, const float* bb,
+                       int64_t ldb, int64_t K, int64_t k, float alpha, bool accumulate) {
+  static_assert(Rows == 1 || Rows == 4);
+  R c0 = V::zero(), c1 = V::zero(), c2 = V::zero(), c3 = V::zero();
+  for (int64_t t = 0; t < K; ++t) {
+    const R x = load(bb + t * ldb, k);
+    const float* at = a + t * step_k;
+    c0 = V::fma(V::set1(at[0]), x, c0);
+    if constexpr (Rows == 4) {
+      c1 = V::fma(V::set1(at[step_i]), x, c1);
+      c2 = V::fma(V::set1(at[2 * step_i]), x, c2);
+      c3 = V::fma(V::set1(at[3 * step_i]), x, c3);
+    }
+  }
+  const R va = V::set1(alpha);
+  auto put = [&](float* row, R s) {
+    s = V::mul(va, s);
+    store(row, accumulate ? V::add(load(row, k), s) : s, k);
+  };
+  put(c, c0);
+  if constexpr (Rows == 4) {
+    put(c + ldc, c1);
+    put(c + 2 * ldc, c2);
+    put(c + 3 * ldc, c3);
+  }
+}
+
+// c[i, :] = alpha * sum_t A(i, t) b[t, :] (+ c[i, :]), by blocks of W columns and four rows.
+void tile_nn(float* c, int64_t ldc, const float* a, int64_t lda, bool trans_a, const float* b, int64_t ldb,
+             int64_t M, int64_t N, int64_t K, float alpha, bool accumulate) {
+  const int64_t step_i = trans_a ? 1 : lda, step_k = trans_a ? lda : 1;
+  for_blocks(N, [&](int64_t n, int64_t k) {
+    int64_t i = 0;
+    for (; i + 4 <= M; i += 4)
+      store_rows<4>(c + i * ldc + n, ldc, a + i * step_i, step_i, step_k, b + n, ldb, K, k, alpha, accumulate);
+    for (; i < M; ++i)
+      store_rows<1>(c + i * ldc + n, ldc, a + i * step_i, step_i, step_k, b + n, ldb, K, k, alpha, accumulate);
+  });
+}
+
+// c[i, j] = alpha * <a_i, b_j>. With K <= kTileMaxK the columns are taken W at a time: that
+// block of b is transposed into a [K, W] buffer and the product runs as tile_nn's (no
+// horizontal sums); longer rows fall back to one dot product per entry.
+constexpr int64_t kTileMaxK = 256;
+
+void tile_nt(float* c, int64_t ldc, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t M,
+             int64_t N, int64_t K, float alpha) {
+  if (K > kTileMaxK) {
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        R s = V::zero();
+        for_blocks(K, [&](int64_t t, int64_t k) {
+          s = V::fma(load(a + i * lda + t, k), load(b + j * ldb + t, k), s);
+        });
+        c[i * ldc + j] = alpha * V::reduce_add(s);
+      }
+    return;
+  }
+  float bt[kTileMaxK * W];
+  for_blocks(N, [&](int64_t j, int64_t k) {
+    transpose_block(bt, b, ldb, j, k, K);
+    int64_t i = 0;
+    for (; i + 4 <= M; i += 4)
+      store_rows<4>(c + i * ldc + j, ldc, a + i * lda, lda, 1, bt, W, K, k, alpha, false);
+    for (; i < M; ++i) store_rows<1>(c + i * ldc + j, ldc, a + i * lda, lda, 1, bt, W, K, k, alpha, false);
+  });
+}
+
+// p = softmax(s) row by row (`rows` rows of n entries; s rows ls apart, p rows lp apart):
+// max subtracted, exp, divided by the sum; with d, also pd = p ∘ d (rows lp apart, d's too).
+// A row of at most W entries stays in one register from load to store; s and p are
+// different buffers, so a row's load never waits for the previous row's store. Longer rows
+// take the span kernels. A row that is -inf everywhere (all keys masked) becomes zeros.
+// Short rows set probabilities below exp(-87) (1.7e-38) to 0 rather than to their subnormal
+// values, which cost several times a normal exp; the long-row path keeps them.
+void softmax_rows(float* p, int64_t lp, const float* s, int64_t ls, float* pd, const float* d, int64_t rows,
+                  int64_t n) {
+  if (n == 0) return;
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* x = s + i * ls;
+    float* row = p + i * lp;
+    if (n <= W) {
+      const R v = load(x, n, -kInf);
+      const float m = V::reduce_max(v);
+      R e = V::zero();
+      if (m != -kInf) {
+        const R t = V::sub(v, V::set1(m)), cut = V::set1(-87.0f);
+        e = V::select(V::lt(t, cut), V::zero(), exp(V::max(t, cut)));
+        e = V::mul(e, V::set1(1.0f / V::reduce_add(e)));
+      }
+      store(row, e, n);
+      if (d) store(pd + i * lp, V::mul(e, load(d + i * lp, n)), n);
+      continue;
+    }
+    const float m = row_max(x, n);
+    if (m == -kInf) {
+      fill(row, 0.0f, n);
+    } else {
+      const float sum = exp_shifted_sum(row, x, m, n);  // >= 1: the maximum gives exp(0)
+      scale_span(row, row, 1.0f / sum, n);
+    }
+    if (d) mul_span(pd + i * lp, row, d + i * lp, n);
+  }
+}
+
+// dS = P ∘ (dP' - <dP', P>) row by row, in place in ds (rows lds apart; p and d rows n apart),
+// where dP' = dP ∘ d (d may be null: dP' = dP): the softmax backward through the dropout.
+void softmax_grad_rows(float* ds, int64_t lds, const float* p, const float* d, int64_t rows, int64_t n) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float* g = ds + i * lds;
+    const float* pi = p + i * n;
+    if (n <= W) {
+      R gv = load(g, n);
+      if (d) gv = V::mul(gv, load(d + i * n, n));
+      const R pv = load(pi, n);
+      store(g, V::mul(pv, V::sub(gv, V::set1(V::reduce_add(V::mul(gv, pv))))), n);
+    } else {
+      if (d) mul_span(g, g, d + i * n, n);
+      softmax_grad_shifted(g, pi, g, dot(g, pi, n), n);
+    }
+  }
+}
+
 // ---- column sums ---------------------------------------------------------------------------
 
 // Forward b broadcast over the rows: y[r, j] = ... + b[j], so db[j] += sum_r dy[r, j]. Each
@@ -663,6 +802,10 @@ constexpr VectorKernels kTable = {
     .softmax_grad_shifted = softmax_grad_shifted,
     .dot = dot,
     .column_sums = column_sums,
+    .tile_nt = tile_nt,
+    .tile_nn = tile_nn,
+    .softmax_rows = softmax_rows,
+    .softmax_grad_rows = softmax_grad_rows,
 };
 
 }  // namespace

@@ -89,6 +89,25 @@ struct VectorKernels {
   // db[j] += dy[0, j] + dy[1, j] + ... + dy[rows - 1, j] for j < cols, with row r at dy + r * ld,
   // added one row at a time in row order (the same bits as the scalar loop on every ISA).
   void (*column_sums)(float* db, const float* dy, int64_t rows, int64_t cols, int64_t ld);
+
+  // ---- one slice of the short-sequence attention kernel (attention_short.h) ----------------
+  // c[i * ldc + j] = alpha * sum_k a[i * lda + k] * b[j * ldb + k] for i < M, j < N: a b^T.
+  void (*tile_nt)(float* c, int64_t ldc, const float* a, int64_t lda, const float* b, int64_t ldb,
+                  int64_t M, int64_t N, int64_t K, float alpha);
+  // c[i * ldc + n] = alpha * sum_k A(i, k) b[k * ldb + n] for i < M, n < N, with A(i, k) =
+  // a[i * lda + k] (a b), or a[k * lda + i] when trans_a (a^T b); added to c when accumulate,
+  // else written (c is not read).
+  void (*tile_nn)(float* c, int64_t ldc, const float* a, int64_t lda, bool trans_a, const float* b,
+                  int64_t ldb, int64_t M, int64_t N, int64_t K, float alpha, bool accumulate);
+  // p = softmax(s) for `rows` rows of n entries (s rows ls apart, p rows lp apart; p and s
+  // must not overlap), and with d (rows lp apart) also pd = p ∘ d. A row of -inf entries only
+  // (every key masked) becomes zeros instead of NaN. Rows of at most the vector width give 0
+  // for probabilities below exp(-87) (1.7e-38).
+  void (*softmax_rows)(float* p, int64_t lp, const float* s, int64_t ls, float* pd, const float* d,
+                       int64_t rows, int64_t n);
+  // ds = p ∘ (ds' - <ds', p>) row by row with ds' = ds ∘ d (d null: ds' = ds), in place: ds
+  // holds dL/dp on entry (rows lds apart) and dL/ds on return; p and d rows are n apart.
+  void (*softmax_grad_rows)(float* ds, int64_t lds, const float* p, const float* d, int64_t rows, int64_t n);
 };
 
 // The kernels of the active ISA (active_isa()); may throw as active_isa() does. Fetch the

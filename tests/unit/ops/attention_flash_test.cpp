@@ -18,6 +18,7 @@
 #include "attn/ops/ops.h"
 #include "kernels/attention_flash.h"
 #include "kernels/attention_naive.h"
+#include "kernels/attention_short.h"
 #include "ops/attention_impl.h"
 #include "support/expect_close.h"
 #include "support/gradcheck.h"
@@ -546,16 +547,26 @@ TEST(AttentionFlash, GradcheckPaddingBiasAndWindow) {
 // ---- which kernel runs --------------------------------------------------------------------
 
 TEST(AttentionFlash, TheOpUsesFlashUnlessWeightsOrDropoutAreAsked) {
+  const int64_t kLong = kernels::kShortAttentionMaxT + 1;
+  auto choose = [kLong](const SdpaOptions& o, int64_t Tq = -1, int64_t Tk = -1, DType dt = DType::F32) {
+    return detail::choose_sdpa_impl(o, dt, Tq < 0 ? kLong : Tq, Tk < 0 ? kLong : Tk);
+  };
   SdpaOptions o;
-  EXPECT_EQ(detail::choose_sdpa_impl(o), SdpaImpl::Flash);
+  EXPECT_EQ(choose(o), SdpaImpl::Flash);
+  EXPECT_EQ(choose(o, 3, 3), SdpaImpl::Flash);
   o.causal = true;
   o.key_padding_mask = padding_mask(3, {1});
-  EXPECT_EQ(detail::choose_sdpa_impl(o), SdpaImpl::Flash);
+  EXPECT_EQ(choose(o), SdpaImpl::Flash);
   o.need_weights = true;
-  EXPECT_EQ(detail::choose_sdpa_impl(o), SdpaImpl::Naive);
+  EXPECT_EQ(choose(o), SdpaImpl::Naive);
   o.need_weights = false;
   o.dropout_p = 0.1;
-  EXPECT_EQ(detail::choose_sdpa_impl(o), SdpaImpl::Naive);
+  EXPECT_EQ(choose(o), SdpaImpl::Naive);
+  // Short float32 sequences take the vector-kernel twin of the naive pair; float64 never does.
+  EXPECT_EQ(choose(o, kLong - 1, kLong - 1), SdpaImpl::Short);
+  EXPECT_EQ(choose(o, kLong - 1, kLong), SdpaImpl::Naive);
+  EXPECT_EQ(choose(o, kLong, kLong - 1), SdpaImpl::Naive);
+  EXPECT_EQ(choose(o, 9, 9, DType::F64), SdpaImpl::Naive);
 
   const Tensor q = randn({1, 1, 3, 2}, 1).set_requires_grad(true);
   EXPECT_STREQ(scaled_dot_product_attention(q, q, q).out.grad_fn()->name(), "FlashSdpaBackward");
@@ -575,6 +586,9 @@ TEST(AttentionFlash, ForcingFlashWithWeightsOrDropoutIsAnError) {
   p.rng = &rng;
   EXPECT_THROW(detail::scaled_dot_product_attention_impl(q, q, q, p, SdpaImpl::Flash), Error);
   EXPECT_NO_THROW(detail::scaled_dot_product_attention_impl(q, q, q, p, SdpaImpl::Naive));
+  EXPECT_NO_THROW(detail::scaled_dot_product_attention_impl(q, q, q, p, SdpaImpl::Short));
+  const Tensor q64 = Tensor::zeros({1, 1, 2, 3}, DType::F64);
+  EXPECT_THROW(detail::scaled_dot_product_attention_impl(q64, q64, q64, p, SdpaImpl::Short), Error);
 }
 
 // ---- memory -------------------------------------------------------------------------------
