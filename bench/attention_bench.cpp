@@ -1,10 +1,15 @@
 // bench/attention_bench.cpp — scaled dot-product attention (paper §3.2.1, Eq. 1) timed through
 // the public op: forward (no grad) and forward+backward, float32, B=4, H=8, Dh=64,
 // T in {128, 512, 1024, 2048, 4096}, causal and not. Twin: `torch_bench.py` (attention).
-// Not here: padding or float masks, attention dropout, float64, cross-attention (Tq != Tk).
+// Also the demo's training call (B=32 per batch shard, H=4, T=9, Dh=16, dropout 0.1, causal
+// and not) on the short-sequence kernel and on the naive one it replaces (no PyTorch twin:
+// the demo's whole training run is compared with PyTorch in compare.py).
+// Not here: padding or float masks, float64, cross-attention (Tq != Tk).
 #include "attn/autograd/tape.h"
+#include "attn/core/rng.h"
 #include "attn/ops/attention.h"
 #include "bench_common.h"
+#include "ops/attention_impl.h"
 
 namespace attn::bench {
 namespace {
@@ -59,6 +64,34 @@ void attention_args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(attention_forward)->Apply(attention_args);
 BENCHMARK(attention_forward_backward)->Apply(attention_args);
+
+// The demo's attention call in training, forward + backward, on kernel `impl` (1 = short,
+// 0 = naive): q, k, v [32, 4, 9, 16], dropout 0.1 on the weights.
+void short_attention_forward_backward(benchmark::State& state) {
+  const bool causal = state.range(0) != 0;
+  const detail::SdpaImpl impl = state.range(1) != 0 ? detail::SdpaImpl::Short : detail::SdpaImpl::Naive;
+  const Shape shape = {32, 4, 9, 16};  // [B, H, T, Dh]
+  Tensor q = random_tensor(shape, 1), k = random_tensor(shape, 2), v = random_tensor(shape, 3);
+  for (Tensor* t : {&q, &k, &v}) t->set_requires_grad(true);
+  const Tensor dout = random_tensor(shape, 4);
+  Rng rng(5);
+  SdpaOptions options;
+  options.causal = causal;
+  options.dropout_p = 0.1;
+  options.rng = &rng;
+  for (auto _ : state) {
+    const SdpaResult r = detail::scaled_dot_product_attention_impl(q, k, v, options, impl);  // [B, H, T, Dh]
+    r.out.backward(dout);
+    benchmark::DoNotOptimize(q.grad().data<float>());
+    for (const Tensor& t : {q, k, v}) t.zero_grad();
+  }
+}
+
+BENCHMARK(short_attention_forward_backward)
+    ->ArgNames({"causal", "short"})
+    ->ArgsProduct({{0, 1}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace attn::bench

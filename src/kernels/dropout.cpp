@@ -1,15 +1,17 @@
-// kernels/dropout.cpp — inverted dropout with a mask drawn serially from attn::Rng (§5.4);
-// serial on purpose, so the mask does not depend on the thread count. The draw steps
-// xoshiro256** on a local copy of the generator's state (kept in registers) into a small block
-// of raw draws, and the active ISA's vector kernel turns each draw's four 16-bit fields into
-// four mask bytes; the masking runs on the vector kernels too (float), threaded from
-// kParallelMin elements. Not done here: a counter-based (Philox) generator for a parallel draw.
+// kernels/dropout.cpp — inverted dropout with a mask drawn from eight xoshiro256** lanes (§5.4).
+// The draw stays serial (one thread), so the mask does not depend on the thread count, but its
+// eight lanes are independent chains that the active ISA's xoshiro_lanes kernel advances
+// together in vector registers; dropout_keep_from_draws then turns each block of raw draws
+// (already in group order) into mask bytes. The masking runs on the vector kernels too (float),
+// threaded from kParallelMin elements. Not done here: a threaded draw (lanes jumped ahead).
 #include "kernels/dropout.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 
+#include "attn/core/error.h"
 #include "kernels/simd/parallel_chunks.h"
 #include "kernels/simd/vector_kernels.h"
 
@@ -18,27 +20,12 @@ namespace attn::kernels {
 namespace {
 
 constexpr int64_t kParallelMin = 32768;
-// Draws per block: 4 KiB on the stack, 2048 mask bytes per call of the vector kernel.
+constexpr int64_t kLanes = 8;
+// Elements per round (one draw from each lane): the granularity of a stream's chunks.
+constexpr int64_t kRoundElems = 4 * kLanes;
+// Draws per block: 4 KiB on the stack (64 rounds), 2048 mask bytes per call of the vector kernels.
 constexpr int64_t kBlockDraws = 512;
-
-// xoshiro256** (Blackman & Vigna), exactly Rng::next_u64 of src/core/rng.cpp, on a local copy
-// of the state so that the loop keeps it in registers. tests/unit/kernels/dropout_kernel_test.cpp
-// checks the masks and the final state against Rng::next_u64.
-struct LocalXoshiro {
-  uint64_t s[4];
-  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-  uint64_t next() {
-    const uint64_t result = rotl(s[1] * 5, 7) * 9;
-    const uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-  }
-};
+static_assert(kBlockDraws % kLanes == 0, "a block holds whole rounds");
 
 // dx[i] = keep[i] ? g[i] * scale : 0: the forward's masking, and the writing backward.
 template <class T>
@@ -63,20 +50,34 @@ uint32_t dropout_threshold(double p) {
   return static_cast<uint32_t>(std::clamp(t, 1.0, 65535.0));
 }
 
-void dropout_mask(uint8_t* keep, int64_t n, double p, Rng& rng) {
-  const uint32_t t = dropout_threshold(p);
+DropoutMaskStream::DropoutMaskStream(double p, Rng& rng) : t_(dropout_threshold(p)) {
+  for (int64_t l = 0; l < kLanes; ++l) {
+    const Rng::State st = Rng(rng.next_u64()).state();  // lane l, seeded in lane order
+    for (int w = 0; w < 4; ++w) state_[w * kLanes + l] = st.s[w];
+  }
+}
+
+void DropoutMaskStream::next(uint8_t* keep, int64_t n) {
+  ATTN_CHECK(n >= 0, "dropout_mask", "negative length ", n);
+  if (n == 0) return;
+  ATTN_CHECK(last_odd_chunk_ == 0, "dropout_mask", "a chunk of ", n, " elements follows one of ", last_odd_chunk_,
+             ": every chunk of a mask stream but the last must be a multiple of ", kRoundElems, " elements");
+  if (n % kRoundElems != 0) last_odd_chunk_ = n;
+  if (t_ == 0) {  // p <= 0 keeps all; the lanes are private to the stream, so they need not move
+    std::memset(keep, 1, static_cast<size_t>(n));
+    return;
+  }
   const auto& vk = simd::vector_kernels();
-  const Rng::State st = rng.state();
-  LocalXoshiro g{{st.s[0], st.s[1], st.s[2], st.s[3]}};
-  uint64_t draws[kBlockDraws];
+  uint64_t draws[kBlockDraws];  // [rounds, 8]: draws[8r + l] = lane l's r-th draw = group 8r + l
   for (int64_t i = 0; i < n; i += 4 * kBlockDraws) {
     const int64_t m = std::min<int64_t>(4 * kBlockDraws, n - i);  // elements of this block
-    const int64_t nd = (m + 3) / 4;                                // draws, a partial group whole
-    for (int64_t j = 0; j < nd; ++j) draws[j] = g.next();
-    vk.dropout_keep_from_draws(keep + i, draws, m, t);
+    const int64_t rounds = (m + kRoundElems - 1) / kRoundElems;    // a partial round whole
+    vk.xoshiro_lanes(draws, state_, rounds);
+    vk.dropout_keep_from_draws(keep + i, draws, m, t_);
   }
-  rng.set_state({{g.s[0], g.s[1], g.s[2], g.s[3]}});
 }
+
+void dropout_mask(uint8_t* keep, int64_t n, double p, Rng& rng) { DropoutMaskStream(p, rng).next(keep, n); }
 
 template <class T>
 void dropout_forward(T* out, uint8_t* keep, const T* x, int64_t n, double p, Rng& rng) {

@@ -1,8 +1,8 @@
 // kernels/dropout.h — inverted dropout (§5.4 "Residual Dropout", P_drop = 0.1): each element is
 // zeroed with probability p and survivors are scaled by 1/(1-p), so evaluation needs no rescale.
-// The mask is drawn from attn::Rng in row-major order, four elements per 64-bit draw, so a seed
-// fixes it bit for bit (whatever the thread count or ISA). No allocation here: the op owns the
-// mask buffer.
+// The mask comes from eight xoshiro256** lanes seeded from the caller's attn::Rng, so a seed
+// fixes it bit for bit (whatever the thread count or ISA) while the lanes advance together in
+// vector registers. No allocation here: the op owns the mask buffer.
 #pragma once
 
 #include <cstdint>
@@ -18,11 +18,32 @@ namespace attn::kernels {
 // still keeps one field value in 2^16 (t <= 65535).
 uint32_t dropout_threshold(double p);
 
-// The mask: draw j = rng.next_u64() for j < ceil(n / 4), in order, decides elements 4j..4j+3
-// from its four 16-bit fields (element 4j + f uses bits 16f..16f+15), and
-// keep[i] = field(i) >= dropout_threshold(p). A trailing partial group still consumes one
-// whole draw, so the generator ends ceil(n / 4) draws on, and a call on n = 4k + m elements
-// draws the same mask as a call on 4k followed by one on m.
+// The mask definition. A mask draw sets up 8 lanes: lane l (l = 0..7) is an attn::Rng seeded
+// with rng.next_u64() (Rng(seed): xoshiro256** seeded through splitmix64), the 8 seeds drawn
+// from the caller's generator in lane order, so the caller's generator advances by exactly 8
+// draws per mask, whatever n. Elements go in groups of 4, one 64-bit draw per group: element
+// 4g + f uses bits 16f..16f+15 of group g's draw, and group g takes lane (g % 8)'s (g / 8)-th
+// draw. The draws are consumed in rounds (one draw from every lane, in lane order); a partial
+// last round still advances every lane. keep[i] = field(i) >= dropout_threshold(p).
+//
+// A stream draws one mask in chunks: each next() continues the same mask where the last one
+// stopped, so the chunks join up into the one-call mask. Every chunk but the last must be a
+// multiple of 32 elements (one round), checked: a next() after a chunk of another length
+// throws attn::Error.
+class DropoutMaskStream {
+ public:
+  // Draws the 8 lane seeds from rng (8 next_u64 calls); rng is not used afterwards.
+  DropoutMaskStream(double p, Rng& rng);
+  // keep[0..n) = the next n elements of the mask (n >= 0).
+  void next(uint8_t* keep, int64_t n);
+
+ private:
+  uint64_t state_[32];          // the lanes' xoshiro256** words: state_[w * 8 + l] = word w of lane l
+  uint32_t t_;                  // dropout_threshold(p)
+  int64_t last_odd_chunk_ = 0;  // the length of a chunk that was not a multiple of 32, once drawn
+};
+
+// The whole mask in one call: DropoutMaskStream(p, rng).next(keep, n).
 void dropout_mask(uint8_t* keep, int64_t n, double p, Rng& rng);
 
 // keep = dropout_mask(n, p, rng);  out[i] = keep[i] ? x[i] * scale : 0, scale = 1 / (1 - p).

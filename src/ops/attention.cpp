@@ -398,10 +398,11 @@ SdpaResult sdpa_impl(const Operand& q, const Operand& k, const Operand& v, const
     return result;
   }
 
-  // Dropout keep-scale D drawn in row-major order over [B, H, Tq, Tk] with the dropout op's
-  // mask (kernels::dropout_mask: four entries per 64-bit draw, an entry dropped when its 16-bit
-  // field is below round(p * 2^16)); kept ones are scaled by 1/(1-p). Drawn in chunks (a
-  // multiple of 4, so they join up into the one-call mask) to keep the byte mask small.
+  // Dropout keep-scale D: the dropout op's mask over [B, H, Tq, Tk] in row-major order, as one
+  // kernels::dropout_mask call over all of it would draw it (kernels/dropout.h: four entries per
+  // 64-bit draw of eight seeded lanes, an entry dropped when its 16-bit field is below
+  // round(p * 2^16)); kept ones are scaled by 1/(1-p). Drawn from one DropoutMaskStream in
+  // chunks (a multiple of 32, so they join up into the one-call mask) to keep the byte mask small.
   Tensor dropout_scale, work;
   if (o.dropout_p > 0.0) {
     dropout_scale = Tensor::empty({d.B, d.H, d.Tq, d.Tk}, dtype_of<T>);  // [B, H, Tq, Tk]
@@ -410,9 +411,11 @@ SdpaResult sdpa_impl(const Operand& q, const Operand& k, const Operand& v, const
     T* ds = dropout_scale.data<T>();
     constexpr int64_t kChunk = 16384;
     std::vector<uint8_t> keep(static_cast<size_t>(std::min<int64_t>(kChunk, dropout_scale.numel())));
+    static_assert(kChunk % 32 == 0, "every chunk but the last must be whole rounds of the stream");
+    kernels::DropoutMaskStream mask_stream(o.dropout_p, *o.rng);
     for (int64_t e0 = 0; e0 < dropout_scale.numel(); e0 += kChunk) {
       const int64_t n = std::min<int64_t>(kChunk, dropout_scale.numel() - e0);
-      kernels::dropout_mask(keep.data(), n, o.dropout_p, *o.rng);
+      mask_stream.next(keep.data(), n);
       // keep is 0 or 1, so the product is exactly 0 or keep_scale (and the loop vectorises).
       for (int64_t e = 0; e < n; ++e) ds[e0 + e] = static_cast<T>(keep[static_cast<size_t>(e)]) * keep_scale;
     }

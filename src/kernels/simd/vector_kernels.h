@@ -65,6 +65,10 @@ struct VectorKernels {
   // keep[i] = field(i) >= t for i < n, where field(i) = bits 16f..16f+15 of draws[i / 4],
   // f = i % 4 (t <= 65535; t = 0 keeps all). Reads ceil(n / 4) draws, writes n bytes.
   void (*dropout_keep_from_draws)(uint8_t* keep, const uint64_t* draws, int64_t n, uint32_t t);
+  // Eight xoshiro256** generators (Rng::next_u64) advanced together for `rounds` rounds:
+  // state[w * 8 + l] is word w (0..3) of lane l, out[8r + l] = lane l's r-th output (r < rounds),
+  // and state is left advanced. Integer only: the same bits on every ISA.
+  void (*xoshiro_lanes)(uint64_t* out, uint64_t* state, int64_t rounds);
   // out = keep ? x * scale : 0 (also the writing backward, with dout for x), and the
   // accumulating backward dx += keep ? dout * scale : 0.
   void (*dropout_forward)(float* out, const uint8_t* keep, const float* x, float scale, int64_t n);

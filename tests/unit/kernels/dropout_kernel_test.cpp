@@ -1,19 +1,24 @@
-// kernels::dropout_mask / dropout_forward / dropout_backward{,_write} (src/kernels/dropout.cpp):
-// the mask equals a plain loop over Rng::next_u64 (four 16-bit fields per draw, dropped when
-// field < t) on every ISA, for lengths that are not multiples of 4 or of the vector width, and
-// leaves the generator where that loop does; the threshold's rounding and its edge cases; the
-// keep fraction; forward and backward give the scalar expression's bits on every ISA.
+// kernels::dropout_mask / DropoutMaskStream / dropout_forward / dropout_backward{,_write}
+// (src/kernels/dropout.cpp) and the xoshiro_lanes vector kernel: the mask equals a plain loop
+// over eight Rng lanes seeded from the caller's generator (four 16-bit fields per draw, group g
+// from lane g % 8, dropped when field < t) on every ISA, for lengths around multiples of 4, 32
+// and the block; the caller's generator moves exactly 8 draws; chunked streams join up; the
+// threshold's rounding and its edge cases; the keep fraction; forward and backward give the
+// scalar expression's bits on every ISA.
 #include "kernels/dropout.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "attn/core/error.h"
 #include "attn/core/rng.h"
 #include "kernels/simd/isa.h"
+#include "kernels/simd/vector_kernels.h"
 
 namespace attn::kernels {
 namespace {
@@ -27,17 +32,32 @@ std::vector<float> random_floats(int64_t n, uint64_t seed) {
   return v;
 }
 
-// The definition, one element at a time: draw j decides elements 4j..4j+3, element 4j + f
-// from bits 16f..16f+15, kept when that field >= t; a partial last group uses a whole draw.
-std::vector<uint8_t> reference_mask(int64_t n, uint32_t t, Rng& rng) {
+// The definition, one element at a time: eight lanes, lane l = Rng(parent.next_u64()) with the
+// seeds drawn in lane order (lane_order[l] says which of the 8 seeds lane l gets: the identity
+// for the definition, a permutation for the controls); group g (elements 4g..4g+3) is decided
+// by lane g % 8's (g / 8)-th draw (taking groups in order gives each lane its draws in order),
+// element 4g + f by bits 16f..16f+15 of that draw, kept when the field >= t.
+std::vector<uint8_t> reference_mask(int64_t n, uint32_t t, Rng& parent,
+                                    const std::vector<int>& lane_order = {0, 1, 2, 3, 4, 5, 6, 7}) {
+  uint64_t seeds[8];
+  for (uint64_t& s : seeds) s = parent.next_u64();
+  std::vector<Rng> lanes;
+  for (int l = 0; l < 8; ++l) lanes.emplace_back(seeds[lane_order[static_cast<size_t>(l)]]);
   std::vector<uint8_t> keep(static_cast<size_t>(n));
   uint64_t r = 0;
   for (int64_t i = 0; i < n; ++i) {
-    if (i % 4 == 0) r = rng.next_u64();
+    const int64_t g = i / 4;
+    if (i % 4 == 0) r = lanes[static_cast<size_t>(g % 8)].next_u64();
     const uint64_t field = (r >> (16 * (i % 4))) & 0xFFFF;
     keep[static_cast<size_t>(i)] = field >= t ? 1 : 0;
   }
   return keep;
+}
+
+// `parent` advanced by k draws.
+Rng advanced(Rng parent, int k) {
+  for (int i = 0; i < k; ++i) parent.next_u64();
+  return parent;
 }
 
 bool same_state(const Rng& a, const Rng& b) {
@@ -69,9 +89,13 @@ TEST(DropoutKernel, ThresholdIsPTimes65536RoundedWithHalvesUpAndClamped) {
   EXPECT_EQ(dropout_threshold(std::nextafter(1.0, 0.0)), 65535u);
 }
 
-TEST(DropoutKernel, MaskMatchesTheFieldReferenceOnEveryIsa) {
-  // Lengths around multiples of 4, of the 32-byte vector step and of the 2048-element block.
-  const int64_t lengths[] = {0, 1, 2, 3, 4, 5, 7, 31, 32, 33, 63, 65, 2047, 2048, 2049, 5001};
+TEST(DropoutKernel, MaskMatchesTheEightLaneReferenceOnEveryIsa) {
+  // Every length 0..100, lengths around multiples of 32 (one round of the lanes) and of the
+  // 2048-element block, and 10^5.
+  std::vector<int64_t> lengths;
+  for (int64_t n = 0; n <= 100; ++n) lengths.push_back(n);
+  for (int64_t n : {127, 128, 129, 255, 256, 257, 2047, 2048, 2049, 2080, 4095, 4096, 4097, 100000})
+    lengths.push_back(n);
   for (double p : {0.0, 1e-300, 0.1, 0.5, 0.999, 0.999999}) {
     const uint32_t t = dropout_threshold(p);
     for (int64_t n : lengths) {
@@ -87,40 +111,132 @@ TEST(DropoutKernel, MaskMatchesTheFieldReferenceOnEveryIsa) {
               << simd::isa_name(isa) << " p " << p << " n " << n << " i " << i;
         for (size_t j = static_cast<size_t>(n); j < keep.size(); ++j)
           ASSERT_EQ(keep[j], 0xAB) << "wrote past the end on " << simd::isa_name(isa) << " n " << n;
-        EXPECT_TRUE(same_state(rng, ref))
-            << "the generator must end ceil(n / 4) draws on: " << simd::isa_name(isa) << " n " << n;
+        ASSERT_TRUE(same_state(rng, ref))
+            << "the generator must end the 8 seed draws on: " << simd::isa_name(isa) << " n " << n;
       }
     }
   }
 }
 
-TEST(DropoutKernel, AWrongThresholdOrFieldOrderWouldBeCaught) {
+TEST(DropoutKernel, TheCallersGeneratorMovesExactlyEightDrawsWhateverTheLength) {
+  for (int64_t n : {0, 1, 32, 33, 5000, 1 << 20}) {
+    Rng rng(17);
+    std::vector<uint8_t> keep(static_cast<size_t>(n));
+    dropout_mask(keep.data(), n, 0.1, rng);
+    EXPECT_TRUE(same_state(rng, advanced(Rng(17), 8))) << "n " << n;
+    EXPECT_FALSE(same_state(rng, advanced(Rng(17), 7))) << "control, n " << n;
+  }
+}
+
+TEST(DropoutKernel, AWrongThresholdFieldOrderOrLaneOrderWouldBeCaught) {
   // Controls for the comparison above: at n = 2^20 about 16 fields equal t, so a reference
-  // with t + 1 or t - 1 must differ, and so must one that reads the fields in reverse order.
+  // with t + 1 or t - 1 must differ, and so must one that reads the fields in reverse order,
+  // one that swaps two lanes' seeds, and the old single-stream definition.
   const int64_t n = 1 << 20;
   const uint32_t t = dropout_threshold(0.1);
   Rng rng(7);
   std::vector<uint8_t> keep(static_cast<size_t>(n));
   dropout_mask(keep.data(), n, 0.1, rng);
-  Rng a(7), b(7), c(7), d(7);
+  Rng a(7), b(7), c(7), d(7), e(7), f(7);
   EXPECT_EQ(keep, reference_mask(n, t, a));
   EXPECT_NE(keep, reference_mask(n, t + 1, b));
   EXPECT_NE(keep, reference_mask(n, t - 1, c));
   std::vector<uint8_t> reversed = reference_mask(n, t, d);
   for (size_t i = 0; i + 4 <= reversed.size(); i += 4) std::swap(reversed[i], reversed[i + 3]);
   EXPECT_NE(keep, reversed);
+  EXPECT_NE(keep, reference_mask(n, t, e, {1, 0, 2, 3, 4, 5, 6, 7})) << "lanes 0 and 1 swapped";
+  std::vector<uint8_t> serial(static_cast<size_t>(n));
+  uint64_t r = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (i % 4 == 0) r = f.next_u64();
+    serial[static_cast<size_t>(i)] = ((r >> (16 * (i % 4))) & 0xFFFF) >= t ? 1 : 0;
+  }
+  EXPECT_NE(keep, serial) << "one serial stream is not the definition";
 }
 
-TEST(DropoutKernel, SplittingAtAMultipleOfFourGivesTheSameMask) {
+TEST(DropoutKernel, XoshiroLanesEqualEightScalarGeneratorsOnEveryIsa) {
+  for (Isa isa : simd::supported_isas()) {
+    const simd::VectorKernels& vk = simd::vector_kernels(isa);
+    for (int64_t rounds : {0, 1, 3, 64, 100}) {
+      std::vector<Rng> lanes;
+      uint64_t state[32];
+      for (int l = 0; l < 8; ++l) {
+        lanes.emplace_back(1000 + static_cast<uint64_t>(l));
+        const Rng::State st = lanes.back().state();
+        for (int w = 0; w < 4; ++w) state[w * 8 + l] = st.s[w];
+      }
+      std::vector<uint64_t> out(static_cast<size_t>(8 * rounds) + 8, 0x5A5A5A5A5A5A5A5Aull);
+      vk.xoshiro_lanes(out.data(), state, rounds);
+      for (int64_t r = 0; r < rounds; ++r)
+        for (int l = 0; l < 8; ++l)
+          ASSERT_EQ(out[static_cast<size_t>(8 * r + l)], lanes[static_cast<size_t>(l)].next_u64())
+              << simd::isa_name(isa) << " round " << r << " lane " << l;
+      for (size_t j = static_cast<size_t>(8 * rounds); j < out.size(); ++j)
+        ASSERT_EQ(out[j], 0x5A5A5A5A5A5A5A5Aull) << "wrote past the end on " << simd::isa_name(isa);
+      for (int l = 0; l < 8; ++l) {
+        const Rng::State st = lanes[static_cast<size_t>(l)].state();
+        for (int w = 0; w < 4; ++w)
+          ASSERT_EQ(state[w * 8 + l], st.s[w])
+              << "state word " << w << " of lane " << l << " on " << simd::isa_name(isa) << " after " << rounds;
+      }
+    }
+  }
+}
+
+TEST(DropoutKernel, AStreamDrawnInChunksOfWholeRoundsGivesTheOneCallMask) {
   // attention draws its mask in chunks: the chunks must join into the one-call mask.
-  const int64_t n = 1003, head = 400;
-  Rng one(3), two(3);
-  std::vector<uint8_t> whole(static_cast<size_t>(n)), parts(static_cast<size_t>(n));
-  dropout_mask(whole.data(), n, 0.25, one);
-  dropout_mask(parts.data(), head, 0.25, two);
-  dropout_mask(parts.data() + head, n - head, 0.25, two);
-  EXPECT_EQ(whole, parts);
-  EXPECT_TRUE(same_state(one, two));
+  const int64_t n = 10003;
+  for (Isa isa : simd::supported_isas()) {
+    simd::IsaGuard guard(isa);
+    Rng one(3), two(3);
+    std::vector<uint8_t> whole(static_cast<size_t>(n)), parts(static_cast<size_t>(n));
+    dropout_mask(whole.data(), n, 0.25, one);
+    DropoutMaskStream stream(0.25, two);
+    int64_t at = 0;
+    for (int64_t len : {32, 0, 64, 2048, 2080, 4096, 96}) {  // multiples of 32, across blocks
+      stream.next(parts.data() + at, len);
+      at += len;
+    }
+    stream.next(parts.data() + at, n - at);  // the last chunk: any length
+    EXPECT_EQ(whole, parts) << simd::isa_name(isa);
+    EXPECT_TRUE(same_state(one, two)) << simd::isa_name(isa);
+  }
+}
+
+TEST(DropoutKernel, TwoCallsDrawTwoDifferentMasks) {
+  // Separate calls are separate masks (fresh seeds), not one mask continued.
+  const int64_t n = 4096;
+  Rng rng(3);
+  std::vector<uint8_t> first(static_cast<size_t>(n)), second(static_cast<size_t>(n));
+  dropout_mask(first.data(), n, 0.5, rng);
+  dropout_mask(second.data(), n, 0.5, rng);
+  EXPECT_NE(first, second);
+  Rng ref(3);
+  (void)reference_mask(n, dropout_threshold(0.5), ref);
+  EXPECT_EQ(second, reference_mask(n, dropout_threshold(0.5), ref));
+}
+
+TEST(DropoutKernel, AChunkOfAnotherLengthThanWholeRoundsMustBeTheLast) {
+  Rng rng(3);
+  std::vector<uint8_t> keep(256);
+  DropoutMaskStream stream(0.1, rng);
+  stream.next(keep.data(), 64);
+  stream.next(keep.data(), 33);  // allowed: it may be the last
+  try {
+    stream.next(keep.data(), 32);
+    ADD_FAILURE() << "a chunk after one of 33 elements must throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("multiple of 32"), std::string::npos) << e.what();
+  }
+  DropoutMaskStream other(0.1, rng);
+  EXPECT_THROW(other.next(keep.data(), -1), Error);
+  other.next(keep.data(), 1);
+  EXPECT_THROW(other.next(keep.data(), 1), Error);
+  // p = 0 (everything kept) checks the chunks the same way.
+  DropoutMaskStream keep_all(0.0, rng);
+  keep_all.next(keep.data(), 31);
+  EXPECT_EQ(count_kept(std::vector<uint8_t>(keep.begin(), keep.begin() + 31)), 31);
+  EXPECT_THROW(keep_all.next(keep.data(), 32), Error);
 }
 
 TEST(DropoutKernel, KeepFractionIsCloseToOneMinusP) {

@@ -98,16 +98,19 @@ Reference reference(const Tensor& q, const Tensor& k, const Tensor& v, const Sdp
 }
 
 // The dropout scale the op must draw, written from the dropout op's convention
-// (docs/conventions.md) rather than with its kernel: row-major over [B, H, Tq, Tk], four
-// entries per 64-bit draw of the generator, entry 4j + f dropped when bits 16f..16f+15 of
-// draw j are below round(p * 65536); kept ones scaled by 1 / (1 - p).
+// (docs/conventions.md) rather than with its kernel: row-major over [B, H, Tq, Tk], eight lanes
+// Rng(rng.next_u64()) seeded in lane order, four entries per 64-bit draw, group g of four from
+// lane g % 8's (g / 8)-th draw, entry 4g + f dropped when bits 16f..16f+15 of that draw are below
+// round(p * 65536); kept ones scaled by 1 / (1 - p).
 std::vector<double> expected_keep(uint64_t seed, int64_t n, double p) {
   Rng rng(seed);
+  std::vector<Rng> lanes;
+  for (int l = 0; l < 8; ++l) lanes.emplace_back(rng.next_u64());
   const uint64_t t = static_cast<uint64_t>(std::llround(p * 65536));
   std::vector<double> keep(static_cast<size_t>(n));
   uint64_t r = 0;
   for (int64_t i = 0; i < n; ++i) {
-    if (i % 4 == 0) r = rng.next_u64();
+    if (i % 4 == 0) r = lanes[static_cast<size_t>((i / 4) % 8)].next_u64();
     keep[static_cast<size_t>(i)] = ((r >> (16 * (i % 4))) & 0xFFFF) < t ? 0.0 : 1.0 / (1.0 - p);
   }
   return keep;
