@@ -2,9 +2,13 @@
 // The per-element update follows torch.optim.Adam's single-tensor path (_single_tensor_adam)
 // operation for operation, so float32 results agree with PyTorch to rounding and float64
 // results to a few ulps. The float32 update runs in the vector kernels (kernels/adam.h, one call
-// per tensor). Not here: a multi-tensor fused update.
+// per tensor). step() runs in parts (begin_step, update_param, end_step) so that a caller may
+// interleave other per-parameter work with the updates. Not here: a multi-tensor fused update.
 #include "attn/train/adam.h"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <unordered_set>
@@ -73,29 +77,90 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options, std::vector<std::str
 }
 
 void Adam::step(double lr, int threads) {
-  ATTN_CHECK(std::isfinite(lr) && lr >= 0.0, "Adam::step", "learning rate must be finite and >= 0, got ",
-             lr);
   ATTN_CHECK(threads >= 1, "Adam::step", "threads must be >= 1, got ", threads);
-  NoGradGuard no_grad;
-  // The gradients first (the checks may throw), then the updates, which cannot.
-  std::vector<Tensor> grads(params_.size());
-  for (size_t i = 0; i < params_.size(); ++i) grads[i] = contiguous_grad(params_[i], "Adam::step");
+  begin_step(lr);  // every check first (it may throw); the updates cannot
   const int64_t n = static_cast<int64_t>(params_.size());
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
-  for (int64_t j = 0; j < n; ++j) {
-    const size_t i = static_cast<size_t>(j);
-    const Tensor& p = params_[i];
-    const Tensor& g = grads[i];
-    if (!g.defined()) continue;
-    const int64_t k = ++param_steps_[i];
-    if (p.dtype() == DType::F32)
-      adam_update<float>(p.data<float>(), m_[i].data<float>(), v_[i].data<float>(),
-                         g.data<float>(), p.numel(), lr, k, options_);
-    else
-      adam_update<double>(p.data<double>(), m_[i].data<double>(), v_[i].data<double>(),
-                          g.data<double>(), p.numel(), lr, k, options_);
+  if (threads == 1) {
+    for (int64_t i = 0; i < n; ++i) update_unchecked(static_cast<size_t>(i));
+  } else {
+    const std::vector<std::vector<int64_t>>& plan = thread_plan(threads);
+#pragma omp parallel num_threads(threads)
+    {
+      // A smaller team than asked for takes the plan's lists round-robin.
+      const int team = omp_get_num_threads();
+      for (int part = omp_get_thread_num(); part < threads; part += team)
+        for (int64_t i : plan[static_cast<size_t>(part)]) update_unchecked(static_cast<size_t>(i));
+    }
   }
+  end_step();
+}
+
+void Adam::begin_step(double lr) {
+  const char* op = "Adam::step";
+  in_step_ = false;  // a step begun before and not ended is dropped
+  step_grads_.assign(params_.size(), Tensor());
+  ATTN_CHECK(std::isfinite(lr) && lr >= 0.0, op, "learning rate must be finite and >= 0, got ", lr);
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    try {
+      step_grads_[i] = contiguous_grad(params_[i], op);
+    } catch (...) {
+      for (Tensor& g : step_grads_) g = Tensor();
+      throw;
+    }
+  }
+  step_lr_ = lr;
+  in_step_ = true;
+}
+
+void Adam::update_param(size_t i) {
+  ATTN_CHECK(in_step_, "Adam::update_param", "no step begun (call begin_step first)");
+  ATTN_CHECK(i < params_.size(), "Adam::update_param", "parameter index ", i, " out of range for ",
+             params_.size(), " parameters");
+  update_unchecked(i);
+}
+
+void Adam::update_unchecked(size_t i) {
+  const Tensor& p = params_[i];
+  const Tensor& g = step_grads_[i];
+  if (!g.defined()) return;
+  const int64_t k = ++param_steps_[i];
+  if (p.dtype() == DType::F32)
+    adam_update<float>(p.data<float>(), m_[i].data<float>(), v_[i].data<float>(), g.data<float>(),
+                       p.numel(), step_lr_, k, options_);
+  else
+    adam_update<double>(p.data<double>(), m_[i].data<double>(), v_[i].data<double>(),
+                        g.data<double>(), p.numel(), step_lr_, k, options_);
+}
+
+void Adam::end_step() {
+  ATTN_CHECK(in_step_, "Adam::end_step", "no step begun (call begin_step first)");
+  for (Tensor& g : step_grads_) g = Tensor();
+  in_step_ = false;
   ++steps_;
+}
+
+const std::vector<std::vector<int64_t>>& Adam::thread_plan(int threads) {
+  ATTN_CHECK(threads >= 1, "Adam::thread_plan", "threads must be >= 1, got ", threads);
+  if (threads == plan_threads_) return plan_;
+  const size_t n = params_.size();
+  std::vector<int64_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = static_cast<int64_t>(i);
+  // Largest first; equal sizes keep their order, so the plan is a function of the shapes.
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return params_[static_cast<size_t>(a)].numel() > params_[static_cast<size_t>(b)].numel();
+  });
+  std::vector<std::vector<int64_t>> plan(static_cast<size_t>(threads));
+  std::vector<int64_t> load(static_cast<size_t>(threads), 0);
+  for (int64_t i : order) {
+    const size_t least = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    plan[least].push_back(i);
+    load[least] += params_[static_cast<size_t>(i)].numel();
+  }
+  for (std::vector<int64_t>& part : plan) std::sort(part.begin(), part.end());
+  plan_ = std::move(plan);
+  plan_threads_ = threads;
+  return plan_;
 }
 
 void Adam::zero_grad() {

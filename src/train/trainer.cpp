@@ -31,6 +31,7 @@
 #include "attn/ops/ops.h"
 #include "attn/train/checkpointing.h"
 #include "attn/train/text_data.h"
+#include "kernels/simd/vector_kernels.h"
 
 // OpenBLAS's own thread setting (declared by its cblas.h, which only the ops layer includes).
 extern "C" void openblas_set_num_threads(int num_threads);
@@ -193,13 +194,13 @@ void fork_replica_rngs(models::Model& model, models::Model& replica, int64_t k) 
 }
 
 // dst += src, element by element: two contiguous gradients of one shape and floating dtype
-// (the caller checks; this runs inside parallel loops, so it must not throw).
+// (the caller checks; this runs inside parallel loops, so it must not throw). float runs the
+// vector kernel's add in place (dst = dst + src, one IEEE addition per element, as the loop).
 void add_into(const Tensor& dst, const Tensor& src) {
   const int64_t n = dst.numel();
   if (dst.dtype() == DType::F32) {
     float* d = dst.data<float>();
-    const float* g = src.data<float>();
-    for (int64_t i = 0; i < n; ++i) d[i] += g[i];
+    kernels::simd::vector_kernels().add(d, d, src.data<float>(), n);
   } else {
     double* d = dst.data<double>();
     const double* g = src.data<double>();
@@ -649,8 +650,10 @@ double Trainer::batch_split_backward(const std::vector<int64_t>& indices, int64_
     // that made it, so the storage cache hands those blocks back to the same thread next step.
     for (int k = t; k < S; k += team) losses[static_cast<size_t>(k)].loss = Tensor();
   }
+  // Through the parameter lists: Module::zero_grad names every parameter first, which costs more.
   auto drop_replica_grads = [&] {
-    for (auto& replica : replicas_) replica->zero_grad();
+    for (const std::vector<Tensor>& replica : replica_params_)
+      for (const Tensor& p : replica) p.zero_grad();
   };
   for (const std::exception_ptr& e : errors)
     if (e) {
@@ -669,11 +672,10 @@ double Trainer::batch_split_backward(const std::vector<int64_t>& indices, int64_
     drop_replica_grads();
     fail(kOp, "the loss is ", value, " at step ", step, " (lr ", lr, "); lower the learning rate or set --clip");
   }
-  // The model's gradients += every replica's, in shard order (deterministic), one parameter
-  // per thread at a time. Gradients are contiguous, of the parameter's shape and dtype (the
-  // sweep's leaf gradients); anything else is summed into a fresh tensor, serially.
+  // The model's gradients += every replica's, in shard order (deterministic). Gradients are
+  // contiguous, of the parameter's shape and dtype (the sweep's leaf gradients); anything else
+  // is summed into a fresh tensor, serially, first.
   const std::vector<Tensor>& params = adam_->params();
-  const int64_t n_params = static_cast<int64_t>(params.size());
   const size_t used = std::min(replicas_.size(), static_cast<size_t>(S - 1));
   std::vector<uint8_t> plain(params.size(), 1);
   for (size_t j = 0; j < params.size(); ++j) {
@@ -692,16 +694,57 @@ double Trainer::batch_split_backward(const std::vector<int64_t>& indices, int64_
       params[j].set_grad(now.defined() ? add(now, g) : g.clone());
     }
   }
-#pragma omp parallel for schedule(dynamic, 1) num_threads(S)
-  for (int64_t j = 0; j < n_params; ++j) {
-    if (!plain[static_cast<size_t>(j)]) continue;
-    const Tensor mine = params[static_cast<size_t>(j)].grad();
-    for (size_t r = 0; r < used; ++r) {
-      const Tensor g = replica_params_[r][static_cast<size_t>(j)].grad();
-      if (g.defined()) add_into(mine, g);
+  // Without clipping, each parameter's Adam update follows its sum on the same thread, in one
+  // parallel region (train_step then skips its own Adam step); with clipping, which needs every
+  // gradient summed first, train_step's Adam step splits the parameters the same way. Either
+  // way Adam's thread plan (balanced by element count, the same every step) decides which
+  // thread handles a parameter, so one core touches its gradient, weights and moments step
+  // after step; fused, the sum and the update take one fork-join instead of two.
+  const bool fuse_adam = !(config_.clip > 0);
+  if (fuse_adam) {
+    try {
+      adam_->begin_step(lr);  // every check before any update (the plain gradients are taken as is)
+    } catch (...) {
+      adam_->zero_grad();
+      drop_replica_grads();
+      throw;
     }
   }
-  drop_replica_grads();
+  const std::vector<std::vector<int64_t>>& plan = adam_->thread_plan(S);
+#pragma omp parallel num_threads(S)
+  {
+    const int team = omp_get_num_threads();
+    for (int part = omp_get_thread_num(); part < S; part += team) {
+      try {
+        for (int64_t j : plan[static_cast<size_t>(part)]) {
+          const size_t i = static_cast<size_t>(j);
+          if (plain[i]) {
+            const Tensor mine = params[i].grad();
+            for (size_t r = 0; r < used; ++r) {
+              const Tensor g = replica_params_[r][i].grad();
+              if (g.defined()) add_into(mine, g);
+            }
+          }
+          if (fuse_adam) adam_->update_param(i);
+        }
+      } catch (...) {
+        errors[static_cast<size_t>(part)] = std::current_exception();
+      }
+    }
+    // Once every sum is done, the thread that ran shard k frees replica k's gradients, so the
+    // storage cache hands those blocks back to it for the next step's sweep.
+#pragma omp barrier
+    for (int k = omp_get_thread_num(); k < S; k += team)
+      if (k >= 1 && static_cast<size_t>(k - 1) < used)
+        for (const Tensor& p : replica_params_[static_cast<size_t>(k - 1)]) p.zero_grad();
+  }
+  drop_replica_grads();  // any left (none, unless a shard count changed)
+  if (fuse_adam) adam_->end_step();
+  for (const std::exception_ptr& e : errors)
+    if (e) {
+      adam_->zero_grad();
+      std::rethrow_exception(e);
+    }
   return value;
 }
 
@@ -738,8 +781,11 @@ double Trainer::train_step(const std::vector<int64_t>& indices, int64_t* tokens)
     if (contributes) reducer_->backward(scale(batch.loss, share.weight()));
     reducer_->wait_all();  // every rank now holds the summed gradients
   }
-  if (config_.clip > 0) clip_grad_norm(adam_->params(), config_.clip, step);
-  adam_->step(lr, static_cast<int>(shards_));
+  // Batch split without clipping has run Adam already, fused with the gradient sum.
+  if (reducer_ || shards_ == 1 || config_.clip > 0) {
+    if (config_.clip > 0) clip_grad_norm(adam_->params(), config_.clip, step);
+    adam_->step(lr, static_cast<int>(shards_));
+  }
   adam_->zero_grad();
   last_lr_ = lr;
   return value;

@@ -45,8 +45,28 @@ class Adam {
 
   // One update of every parameter that has a gradient, at learning rate lr (finite, >= 0).
   // With threads > 1 that many threads update parameters at once, each parameter by one
-  // thread, so the result does not depend on the count.
+  // thread (thread_plan), so the result does not depend on the count.
   void step(double lr, int threads = 1);
+
+  // step() in three parts, for a caller that runs the updates on threads of its own (the
+  // batch-split trainer sums each parameter's gradient and updates it on the same thread):
+  //   begin_step(lr)   checks lr and every gradient and takes the gradients as they are now:
+  //                    a contiguous gradient is taken as is, so values a caller adds into its
+  //                    storage before the parameter's update are used. May throw; then
+  //                    nothing has changed. A step begun and not ended is dropped.
+  //   update_param(i)  the update of parameter i (none when it had no gradient), at most once
+  //                    per parameter and step; calls for distinct i may run concurrently.
+  //   end_step()       counts the step and lets go of the gradients.
+  // step(lr, threads) is exactly these, with the updates split by thread_plan(threads).
+  void begin_step(double lr);
+  void update_param(size_t i);
+  void end_step();
+  // Which parameters each of `threads` threads updates: balanced by element count (largest
+  // first, each into the thread with the fewest elements so far, ties to the lower index),
+  // each thread's indices ascending. The same list every call, so a caller that keeps thread
+  // k on plan[k] touches a parameter (and its moments) from one thread step after step.
+  // Cached for the last thread count.
+  const std::vector<std::vector<int64_t>>& thread_plan(int threads);
   // Drops every parameter's gradient (PyTorch's zero_grad(set_to_none=True)).
   void zero_grad();
   // Number of step() calls so far (restored by load_state).
@@ -79,6 +99,14 @@ class Adam {
   std::vector<Tensor> m_, v_;
   std::vector<int64_t> param_steps_;
   int64_t steps_ = 0;
+  // The step in progress (begin_step .. end_step): its rate and each parameter's gradient.
+  bool in_step_ = false;
+  double step_lr_ = 0;
+  std::vector<Tensor> step_grads_;
+  int plan_threads_ = 0;  // thread_plan's cache
+  std::vector<std::vector<int64_t>> plan_;
+
+  void update_unchecked(size_t i);
 };
 
 // Thrown by clip_grad_norm when the gradient norm is NaN or infinite; a trainer may catch

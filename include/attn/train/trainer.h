@@ -184,7 +184,9 @@ class Trainer {
   // One optimizer step on dataset indices `indices`; returns the loss and counts the tokens.
   double train_step(const std::vector<int64_t>& indices, int64_t* tokens);
   // The forward and backward passes of ThreadSplit::Batch: shard k of `indices` on replica k
-  // (0 is model_), on its own thread; leaves the summed gradients in model_'s parameters.
+  // (0 is model_), on its own thread; leaves the summed gradients in model_'s parameters and,
+  // without clipping, has also applied Adam to each parameter right after its sum, on the same
+  // thread (train_step then skips its own Adam step).
   double batch_split_backward(const std::vector<int64_t>& indices, int64_t* tokens, int64_t step, double lr);
   // Makes `shards` - 1 replicas of model_ (weights shared, gradients and generators their own).
   void make_replicas(int64_t shards);

@@ -1,5 +1,6 @@
 // Adam / AdamW against a hand-written double-precision Adam, state export and resume,
-// convergence on a quadratic, and global gradient-norm clipping.
+// convergence on a quadratic, the step in parts (begin_step, update_param, end_step) and the
+// thread plan, and global gradient-norm clipping.
 #include "attn/train/adam.h"
 
 #include <gtest/gtest.h>
@@ -298,6 +299,144 @@ TEST(Adam, RejectsBadParametersAndOptions) {
   EXPECT_THROW(ok.step(NAN), Error);
   a.set_grad(Tensor::zeros({1}, DType::F64));  // a gradient of the wrong dtype
   EXPECT_THROW(ok.step(0.1), Error);
+}
+
+// Float32 parameters of these sizes (one above the kernel's threading threshold) with random
+// values, and a fresh random gradient for each on every call of set_grads (none for parameter
+// 2 on odd calls), drawn from a generator of its own so that twins get the same numbers.
+struct AdamRig {
+  std::vector<Tensor> params;
+  Rng rng;
+  int calls = 0;
+  explicit AdamRig(uint64_t seed) : rng(seed) {
+    Rng init(11);
+    for (int64_t n : {int64_t{70000}, int64_t{33}, int64_t{128}, int64_t{5}, int64_t{999}})
+      params.push_back(leaf(random_vec(static_cast<size_t>(n), init), {n}, DType::F32));
+  }
+  void set_grads() {
+    ++calls;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const Vec g = random_vec(static_cast<size_t>(params[i].numel()), rng, 0.1 * calls);
+      if (i == 2 && calls % 2 == 1) params[i].zero_grad();
+      else params[i].set_grad(Tensor::from_vector<double>(g, params[i].shape()).to(DType::F32).clone());
+    }
+  }
+};
+
+std::vector<std::vector<float>> values_of(const std::vector<Tensor>& ts) {
+  std::vector<std::vector<float>> out;
+  for (const Tensor& t : ts) out.push_back(t.to_vector<float>());
+  return out;
+}
+
+TEST(Adam, StepInPartsInAnyOrderEqualsStepBitForBit) {
+  AdamOptions opt;
+  opt.weight_decay = 0.05;
+  AdamRig whole(5), parts(5), threaded(5);
+  Adam a(whole.params, opt), b(parts.params, opt), c(threaded.params, opt);
+  for (int k = 1; k <= 4; ++k) {
+    const double lr = 0.01 / k;
+    whole.set_grads();
+    parts.set_grads();
+    threaded.set_grads();
+    a.step(lr);
+    b.begin_step(lr);
+    for (size_t i : {size_t{3}, size_t{0}, size_t{4}, size_t{2}, size_t{1}}) b.update_param(i);
+    b.end_step();
+    c.step(lr, 3);
+  }
+  EXPECT_EQ(values_of(parts.params), values_of(whole.params));
+  EXPECT_EQ(values_of(threaded.params), values_of(whole.params));
+  for (size_t i = 0; i < whole.params.size(); ++i) {
+    EXPECT_EQ(b.exp_avg(i).to_vector<float>(), a.exp_avg(i).to_vector<float>()) << i;
+    EXPECT_EQ(b.exp_avg_sq(i).to_vector<float>(), a.exp_avg_sq(i).to_vector<float>()) << i;
+    EXPECT_EQ(b.param_steps(i), a.param_steps(i)) << i;
+    EXPECT_EQ(c.param_steps(i), a.param_steps(i)) << i;
+  }
+  EXPECT_EQ(a.param_steps(2), 2);  // skipped on the steps without a gradient
+  EXPECT_EQ(b.steps(), 4);
+  EXPECT_EQ(c.steps(), 4);
+  // Control: a step at another rate gives other bits, so the comparisons above can fail.
+  whole.set_grads();
+  parts.set_grads();
+  a.step(0.001);
+  b.step(0.002);
+  EXPECT_NE(values_of(parts.params), values_of(whole.params));
+}
+
+TEST(Adam, BeginStepTakesTheGradientStorageSoLaterAdditionsCount) {
+  // What the batch-split trainer relies on: begin_step, then the gradient is summed in place,
+  // then the update sees the sum.
+  Tensor a = leaf({1.0, 2.0}, {2}, DType::F64);
+  Tensor b = leaf({1.0, 2.0}, {2}, DType::F64);
+  a.set_grad(Tensor::from_vector<double>({0.5, -1.0}, {2}));
+  b.set_grad(Tensor::from_vector<double>({0.25, -0.5}, {2}));
+  Adam whole({a}), parts({b});
+  whole.step(0.1);
+  parts.begin_step(0.1);
+  double* g = b.grad().data<double>();
+  g[0] += 0.25;
+  g[1] += -0.5;
+  parts.update_param(0);
+  parts.end_step();
+  EXPECT_EQ(b.to_vector<double>(), a.to_vector<double>());
+  EXPECT_EQ(parts.exp_avg(0).to_vector<double>(), whole.exp_avg(0).to_vector<double>());
+}
+
+TEST(Adam, StepPartsOutOfOrderOrOutOfRangeAreErrors) {
+  Tensor a = leaf({1.0, 2.0}, {2}, DType::F32);
+  a.set_grad(Tensor::from_vector<float>({1.0f, 1.0f}, {2}));
+  Adam adam({a});
+  EXPECT_THROW(adam.update_param(0), Error);  // no step begun
+  EXPECT_THROW(adam.end_step(), Error);
+  EXPECT_THROW(adam.begin_step(NAN), Error);
+  EXPECT_THROW(adam.update_param(0), Error);  // the failed begin_step began nothing
+  adam.begin_step(0.1);
+  EXPECT_THROW(adam.update_param(1), Error);  // one parameter only
+  adam.end_step();
+  EXPECT_THROW(adam.end_step(), Error);
+  EXPECT_EQ(adam.steps(), 1);
+  EXPECT_EQ(adam.param_steps(0), 0);  // never updated
+  EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{1.0f, 2.0f}));
+  EXPECT_THROW(adam.thread_plan(0), Error);
+  EXPECT_THROW(adam.step(0.1, 0), Error);
+}
+
+TEST(Adam, BeginStepChecksEveryGradientBeforeAnyUpdate) {
+  Tensor a = leaf({1.0, 2.0}, {2}, DType::F32);
+  Tensor b = leaf({3.0}, {1}, DType::F32);
+  a.set_grad(Tensor::from_vector<float>({1.0f, 1.0f}, {2}));
+  b.set_grad(Tensor::zeros({1}, DType::F64));  // the wrong dtype, on the last parameter
+  Adam adam({a, b});
+  EXPECT_THROW(adam.begin_step(0.1), Error);
+  EXPECT_THROW(adam.update_param(0), Error);  // nothing begun
+  EXPECT_THROW(adam.step(0.1, 2), Error);
+  EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{1.0f, 2.0f}));
+  EXPECT_EQ(adam.param_steps(0), 0);
+  EXPECT_EQ(adam.steps(), 0);
+}
+
+TEST(Adam, ThreadPlanBalancesElementCountsLargestFirst) {
+  std::vector<Tensor> params;
+  for (int64_t n : {100, 10, 60, 50, 40, 5}) params.push_back(leaf(Vec(static_cast<size_t>(n), 0.0), {n}, DType::F32));
+  Adam adam(params);
+  // Largest first into the lighter thread: 100 -> 0, 60 -> 1, 50 -> 1 (110), 40 -> 0 (140),
+  // 10 -> 1 (120), 5 -> 1 (125); each list ascending.
+  using Plan = std::vector<std::vector<int64_t>>;
+  EXPECT_EQ(adam.thread_plan(2), (Plan{{0, 4}, {1, 2, 3, 5}}));
+  EXPECT_EQ(adam.thread_plan(1), (Plan{{0, 1, 2, 3, 4, 5}}));
+  // 100 | 60 | 50, then 40 -> 2 (90), 10 -> 1 (70), 5 -> 1 (75).
+  EXPECT_EQ(adam.thread_plan(3), (Plan{{0}, {1, 2, 5}, {3, 4}}));
+  const Plan& eight = adam.thread_plan(8);  // more threads than parameters: some idle
+  ASSERT_EQ(eight.size(), 8u);
+  std::vector<int> seen(params.size(), 0);
+  for (const auto& part : eight) {
+    EXPECT_LE(part.size(), 1u);
+    for (int64_t i : part) ++seen[static_cast<size_t>(i)];
+  }
+  EXPECT_EQ(seen, std::vector<int>(params.size(), 1));
+  // The same plan again, after another thread count was asked for in between.
+  EXPECT_EQ(adam.thread_plan(2), (Plan{{0, 4}, {1, 2, 3, 5}}));
 }
 
 TEST(ClipGradNorm, ReturnsTheTotalNormAndScalesOnlyAboveTheLimit) {
