@@ -3,7 +3,8 @@
 // eight lanes are independent chains that the active ISA's xoshiro_lanes kernel advances
 // together in vector registers; dropout_keep_from_draws then turns each block of raw draws
 // (already in group order) into mask bytes. The masking runs on the vector kernels too (float),
-// threaded from kParallelMin elements. Not done here: a threaded draw (lanes jumped ahead).
+// threaded from kParallelMin elements, and so do the fused forms (dropout + residual add,
+// relu + dropout). Not done here: a threaded draw (lanes jumped ahead).
 #include "kernels/dropout.h"
 
 #include <algorithm>
@@ -104,10 +105,58 @@ void dropout_backward_write(T* dx, const T* dout, const uint8_t* keep, T scale, 
   apply_mask<T>(dx, keep, dout, scale, n);
 }
 
-#define ATTN_INSTANTIATE(T)                                                                 \
-  template void dropout_forward<T>(T*, uint8_t*, const T*, int64_t, double, Rng&);          \
-  template void dropout_backward<T>(T*, const T*, const uint8_t*, T, int64_t);              \
-  template void dropout_backward_write<T>(T*, const T*, const uint8_t*, T, int64_t);
+// out = residual + (keep ? x * scale : 0), threaded like apply_mask.
+template <class T>
+void dropout_add_forward(T* out, uint8_t* keep, const T* residual, const T* x, int64_t n, double p, Rng& rng) {
+  dropout_mask(keep, n, p, rng);
+  const T scale = static_cast<T>(1.0 / (1.0 - p));
+  if constexpr (std::is_same_v<T, float>) {
+    const auto& vk = simd::vector_kernels();
+    simd::for_chunks(n, kParallelMin, [&](int64_t i, int64_t k) {
+      vk.dropout_add_forward(out + i, keep + i, residual + i, x + i, scale, k);
+    });
+  } else {
+#pragma omp parallel for if (n >= kParallelMin)
+    for (int64_t i = 0; i < n; ++i) out[i] = residual[i] + (keep[i] ? x[i] * scale : T(0));
+  }
+}
+
+// out = keep ? relu(x) * scale : 0, relu(x) = x < 0 ? 0 : x.
+template <class T>
+void relu_dropout_forward(T* out, uint8_t* keep, const T* x, int64_t n, double p, Rng& rng) {
+  dropout_mask(keep, n, p, rng);
+  const T scale = static_cast<T>(1.0 / (1.0 - p));
+  if constexpr (std::is_same_v<T, float>) {
+    const auto& vk = simd::vector_kernels();
+    simd::for_chunks(n, kParallelMin,
+                     [&](int64_t i, int64_t k) { vk.relu_dropout_forward(out + i, keep + i, x + i, scale, k); });
+  } else {
+#pragma omp parallel for if (n >= kParallelMin)
+    for (int64_t i = 0; i < n; ++i) out[i] = keep[i] ? (x[i] < T(0) ? T(0) : x[i]) * scale : T(0);
+  }
+}
+
+// forward: y = keep * relu(x) * scale;  dy/dx = keep * (x > 0) * scale = (y > 0) * scale, so
+// dx = 0 + (y > 0 ? dout * scale : 0), written.
+template <class T>
+void relu_dropout_backward_write(T* dx, const T* dout, const T* y, T scale, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    const auto& vk = simd::vector_kernels();
+    simd::for_chunks(n, kParallelMin,
+                     [&](int64_t i, int64_t k) { vk.relu_dropout_backward_write(dx + i, dout + i, y + i, scale, k); });
+  } else {
+#pragma omp parallel for if (n >= kParallelMin)
+    for (int64_t i = 0; i < n; ++i) dx[i] = T(0) + (y[i] > T(0) ? dout[i] * scale : T(0));
+  }
+}
+
+#define ATTN_INSTANTIATE(T)                                                                      \
+  template void dropout_forward<T>(T*, uint8_t*, const T*, int64_t, double, Rng&);               \
+  template void dropout_backward<T>(T*, const T*, const uint8_t*, T, int64_t);                   \
+  template void dropout_backward_write<T>(T*, const T*, const uint8_t*, T, int64_t);             \
+  template void dropout_add_forward<T>(T*, uint8_t*, const T*, const T*, int64_t, double, Rng&); \
+  template void relu_dropout_forward<T>(T*, uint8_t*, const T*, int64_t, double, Rng&);          \
+  template void relu_dropout_backward_write<T>(T*, const T*, const T*, T, int64_t);
 ATTN_INSTANTIATE(float)
 ATTN_INSTANTIATE(double)
 #undef ATTN_INSTANTIATE

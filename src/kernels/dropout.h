@@ -58,4 +58,29 @@ void dropout_backward(T* dx, const T* dout, const uint8_t* keep, T scale, int64_
 template <class T>
 void dropout_backward_write(T* dx, const T* dout, const uint8_t* keep, T scale, int64_t n);
 
+// ---- fused forms: one pass where the composition makes two (and one tensor fewer) --------
+// The mask is drawn exactly as dropout_forward draws it (the same rng consumption), and the
+// arithmetic repeats the composition's operations, so the results are its bits.
+
+// keep = dropout_mask(n, p, rng);  out[i] = residual[i] + (keep[i] ? x[i] * scale : 0): the
+// residual connection around a dropped-out sub-layer output (§3.1 with §5.4), equal to
+// dropout_forward followed by add (a dropped element gives residual + 0, so -0 becomes +0).
+// Its backward needs no kernel of its own: d residual = dout, dx = dropout_backward_write.
+template <class T>
+void dropout_add_forward(T* out, uint8_t* keep, const T* residual, const T* x, int64_t n, double p, Rng& rng);
+
+// keep = dropout_mask(n, p, rng);  out[i] = keep[i] ? relu(x[i]) * scale : 0 with relu(x) =
+// x < 0 ? 0 : x (as relu_forward: -0 and NaN pass through): dropout(relu(x)), the FFN's
+// inner activation (§3.3) and its dropout. keep is scratch here: the backward reads out.
+template <class T>
+void relu_dropout_forward(T* out, uint8_t* keep, const T* x, int64_t n, double p, Rng& rng);
+
+// forward: y = keep * relu(x) * scale;  dy/dx = scale where keep and x > 0, else 0 (relu's
+// gradient at 0 is 0). Since scale >= 1, that is exactly where y > 0, so the backward reads
+// the output y instead of x and the mask. Written, not accumulated (dx may be uninitialised):
+// dx[i] = 0 + (y[i] > 0 ? dout[i] * scale : 0), the + 0 giving the composition's bits (its
+// relu_backward adds into zeros, which turns a -0 gradient into +0).
+template <class T>
+void relu_dropout_backward_write(T* dx, const T* dout, const T* y, T scale, int64_t n);
+
 }  // namespace attn::kernels

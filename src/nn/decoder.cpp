@@ -53,18 +53,18 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Attent
              "expected memory [", x.size(0), ", S, ", D, "], got ", memory.str());
   if (options_.norm_first) {
     Tensor h = norm1_->forward(x);                                                       // [B, T, D]
-    Tensor out = add(x, dropout1_->forward(self_attn_->forward(h, h, h, self_masks)));  // [B, T, D]
+    Tensor out = dropout1_->add_to(x, self_attn_->forward(h, h, h, self_masks));         // [B, T, D]
     h = norm2_->forward(out);                                                            // [B, T, D]
-    out = add(out, dropout2_->forward(cross_attn_->forward(h, memory, memory, cross_masks)));  // [B, T, D]
+    out = dropout2_->add_to(out, cross_attn_->forward(h, memory, memory, cross_masks));  // [B, T, D]
     h = norm3_->forward(out);                                                            // [B, T, D]
-    return add(out, dropout3_->forward(ffn(h)));                                // [B, T, D]
+    return dropout3_->add_to(out, ffn(h));                                               // [B, T, D]
   }
   Tensor sa = self_attn_->forward(x, x, x, self_masks);                          // [B, T, D]
-  Tensor out = norm1_->forward(add(x, dropout1_->forward(sa)));                  // [B, T, D]
+  Tensor out = norm1_->forward(dropout1_->add_to(x, sa));                        // [B, T, D]
   Tensor ca = cross_attn_->forward(out, memory, memory, cross_masks);            // [B, T, D]
-  out = norm2_->forward(add(out, dropout2_->forward(ca)));                       // [B, T, D]
-  Tensor ff = ffn(out);                                                 // [B, T, D]
-  return norm3_->forward(add(out, dropout3_->forward(ff)));                      // [B, T, D]
+  out = norm2_->forward(dropout2_->add_to(out, ca));                             // [B, T, D]
+  Tensor ff = ffn(out);                                                          // [B, T, D]
+  return norm3_->forward(dropout3_->add_to(out, ff));                            // [B, T, D]
 }
 
 Tensor DecoderLayer::forward_step(const Tensor& x_t, LayerKV& cache, const Tensor& self_padding,
@@ -78,20 +78,20 @@ Tensor DecoderLayer::forward_step(const Tensor& x_t, LayerKV& cache, const Tenso
   self_masks.key_padding_mask = self_padding;
   if (options_.norm_first) {
     Tensor h = norm1_->forward(x_t);                                                         // [N, 1, D]
-    Tensor out = add(x_t, dropout1_->forward(
-                              self_attn_->forward_cached_self(h, cache.self_k, cache.self_v, self_masks)));  // [N, 1, D]
+    Tensor out = dropout1_->add_to(
+        x_t, self_attn_->forward_cached_self(h, cache.self_k, cache.self_v, self_masks));  // [N, 1, D]
     h = norm2_->forward(out);                                                                // [N, 1, D]
-    out = add(out, dropout2_->forward(
-                       cross_attn_->forward_step_cached(h, cache.cross_k, cache.cross_v, memory_padding)));  // [N, 1, D]
+    out = dropout2_->add_to(
+        out, cross_attn_->forward_step_cached(h, cache.cross_k, cache.cross_v, memory_padding));  // [N, 1, D]
     h = norm3_->forward(out);                                                                // [N, 1, D]
-    return add(out, dropout3_->forward(ffn(h)));                                    // [N, 1, D]
+    return dropout3_->add_to(out, ffn(h));                                                   // [N, 1, D]
   }
-  Tensor sa = self_attn_->forward_cached_self(x_t, cache.self_k, cache.self_v, self_masks);     // [N, 1, D]
-  Tensor out = norm1_->forward(add(x_t, dropout1_->forward(sa)));                                // [N, 1, D]
+  Tensor sa = self_attn_->forward_cached_self(x_t, cache.self_k, cache.self_v, self_masks);         // [N, 1, D]
+  Tensor out = norm1_->forward(dropout1_->add_to(x_t, sa));                                         // [N, 1, D]
   Tensor ca = cross_attn_->forward_step_cached(out, cache.cross_k, cache.cross_v, memory_padding);  // [N, 1, D]
-  out = norm2_->forward(add(out, dropout2_->forward(ca)));                                       // [N, 1, D]
-  Tensor ff = ffn(out);                                                                 // [N, 1, D]
-  return norm3_->forward(add(out, dropout3_->forward(ff)));                                      // [N, 1, D]
+  out = norm2_->forward(dropout2_->add_to(out, ca));                                                // [N, 1, D]
+  Tensor ff = ffn(out);                                                                             // [N, 1, D]
+  return norm3_->forward(dropout3_->add_to(out, ff));                                               // [N, 1, D]
 }
 
 Decoder::Decoder(const LayerOptions& options, int64_t n_layers, bool final_norm, Rng& rng) {

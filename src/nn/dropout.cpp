@@ -1,4 +1,5 @@
-// Dropout: the dropout op with this module's own generator and train/eval flag.
+// Dropout: the dropout ops (plain, and fused with the residual add or with ReLU) with this
+// module's own generator and train/eval flag.
 #include "attn/nn/dropout.h"
 
 #include "attn/ops/ops.h"
@@ -12,6 +13,14 @@ Dropout::Dropout(double p, uint64_t seed) : p_(p), rng_(seed) {
 Tensor Dropout::forward(const Tensor& x) {
   if (!is_training() || p_ == 0.0) return x;
   return dropout(x, p_, true, rng_);  // [...]
+}
+
+Tensor Dropout::add_to(const Tensor& residual, const Tensor& x) {
+  return dropout_add(residual, x, p_, is_training(), rng_);  // [...]
+}
+
+Tensor Dropout::forward_relu(const Tensor& x) {
+  return relu_dropout(x, p_, is_training(), rng_);  // [...]
 }
 
 }  // namespace attn::nn

@@ -43,15 +43,15 @@ Tensor EncoderLayer::forward(const Tensor& x, const AttentionMasks& masks) {
   ATTN_CHECK(x.dim() == 3 && x.size(2) == options_.d_model, "EncoderLayer", "expected x [B, T, ",
              options_.d_model, "], got ", x.str());
   if (options_.norm_first) {
-    Tensor h = norm1_->forward(x);                                          // [B, T, D]
-    Tensor out = add(x, dropout1_->forward(self_attn_->forward(h, h, h, masks)));  // [B, T, D]
-    Tensor h2 = norm2_->forward(out);                                       // [B, T, D]
-    return add(out, dropout2_->forward(ffn(h2)));                  // [B, T, D]
+    Tensor h = norm1_->forward(x);                                           // [B, T, D]
+    Tensor out = dropout1_->add_to(x, self_attn_->forward(h, h, h, masks));  // [B, T, D]
+    Tensor h2 = norm2_->forward(out);                                        // [B, T, D]
+    return dropout2_->add_to(out, ffn(h2));                                  // [B, T, D]
   }
-  Tensor sa = self_attn_->forward(x, x, x, masks);                          // [B, T, D]
-  Tensor out = norm1_->forward(add(x, dropout1_->forward(sa)));             // [B, T, D]
-  Tensor ff = ffn(out);                                            // [B, T, D]
-  return norm2_->forward(add(out, dropout2_->forward(ff)));                 // [B, T, D]
+  Tensor sa = self_attn_->forward(x, x, x, masks);                           // [B, T, D]
+  Tensor out = norm1_->forward(dropout1_->add_to(x, sa));                    // [B, T, D]
+  Tensor ff = ffn(out);                                                      // [B, T, D]
+  return norm2_->forward(dropout2_->add_to(out, ff));                        // [B, T, D]
 }
 
 Tensor EncoderLayer::prefill(const Tensor& x, LayerKV& kv, const AttentionMasks& masks) {
@@ -59,11 +59,11 @@ Tensor EncoderLayer::prefill(const Tensor& x, LayerKV& kv, const AttentionMasks&
              options_.d_model, "], got ", x.str());
   auto attend = [&](const Tensor& h) { return self_attn_->forward_cached_self(h, kv.self_k, kv.self_v, masks); };
   if (options_.norm_first) {
-    Tensor out = add(x, dropout1_->forward(attend(norm1_->forward(x))));  // [N, T, D]
-    return add(out, dropout2_->forward(ffn(norm2_->forward(out))));  // [N, T, D]
+    Tensor out = dropout1_->add_to(x, attend(norm1_->forward(x)));  // [N, T, D]
+    return dropout2_->add_to(out, ffn(norm2_->forward(out)));       // [N, T, D]
   }
-  Tensor out = norm1_->forward(add(x, dropout1_->forward(attend(x))));      // [N, T, D]
-  return norm2_->forward(add(out, dropout2_->forward(ffn(out))));  // [N, T, D]
+  Tensor out = norm1_->forward(dropout1_->add_to(x, attend(x)));    // [N, T, D]
+  return norm2_->forward(dropout2_->add_to(out, ffn(out)));         // [N, T, D]
 }
 
 Tensor EncoderLayer::forward_step(const Tensor& x, LayerKV& kv, const Tensor& key_padding_mask,

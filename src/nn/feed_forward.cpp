@@ -1,5 +1,5 @@
 // FeedForward (paper §3.3): two linear maps with a non-linearity (or SwiGLU's gate) and dropout
-// between them.
+// between them; ReLU and its dropout run as one fused op (relu_dropout, the same bits).
 #include "attn/nn/feed_forward.h"
 
 #include "attn/ops/ops.h"
@@ -53,9 +53,13 @@ FeedForward::FeedForward(int64_t d_model, int64_t d_ff, Activation activation, d
 
 Tensor FeedForward::forward(const Tensor& x) {
   Tensor hidden = linear1_->forward(x);              // [..., F] ([..., 2F] gated)  x W_1^T + b_1
-  hidden = is_gated(activation_) ? swiglu(hidden)    // [..., F]  silu(gate) * up
-                                 : apply_activation(activation_, hidden);  // [..., F]  phi(.)
-  hidden = dropout_->forward(hidden);                // [..., F]
+  if (activation_ == Activation::ReLU) {
+    hidden = dropout_->forward_relu(hidden);         // [..., F]  dropout(max(0, .)) in one pass
+  } else {
+    hidden = is_gated(activation_) ? swiglu(hidden)  // [..., F]  silu(gate) * up
+                                   : apply_activation(activation_, hidden);  // [..., F]  phi(.)
+    hidden = dropout_->forward(hidden);              // [..., F]
+  }
   return linear2_->forward(hidden);                  // [..., D]  . W_2^T + b_2
 }
 

@@ -1,6 +1,7 @@
 // attn/nn/dropout.h — dropout (paper §5.4, P_drop = 0.1 on sublayer outputs, on the
 // embedding sums and, here as in PyTorch, inside the FFN). Each Dropout owns its own
-// attn::Rng, seeded at construction, so runs are reproducible; identity in eval mode.
+// attn::Rng, seeded at construction, so runs are reproducible; identity in eval mode. The fused
+// forms add_to and forward_relu draw the same masks as forward and give the same bits.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,12 @@ class Dropout : public Module {
 
   // x [...] -> [...]: survivors scaled by 1/(1-p) in training; x itself in eval or at p = 0.
   Tensor forward(const Tensor& x);
+  // residual + forward(x) [...] (a residual connection around a sub-layer output, §3.1) in one
+  // pass through dropout_add: the same mask and bits as add(residual, forward(x)).
+  Tensor add_to(const Tensor& residual, const Tensor& x);
+  // forward(relu(x)) [...] in one pass through relu_dropout (the FFN's activation and its
+  // dropout): the same mask and bits; relu(x) in eval or at p = 0.
+  Tensor forward_relu(const Tensor& x);
 
   double p() const { return p_; }
   Rng& rng() { return rng_; }

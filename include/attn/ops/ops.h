@@ -76,6 +76,12 @@ Tensor rms_norm(const Tensor& x, const Tensor& w, double eps);
 // dropout: zeroes each element with probability p and scales survivors by 1/(1-p),
 // drawing the mask from rng in row-major order; identity when !training or p == 0.
 Tensor dropout(const Tensor& x, double p, bool training, Rng& rng);
+// dropout_add: residual + dropout(x, p, training, rng) in one pass, the same mask draw and
+// bits; residual and x share shape and dtype. add(residual, x) when !training or p == 0.
+Tensor dropout_add(const Tensor& residual, const Tensor& x, double p, bool training, Rng& rng);
+// relu_dropout: dropout(relu(x), p, training, rng) in one pass, the same mask draw and bits;
+// relu(x) when !training or p == 0.
+Tensor relu_dropout(const Tensor& x, double p, bool training, Rng& rng);
 // embedding: weight [V, D] rows picked by ids (I64, any shape [...]) -> [..., D].
 // Ids outside [0, V) are an error naming the id and its position.
 Tensor embedding(const Tensor& weight, const Tensor& ids);

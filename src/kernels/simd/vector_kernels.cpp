@@ -593,6 +593,40 @@ void dropout_backward(float* dx, const float* dout, const uint8_t* keep, float s
   });
 }
 
+// out = residual + (keep ? x * scale : 0): dropout_forward's select, then one add, so a dropped
+// element gives residual + 0.0f exactly as the unfused add does (-0 becomes +0 there too).
+void dropout_add_forward(float* out, const uint8_t* keep, const float* residual, const float* x, float scale,
+                         int64_t n) {
+  const R vs = V::set1(scale), z = V::zero();
+  for_blocks(n, [&](int64_t i, int64_t k) {
+    const R d = V::select(keep_mask(keep + i, k), V::mul(load(x + i, k), vs), z);
+    store(out + i, V::add(load(residual + i, k), d), k);
+  });
+}
+
+// out = keep ? relu(x) * scale : 0 with relu_forward's select (x < 0 ? 0 : x: -0 and NaN pass
+// through), then dropout_forward's: the composition's operations in its order.
+void relu_dropout_forward(float* out, const uint8_t* keep, const float* x, float scale, int64_t n) {
+  const R vs = V::set1(scale), z = V::zero();
+  for_blocks(n, [&](int64_t i, int64_t k) {
+    const R v = load(x + i, k);
+    const R r = V::select(V::lt(v, z), z, v);
+    store(out + i, V::select(keep_mask(keep + i, k), V::mul(r, vs), z), k);
+  });
+}
+
+// Forward y = keep ? relu(x) * scale : 0; dy/dx = scale where keep and x > 0, else 0, and with
+// scale >= 1 that is exactly where y > 0 (no product underflows; -0 and NaN give no y > 0). So
+// dx = 0 + (y > 0 ? dout * scale : 0), written: the + 0 repeats the unfused relu_backward's
+// accumulation into a zeroed buffer, which turns a -0 gradient into +0.
+void relu_dropout_backward_write(float* dx, const float* dout, const float* y, float scale, int64_t n) {
+  const R vs = V::set1(scale), z = V::zero();
+  for_blocks(n, [&](int64_t i, int64_t k) {
+    const R g = V::select(V::gt(load(y + i, k), z), V::mul(load(dout + i, k), vs), z);
+    store(dx + i, V::add(z, g), k);
+  });
+}
+
 // ---- Adam (adam.h) -------------------------------------------------------------------------
 // torch.optim.Adam's single-tensor update, one IEEE operation at a time (no fma): the same
 // bits as the scalar loop on every ISA.
@@ -838,6 +872,9 @@ constexpr VectorKernels kTable = {
     .xoshiro_lanes = xoshiro_lanes,
     .dropout_forward = dropout_forward,
     .dropout_backward = dropout_backward,
+    .dropout_add_forward = dropout_add_forward,
+    .relu_dropout_forward = relu_dropout_forward,
+    .relu_dropout_backward_write = relu_dropout_backward_write,
     .adam_update = adam_update,
     .row_max = row_max_from,
     .exp_shifted_sum = exp_shifted_sum,

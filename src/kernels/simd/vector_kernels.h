@@ -73,6 +73,14 @@ struct VectorKernels {
   // accumulating backward dx += keep ? dout * scale : 0.
   void (*dropout_forward)(float* out, const uint8_t* keep, const float* x, float scale, int64_t n);
   void (*dropout_backward)(float* dx, const float* dout, const uint8_t* keep, float scale, int64_t n);
+  // The fused residual and activation forms (the same bits as the two-op compositions):
+  // out = residual + (keep ? x * scale : 0), and out = keep ? relu(x) * scale : 0 with
+  // relu(x) = x < 0 ? 0 : x; relu_dropout's writing backward, from the forward's output y:
+  // dx = 0 + (y > 0 ? dout * scale : 0).
+  void (*dropout_add_forward)(float* out, const uint8_t* keep, const float* residual, const float* x,
+                              float scale, int64_t n);
+  void (*relu_dropout_forward)(float* out, const uint8_t* keep, const float* x, float scale, int64_t n);
+  void (*relu_dropout_backward_write)(float* dx, const float* dout, const float* y, float scale, int64_t n);
 
   // ---- optimizer (adam.h): one span of parameters and their moments ------------------------
   void (*adam_update)(float* p, float* m, float* v, const float* g, int64_t n,

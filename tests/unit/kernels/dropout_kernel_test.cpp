@@ -4,7 +4,8 @@
 // from lane g % 8, dropped when field < t) on every ISA, for lengths around multiples of 4, 32
 // and the block; the caller's generator moves exactly 8 draws; chunked streams join up; the
 // threshold's rounding and its edge cases; the keep fraction; forward and backward give the
-// scalar expression's bits on every ISA.
+// scalar expression's bits on every ISA, and so do the fused forms (dropout + residual add,
+// relu + dropout) with the same mask.
 #include "kernels/dropout.h"
 
 #include <gtest/gtest.h>
@@ -318,6 +319,75 @@ TEST(DropoutKernel, Float64KeepsTheSameMaskAndScaleAndWritesItsGradient) {
   for (size_t i = 0; i < x.size(); ++i) {
     EXPECT_DOUBLE_EQ(dx[i], keep[i] ? 3.0 / 0.75 : 0.0) << "written, not added to 123";
     EXPECT_DOUBLE_EQ(dacc[i], 1.0 + (keep[i] ? 3.0 / 0.75 : 0.0));
+  }
+}
+
+TEST(DropoutKernel, FusedFormsGiveTheScalarBitsAndTheSameMaskOnEveryIsa) {
+  // dropout_add_forward = residual + (keep ? x * scale : 0), relu_dropout_forward = keep ?
+  // relu(x) * scale : 0, relu_dropout_backward_write = 0 + (y > 0 ? dout * scale : 0), each
+  // with dropout_forward's mask, written over -7 without touching the elements past n. The
+  // inputs hold -0, +0, NaN and negatives among the normals.
+  const double p = 0.3;
+  const float scale = static_cast<float>(1.0 / (1.0 - p));
+  const float nan = std::nanf("");
+  for (int64_t n : {1, 5, 8, 9, 15, 16, 17, 33, 100, 40000}) {  // 40000: the threaded path
+    std::vector<float> x = random_floats(n, 6), res = random_floats(n, 7), dout = random_floats(n, 8);
+    const float specials[] = {-0.0f, 0.0f, nan, -2.0f};
+    for (int64_t i = 0; i < n; i += 3) x[static_cast<size_t>(i)] = specials[(i / 3) % 4];
+    for (int64_t i = 1; i < n; i += 5) res[static_cast<size_t>(i)] = -0.0f;
+    for (int64_t i = 2; i < n; i += 7) dout[static_cast<size_t>(i)] = -0.0f;
+    for (Isa isa : simd::supported_isas()) {
+      simd::IsaGuard guard(isa);
+      Rng a(9), b(9), ref(9);
+      const std::vector<uint8_t> want_keep = reference_mask(n, dropout_threshold(p), ref);
+      std::vector<float> add_out(x.size() + 16, -7.0f), relu_out(x.size() + 16, -7.0f), dx(x.size() + 16, -7.0f);
+      std::vector<uint8_t> keep_a(x.size()), keep_b(x.size());
+      dropout_add_forward<float>(add_out.data(), keep_a.data(), res.data(), x.data(), n, p, a);
+      relu_dropout_forward<float>(relu_out.data(), keep_b.data(), x.data(), n, p, b);
+      ASSERT_EQ(keep_a, want_keep) << simd::isa_name(isa) << " n " << n;
+      ASSERT_EQ(keep_b, want_keep) << simd::isa_name(isa) << " n " << n;
+      ASSERT_TRUE(same_state(a, ref) && same_state(b, ref)) << simd::isa_name(isa) << " n " << n;
+      relu_dropout_backward_write<float>(dx.data(), dout.data(), relu_out.data(), scale, n);
+      for (int64_t i = 0; i < n; ++i) {
+        const size_t j = static_cast<size_t>(i);
+        const float relu = x[j] < 0.0f ? 0.0f : x[j];
+        const float want_add = res[j] + (want_keep[j] ? x[j] * scale : 0.0f);
+        const float want_relu = want_keep[j] ? relu * scale : 0.0f;
+        const float want_dx = 0.0f + (want_relu > 0.0f ? dout[j] * scale : 0.0f);
+        ASSERT_EQ(std::memcmp(&add_out[j], &want_add, sizeof(float)), 0) << simd::isa_name(isa) << " n " << n << " i " << i;
+        ASSERT_EQ(std::memcmp(&relu_out[j], &want_relu, sizeof(float)), 0) << simd::isa_name(isa) << " n " << n << " i " << i;
+        ASSERT_EQ(std::memcmp(&dx[j], &want_dx, sizeof(float)), 0) << simd::isa_name(isa) << " n " << n << " i " << i;
+      }
+      for (size_t j = x.size(); j < add_out.size(); ++j) {
+        ASSERT_EQ(add_out[j], -7.0f) << "dropout_add_forward wrote past the end on " << simd::isa_name(isa);
+        ASSERT_EQ(relu_out[j], -7.0f) << "relu_dropout_forward wrote past the end on " << simd::isa_name(isa);
+        ASSERT_EQ(dx[j], -7.0f) << "relu_dropout_backward_write wrote past the end on " << simd::isa_name(isa);
+      }
+    }
+  }
+}
+
+TEST(DropoutKernel, FusedFormsInFloat64KeepTheMaskAndTheSignedZeros) {
+  const int64_t n = 37;
+  const double p = 0.25, scale = 1.0 / 0.75;
+  std::vector<double> x(static_cast<size_t>(n)), res(x.size(), -0.0), out(x.size()), y(x.size()), dx(x.size(), 123.0);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = i % 3 == 0 ? -0.0 : (i % 3 == 1 ? 1.5 : -1.5);
+  const std::vector<double> dout(x.size(), -0.0);
+  Rng a(5), b(5), ref(5);
+  std::vector<uint8_t> keep_a(x.size()), keep_b(x.size());
+  const std::vector<uint8_t> want_keep = reference_mask(n, dropout_threshold(p), ref);
+  dropout_add_forward<double>(out.data(), keep_a.data(), res.data(), x.data(), n, p, a);
+  relu_dropout_forward<double>(y.data(), keep_b.data(), x.data(), n, p, b);
+  EXPECT_EQ(keep_a, want_keep);
+  EXPECT_EQ(keep_b, want_keep);
+  relu_dropout_backward_write<double>(dx.data(), dout.data(), y.data(), scale, n);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double want_add = -0.0 + (want_keep[i] ? x[i] * scale : 0.0);
+    EXPECT_EQ(std::memcmp(&out[i], &want_add, sizeof(double)), 0) << "element " << i;
+    const double want_y = want_keep[i] ? (x[i] < 0 ? 0.0 : x[i]) * scale : 0.0;
+    EXPECT_EQ(std::memcmp(&y[i], &want_y, sizeof(double)), 0) << "element " << i;
+    EXPECT_EQ(dx[i], 0.0) << "written, not added to 123";
+    EXPECT_FALSE(std::signbit(dx[i])) << "a -0 upstream gradient gives +0, as the composition";
   }
 }
 
