@@ -5,6 +5,8 @@
 // activation, §3.3). Identity (x itself, no copy, no node) when not training or p == 0; p
 // outside [0, 1) is an error even then. Not here: the module wrapper with its own Rng
 // (nn/dropout.h) and dropout on attention weights (ops/attention).
+#include <utility>
+
 #include "attn/ops/ops.h"
 #include "kernels/dropout.h"
 
@@ -21,6 +23,34 @@ void check_floating(const char* op, const Tensor& x) {
   ATTN_CHECK(is_floating(x.dtype()), op, "expected f32 or f64, got ", x.str());
 }
 
+// dx = keep ? g * scale : 0 with scale = 1 / (1 - p), g contiguous: dropout's gradient from the
+// saved mask, written into fresh storage (every element written by the kernel).
+Tensor masked_grad(const Tensor& g, const Tensor& keep, double p) {
+  Tensor dx = Tensor::empty(g.shape(), g.dtype());
+  const auto* k = static_cast<const uint8_t*>(keep.raw_data());
+  if (g.dtype() == DType::F32)
+    kernels::dropout_backward_write<float>(dx.data<float>(), g.data<float>(), k,
+                                           static_cast<float>(1.0 / (1.0 - p)), g.numel());
+  else
+    kernels::dropout_backward_write<double>(dx.data<double>(), g.data<double>(), k, 1.0 / (1.0 - p),
+                                            g.numel());
+  return dx;
+}
+
+// A fresh output of x's shape and a fresh mask [n] (every byte written by the mask draw), with
+// kernel(out, keep, x) run on x's (contiguous) data in its dtype.
+template <class Kernel>
+std::pair<Tensor, Tensor> masked_forward(const Tensor& x, Kernel&& kernel) {
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  Tensor keep = Tensor::empty({x.numel()}, DType::Bool);  // [n]
+  auto* k = static_cast<uint8_t*>(keep.raw_data());
+  if (x.dtype() == DType::F32)
+    kernel(out.data<float>(), k, x.data<float>());
+  else
+    kernel(out.data<double>(), k, x.data<double>());
+  return {out, keep};
+}
+
 struct DropoutBackward : Node {
   Tensor keep;  // bool [n], from the storage cache like any tensor (no fresh pages per step)
   double p = 0;
@@ -28,17 +58,9 @@ struct DropoutBackward : Node {
   std::vector<Tensor> backward(const Tensor& g_in) override {
     NoGradGuard guard;
     const Tensor g = g_in.contiguous();
-    Tensor dx = Tensor::empty(g.shape(), g.dtype());  // every element written by the kernel
-    if (g.dtype() == DType::F32)
-      kernels::dropout_backward_write<float>(dx.data<float>(), g.data<float>(), keep_data(),
-                                             static_cast<float>(1.0 / (1.0 - p)), g.numel());
-    else
-      kernels::dropout_backward_write<double>(dx.data<double>(), g.data<double>(), keep_data(),
-                                              1.0 / (1.0 - p), g.numel());
-    return {dx};
+    return {masked_grad(g, keep, p)};
   }
   void release() override { keep = Tensor(); }
-  const uint8_t* keep_data() const { return static_cast<const uint8_t*>(keep.raw_data()); }
 };
 
 // out = residual + keep * x * scale: d residual = g, handed on as it is (the tape copies or adds
@@ -50,17 +72,7 @@ struct DropoutAddBackward : Node {
   std::vector<Tensor> backward(const Tensor& g_in) override {
     NoGradGuard guard;
     const Tensor g = g_in.contiguous();
-    Tensor dx;
-    if (inputs[1].requires_grad()) {
-      dx = Tensor::empty(g.shape(), g.dtype());  // every element written by the kernel
-      const auto* k = static_cast<const uint8_t*>(keep.raw_data());
-      if (g.dtype() == DType::F32)
-        kernels::dropout_backward_write<float>(dx.data<float>(), g.data<float>(), k,
-                                               static_cast<float>(1.0 / (1.0 - p)), g.numel());
-      else
-        kernels::dropout_backward_write<double>(dx.data<double>(), g.data<double>(), k, 1.0 / (1.0 - p),
-                                                g.numel());
-    }
+    const Tensor dx = inputs[1].requires_grad() ? masked_grad(g, keep, p) : Tensor();
     return {inputs[0].requires_grad() ? g : Tensor(), dx};
   }
   void release() override { keep = Tensor(); }
@@ -97,14 +109,9 @@ Tensor dropout(const Tensor& x_in, double p, bool training, Rng& rng) {
   check_p("dropout", p, x_in);
   if (!training || p == 0.0) return x_in;
   const Tensor x = x_in.contiguous();
-  const int64_t n = x.numel();
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
-  Tensor keep = Tensor::empty({n}, DType::Bool);  // [n], every byte written by the mask draw
-  auto* keep_p = static_cast<uint8_t*>(keep.raw_data());
-  if (x.dtype() == DType::F32)
-    kernels::dropout_forward<float>(out.data<float>(), keep_p, x.data<float>(), n, p, rng);
-  else
-    kernels::dropout_forward<double>(out.data<double>(), keep_p, x.data<double>(), n, p, rng);
+  auto [out, keep] = masked_forward(x, [&](auto* o, uint8_t* k, const auto* xs) {
+    kernels::dropout_forward(o, k, xs, x.numel(), p, rng);
+  });
   if (needs_grad({&x})) {
     auto node = std::make_shared<DropoutBackward>();
     node->keep = std::move(keep);
@@ -149,14 +156,10 @@ Tensor relu_dropout(const Tensor& x_in, double p, bool training, Rng& rng) {
   check_p("relu_dropout", p, x_in);
   if (!training || p == 0.0) return relu(x_in);
   const Tensor x = x_in.contiguous();
-  const int64_t n = x.numel();
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
-  Tensor keep = Tensor::empty({n}, DType::Bool);  // [n], scratch: the backward reads the output
-  auto* keep_p = static_cast<uint8_t*>(keep.raw_data());
-  if (x.dtype() == DType::F32)
-    kernels::relu_dropout_forward<float>(out.data<float>(), keep_p, x.data<float>(), n, p, rng);
-  else
-    kernels::relu_dropout_forward<double>(out.data<double>(), keep_p, x.data<double>(), n, p, rng);
+  // The mask is scratch here: the backward reads the output.
+  Tensor out = masked_forward(x, [&](auto* o, uint8_t* k, const auto* xs) {
+                       kernels::relu_dropout_forward(o, k, xs, x.numel(), p, rng);
+                     }).first;
   if (needs_grad({&x})) {
     auto node = std::make_shared<ReluDropoutBackward>();
     node->y = out.detach();

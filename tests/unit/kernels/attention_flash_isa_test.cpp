@@ -20,92 +20,26 @@
 #include "kernels/attention_flash.h"
 #include "kernels/attention_naive.h"
 #include "kernels/simd/isa.h"
+#include "attention_kernel_util.h"
 
 namespace attn {
 namespace {
 
+using test::AttnDims;
+using test::describe;
+using test::kMaskKinds;
+using test::make_masks;
+using test::mask_name;
+using test::Masks;
+using test::normals;
+using test::scaled_error;
+using test::widen;
+
 using kernels::simd::Isa;
-
-struct Shape {
-  int64_t B, H, Hkv, Tq, Tk, Dh, Dv;
-};
-
-std::string describe(const Shape& s) {
-  return "B " + std::to_string(s.B) + " H " + std::to_string(s.H) + " Hkv " + std::to_string(s.Hkv) +
-         " Tq " + std::to_string(s.Tq) + " Tk " + std::to_string(s.Tk) + " Dh " + std::to_string(s.Dh) +
-         " Dv " + std::to_string(s.Dv);
-}
-
-enum MaskKind { kNone, kCausal, kPadding, kWindow, kBias, kAlibi, kMaskKinds };
-
-const char* mask_name(int kind) {
-  static const char* names[] = {"none", "causal", "padding", "causal window 5", "bias", "alibi"};
-  return names[kind];
-}
-
-// The mask's data in both dtypes, so the float32 and float64 runs see the same values.
-struct Masks {
-  std::vector<double> bias64, alibi64;
-  std::vector<float> bias32, alibi32;
-  std::vector<uint8_t> padding;
-  kernels::AttentionMask<double> m64;
-  kernels::AttentionMask<float> m32;
-};
-
-void make_masks(Masks& m, const Shape& s, int kind) {
-  Rng rng(100 + static_cast<uint64_t>(kind));
-  if (kind == kCausal || kind == kWindow) m.m64.causal = m.m32.causal = true;
-  if (kind == kWindow) m.m64.window = m.m32.window = 5;
-  if (kind == kPadding) {
-    m.padding.assign(static_cast<size_t>(s.B * s.Tk), 0);
-    for (int64_t b = 0; b < s.B; ++b)
-      for (int64_t j = 0; j < s.Tk; ++j)
-        m.padding[static_cast<size_t>(b * s.Tk + j)] = (j % 4 == 1 || (b == 1 && j >= s.Tk - 3)) ? 1 : 0;
-    m.m64.key_padding = m.m32.key_padding = m.padding.data();
-  }
-  if (kind == kBias) {  // [1, H, Tq, Tk], broadcast over the batch
-    for (int64_t e = 0; e < s.H * s.Tq * s.Tk; ++e) {
-      const double x = rng.uniform() < 0.1 ? -std::numeric_limits<double>::infinity() : rng.uniform() * 2 - 1;
-      m.bias32.push_back(static_cast<float>(x));
-      m.bias64.push_back(static_cast<double>(m.bias32.back()));
-    }
-    m.m64.bias = m.bias64.data();
-    m.m32.bias = m.bias32.data();
-    m.m64.bias_stride_h = m.m32.bias_stride_h = s.Tq * s.Tk;
-  }
-  if (kind == kAlibi) {
-    for (int64_t h = 0; h < s.H; ++h) {
-      m.alibi32.push_back(std::pow(2.0f, -2.0f * static_cast<float>(h + 1)));
-      m.alibi64.push_back(static_cast<double>(m.alibi32.back()));
-    }
-    m.m64.alibi = m.alibi64.data();
-    m.m32.alibi = m.alibi32.data();
-  }
-}
-
-std::vector<float> normals(int64_t n, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<float> x(static_cast<size_t>(n));
-  for (float& e : x) e = static_cast<float>(rng.normal());
-  return x;
-}
-
-std::vector<double> widen(const std::vector<float>& x) { return {x.begin(), x.end()}; }
-
-// Largest |got - want| over max(1, max |want|): the float32 kernel against float64.
-double scaled_error(const std::vector<float>& got, const std::vector<double>& want) {
-  double err = 0, scale = 1;
-  for (size_t i = 0; i < want.size(); ++i) {
-    scale = std::max(scale, std::fabs(want[i]));
-    const double d = std::fabs(static_cast<double>(got[i]) - want[i]);
-    err = std::max(err, std::isnan(d) ? std::numeric_limits<double>::infinity() : d);
-  }
-  return err / scale;
-}
 
 // Runs the float32 flash pair under the active ISA and the float64 naive pair; returns the
 // largest scaled error over out, dq, dk, dv, and checks lse's -inf markers agree.
-double flash_error(const Shape& s, int kind, kernels::FlashTiles tiles) {
+double flash_error(const AttnDims& s, int kind, kernels::FlashTiles tiles) {
   const int64_t nq = s.B * s.H * s.Tq, nk = s.B * s.Hkv * s.Tk;
   const auto q = normals(nq * s.Dh, 1), k = normals(nk * s.Dh, 2), v = normals(nk * s.Dv, 3);
   const auto dout = normals(nq * s.Dv, 4);
@@ -147,14 +81,14 @@ double flash_error(const Shape& s, int kind, kernels::FlashTiles tiles) {
 constexpr double kTol = 2e-5;
 
 TEST(AttentionFlashIsa, EveryIsaAgreesWithTheFloat64NaiveKernelForEveryMaskKind) {
-  const std::vector<Shape> shapes = {{2, 4, 4, 37, 37, 20, 12},    // one tile at the defaults
+  const std::vector<AttnDims> shapes = {{2, 4, 4, 37, 37, 20, 12},    // one tile at the defaults
                                      {2, 4, 2, 13, 37, 16, 16},    // grouped-query, Tq < Tk
                                      {1, 2, 1, 37, 13, 8, 24},     // Tq > Tk: causal empties rows
                                      {1, 2, 2, 150, 150, 17, 9}};  // crosses the default tiles
   const std::vector<kernels::FlashTiles> tile_sets = {{}, {7, 19}};
   for (Isa isa : kernels::simd::supported_isas()) {
     kernels::simd::IsaGuard guard(isa);
-    for (const Shape& s : shapes)
+    for (const AttnDims& s : shapes)
       for (int kind = 0; kind < kMaskKinds; ++kind)
         for (const auto& tiles : tile_sets) {
           const double err = flash_error(s, kind, tiles);
@@ -169,10 +103,10 @@ TEST(AttentionFlashIsa, EveryIsaAgreesWithTheFloat64NaiveKernelForEveryMaskKind)
 TEST(AttentionFlashIsa, BackwardSplitAcrossThreadsAgreesOnEveryIsa) {
   const int before = omp_get_max_threads();
   omp_set_num_threads(3);
-  const std::vector<Shape> shapes = {{1, 2, 1, 20, 150, 16, 16}, {1, 1, 1, 150, 150, 17, 9}};
+  const std::vector<AttnDims> shapes = {{1, 2, 1, 20, 150, 16, 16}, {1, 1, 1, 150, 150, 17, 9}};
   for (Isa isa : kernels::simd::supported_isas()) {
     kernels::simd::IsaGuard guard(isa);
-    for (const Shape& s : shapes)
+    for (const AttnDims& s : shapes)
       for (int kind = 0; kind < kMaskKinds; ++kind) {
         const double err = flash_error(s, kind, {16, 32});
         EXPECT_LE(err, kTol) << kernels::simd::isa_name(isa) << ", " << describe(s) << ", mask "
@@ -184,7 +118,7 @@ TEST(AttentionFlashIsa, BackwardSplitAcrossThreadsAgreesOnEveryIsa) {
 
 // The comparison above can fail: a flash result for a different scale is far off.
 TEST(AttentionFlashIsa, TheComparisonDetectsAWrongResult) {
-  const Shape s{1, 2, 2, 37, 37, 8, 8};
+  const AttnDims s{1, 2, 2, 37, 37, 8, 8};
   const int64_t n = s.B * s.H * s.Tq * s.Dh;
   const auto q = normals(n, 1), k = normals(n, 2), v = normals(n, 3);
   kernels::AttentionMask<float> none;

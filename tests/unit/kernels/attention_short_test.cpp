@@ -19,6 +19,7 @@
 #include "kernels/attention_naive.h"
 #include "kernels/attention_short.h"
 #include "ops/attention_impl.h"
+#include "attention_kernel_util.h"
 #include "simd_test_util.h"
 
 namespace attn::test {
@@ -212,78 +213,7 @@ TEST(AttentionShortTiles, SoftmaxGradRowsIsTheJacobianThroughTheDropoutScale) {
 
 // ---- the kernel pair against the float64 naive pair ---------------------------------------
 
-struct Dims {
-  int64_t B, H, Hkv, Tq, Tk, Dh, Dv;
-};
-
-std::string describe(const Dims& s) {
-  return "B " + std::to_string(s.B) + " H " + std::to_string(s.H) + " Hkv " + std::to_string(s.Hkv) +
-         " Tq " + std::to_string(s.Tq) + " Tk " + std::to_string(s.Tk) + " Dh " + std::to_string(s.Dh) +
-         " Dv " + std::to_string(s.Dv);
-}
-
-enum MaskKind { kNone, kCausal, kPadding, kWindow, kBias, kAlibi, kMaskKinds };
-
-struct Masks {
-  std::vector<double> bias64, alibi64;
-  std::vector<float> bias32, alibi32;
-  std::vector<uint8_t> padding;
-  kernels::AttentionMask<double> m64;
-  kernels::AttentionMask<float> m32;
-};
-
-void make_masks(Masks& m, const Dims& s, int kind) {
-  Rng rng(200 + static_cast<uint64_t>(kind));
-  if (kind == kCausal || kind == kWindow) m.m64.causal = m.m32.causal = true;
-  if (kind == kWindow) m.m64.window = m.m32.window = 3;
-  if (kind == kPadding) {  // batch entry 1 has every key masked when Tk <= 4
-    m.padding.assign(static_cast<size_t>(s.B * s.Tk), 0);
-    for (int64_t b = 0; b < s.B; ++b)
-      for (int64_t j = 0; j < s.Tk; ++j)
-        m.padding[static_cast<size_t>(b * s.Tk + j)] = (j % 4 == 1 || (b == 1 && j >= s.Tk - 4)) ? 1 : 0;
-    m.m64.key_padding = m.m32.key_padding = m.padding.data();
-  }
-  if (kind == kBias) {  // [1, H, Tq, Tk], some entries -inf
-    for (int64_t e = 0; e < s.H * s.Tq * s.Tk; ++e) {
-      const double x = rng.uniform() < 0.15 ? -std::numeric_limits<double>::infinity() : rng.uniform() * 2 - 1;
-      m.bias32.push_back(static_cast<float>(x));
-      m.bias64.push_back(static_cast<double>(m.bias32.back()));
-    }
-    m.m64.bias = m.bias64.data();
-    m.m32.bias = m.bias32.data();
-    m.m64.bias_stride_h = m.m32.bias_stride_h = s.Tq * s.Tk;
-  }
-  if (kind == kAlibi) {
-    for (int64_t h = 0; h < s.H; ++h) {
-      m.alibi32.push_back(std::pow(2.0f, -static_cast<float>(h + 1)));
-      m.alibi64.push_back(static_cast<double>(m.alibi32.back()));
-    }
-    m.m64.alibi = m.alibi64.data();
-    m.m32.alibi = m.alibi32.data();
-  }
-}
-
-std::vector<float> normals(int64_t n, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<float> x(static_cast<size_t>(n));
-  for (float& e : x) e = static_cast<float>(rng.normal());
-  return x;
-}
-
-template <class T>
-std::vector<T> cast(const std::vector<float>& x) {
-  return {x.begin(), x.end()};
-}
-
-double scaled_error(const std::vector<float>& got, const std::vector<double>& want) {
-  double err = 0, scale = 1;
-  for (size_t i = 0; i < want.size(); ++i) {
-    scale = std::max(scale, std::fabs(want[i]));
-    const double d = std::fabs(static_cast<double>(got[i]) - want[i]);
-    err = std::max(err, std::isnan(d) ? std::numeric_limits<double>::infinity() : d);
-  }
-  return err / scale;
-}
+using Dims = AttnDims;
 
 // The layouts of the call: packed, or q, k, v as the split heads of one fused [B, T, 3, H, D]
 // projection (self-attention shapes only) with out and the gradients of the same kind.
@@ -314,15 +244,15 @@ double short_error(const Dims& s, int kind, bool dropout, bool split, float scal
     Rng rng(77);
     for (int64_t e = 0; e < s.B * s.H * s.Tq * s.Tk; ++e) ds32.push_back(rng.uniform() < 0.2 ? 0.0f : 1.25f);
   }
-  const auto ds64 = cast<double>(ds32);
+  const auto ds64 = widen(ds32);
   const double scale = 1.0 / std::sqrt(static_cast<double>(s.Dh));
 
   const size_t n_in = split ? qkv.size() : 0;
-  const auto qkv64 = cast<double>(qkv), q64 = cast<double>(q0), k64 = cast<double>(k0), v64 = cast<double>(v0);
+  const auto qkv64 = widen(qkv), q64 = widen(q0), k64 = widen(k0), v64 = widen(v0);
   const double* q6 = split ? qkv64.data() : q64.data();
   const double* k6 = split ? qkv64.data() + s.H * s.Dh : k64.data();
   const double* v6 = split ? qkv64.data() + 2 * s.H * s.Dh : v64.data();
-  const auto dout64 = cast<double>(dout);
+  const auto dout64 = widen(dout);
   const size_t n_out = static_cast<size_t>(nq * s.Dv), n_p = static_cast<size_t>(nq * s.Tk);
   std::vector<double> out64(n_out), probs64(n_p), work64(n_p);
   std::vector<double> dqkv64(n_in), dq64(q0.size()), dk64(k0.size()), dv64(v0.size());
@@ -356,10 +286,6 @@ double short_error(const Dims& s, int kind, bool dropout, bool split, float scal
 
 constexpr double kTol = 2e-5;
 
-const char* mask_name(int kind) {
-  static const char* names[] = {"none", "causal", "padding", "causal window 3", "bias", "alibi"};
-  return names[kind];
-}
 
 TEST(AttentionShort, EveryIsaAgreesWithTheFloat64NaiveKernelForEveryMaskKind) {
   const std::vector<Dims> shapes = {{2, 4, 4, 9, 9, 16, 16},    // the demo's self-attention
