@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "attn/ops/ops.h"
+#include "support/dropout_reference.h"
 #include "support/expect_close.h"
 #include "support/gradcheck.h"
 #include "support/tolerances.h"
@@ -104,15 +105,10 @@ Reference reference(const Tensor& q, const Tensor& k, const Tensor& v, const Sdp
 // round(p * 65536); kept ones scaled by 1 / (1 - p).
 std::vector<double> expected_keep(uint64_t seed, int64_t n, double p) {
   Rng rng(seed);
-  std::vector<Rng> lanes;
-  for (int l = 0; l < 8; ++l) lanes.emplace_back(rng.next_u64());
-  const uint64_t t = static_cast<uint64_t>(std::llround(p * 65536));
+  const auto t = static_cast<uint32_t>(std::llround(p * 65536));
+  const std::vector<uint8_t> kept = test::reference_keep(n, t, rng);  // support/dropout_reference.h
   std::vector<double> keep(static_cast<size_t>(n));
-  uint64_t r = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (i % 4 == 0) r = lanes[static_cast<size_t>((i / 4) % 8)].next_u64();
-    keep[static_cast<size_t>(i)] = ((r >> (16 * (i % 4))) & 0xFFFF) < t ? 0.0 : 1.0 / (1.0 - p);
-  }
+  for (size_t i = 0; i < keep.size(); ++i) keep[i] = kept[i] ? 1.0 / (1.0 - p) : 0.0;
   return keep;
 }
 

@@ -10,24 +10,20 @@
 
 #include "attn/core/storage.h"
 #include "attn/ops/ops.h"
+#include "support/dropout_reference.h"
 #include "support/expect_close.h"
 #include "support/gradcheck.h"
+#include "support/poisoned_storage.h"
 
 namespace attn {
 namespace {
 
-// The mask's definition (docs/conventions.md), written without the kernel: lane l (0..7) is
-// Rng(parent.next_u64()), seeded in lane order; element i is decided by bits 16(i % 4).. of
-// group g = i / 4's draw, lane g % 8's (g / 8)-th; dropped when that field < t.
+// The mask's definition (docs/conventions.md), written without the kernel
+// (support/dropout_reference.h): true where element i is dropped.
 std::vector<bool> replay_dropped(Rng& parent, size_t n, uint64_t t) {
-  std::vector<Rng> lanes;
-  for (int l = 0; l < 8; ++l) lanes.emplace_back(parent.next_u64());
+  const std::vector<uint8_t> keep = test::reference_keep(static_cast<int64_t>(n), static_cast<uint32_t>(t), parent);
   std::vector<bool> dropped(n);
-  uint64_t r = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (i % 4 == 0) r = lanes[(i / 4) % 8].next_u64();
-    dropped[i] = ((r >> (16 * (i % 4))) & 0xFFFF) < t;
-  }
+  for (size_t i = 0; i < n; ++i) dropped[i] = keep[i] == 0;
   return dropped;
 }
 
@@ -117,11 +113,7 @@ TEST(Dropout, GradientIsWrittenOverUninitialisedMemory) {
   // The backward allocates its gradient uninitialised: every element must be written, the
   // dropped ones as 0. The poison mode fills every block handed out with NaN bytes, so an
   // element left unwritten, or added to instead of written, shows up as NaN.
-  struct PoisonScope {
-    StorageCacheMode before = storage_cache_mode();
-    PoisonScope() { set_storage_cache_mode(StorageCacheMode::Poison); }
-    ~PoisonScope() { set_storage_cache_mode(before); }
-  } poison;
+  const test::PoisonedStorage poison;  // support/poisoned_storage.h
   for (DType dt : {DType::F32, DType::F64}) {
     Tensor x = Tensor::ones({257}, dt).set_requires_grad(true);
     Rng rng(3);

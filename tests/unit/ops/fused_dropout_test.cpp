@@ -20,6 +20,7 @@
 #include "attn/nn/feed_forward.h"
 #include "attn/ops/ops.h"
 #include "support/gradcheck.h"
+#include "support/poisoned_storage.h"
 
 namespace attn {
 namespace {
@@ -221,11 +222,7 @@ TEST(FusedDropout, OnlyTheInputsThatNeedAGradientGetOne) {
 TEST(FusedDropout, GradientsAreWrittenOverUninitialisedMemory) {
   // The backward kernels write every element of an uninitialised buffer: the poison mode fills
   // every block handed out with NaN bytes, so an element left unwritten, or added to, is NaN.
-  struct PoisonScope {
-    StorageCacheMode before = storage_cache_mode();
-    PoisonScope() { set_storage_cache_mode(StorageCacheMode::Poison); }
-    ~PoisonScope() { set_storage_cache_mode(before); }
-  } poison;
+  const test::PoisonedStorage poison;  // support/poisoned_storage.h
   for (DType dt : {DType::F32, DType::F64}) {
     Tensor r = Tensor::ones({257}, dt).set_requires_grad(true);
     Tensor x = Tensor::ones({257}, dt).set_requires_grad(true);
