@@ -1,7 +1,8 @@
 # attn — a thin layer over CMake/CTest.
-#   make demo    train the default model (reverse digits) and write its report
-#   make test    install dependencies, build, run every test
-#   make deps    install the Debian packages attn needs (apt-get; run as root)
+#   make demo    install the build dependencies only, build attn, train the default model
+#   make test    install every dependency, build, run every test
+#   make deps    install every Debian package attn's tests and benchmarks need (apt-get; root)
+#   make deps-demo  install only what building and running attn needs
 #   make build   configure and build in Release under build/
 #   make bench   benchmarks side by side with PyTorch (bench/RESULTS.md)
 BUILD    ?= build
@@ -9,18 +10,23 @@ JOBS     ?= $(shell nproc)
 # Warnings are errors in CI (CI=true) and may be forced with WERROR=ON.
 WERROR   ?= $(if $(CI),ON,OFF)
 
-DEB_PACKAGES := build-essential cmake pkg-config libopenblas-dev libopenblas0-openmp \
-  nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev \
-  python3 python3-torch python3-numpy \
-  libsentencepiece-dev sentencepiece python3-nltk libicu-dev \
+# Building and running attn: the compiler, CMake, OpenBLAS, JSON, CLI11, SentencePiece, ICU.
+# MPI is optional (CMake uses it when it is installed; the demo trains in one process).
+DEMO_PACKAGES := build-essential cmake pkg-config libopenblas-dev libopenblas0-openmp \
+  nlohmann-json3-dev libcli11-dev libsentencepiece-dev libicu-dev
+# The tests and benchmarks add GoogleTest, Google Benchmark, PyTorch, NLTK, the SentencePiece
+# tools and MPI (and node with npm, below).
+TEST_PACKAGES := $(DEMO_PACKAGES) libgtest-dev libgmock-dev libbenchmark-dev \
+  python3 python3-torch python3-numpy sentencepiece python3-nltk \
   openmpi-bin libopenmpi-dev
 
-.PHONY: all deps build test demo bench clean
+.PHONY: all deps deps-demo build test demo bench clean
 
 all: build
 
-deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
+# apt-get install of those of $(1) not installed yet.
+define apt_install
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -28,6 +34,13 @@ deps:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends $$missing; \
 	else echo "attn: all Debian packages present"; fi
+endef
+
+deps-demo:
+	$(call apt_install,$(DEMO_PACKAGES))
+
+deps:
+	$(call apt_install,$(TEST_PACKAGES))
 	@# node and npm run the GPT-2 tokenizer check (tests/npm). Debian's nodejs and npm packages
 	@# unless a node with npm is already installed (a nodesource nodejs bundles npm and conflicts
 	@# with Debian's npm package).
@@ -36,7 +49,7 @@ deps:
 	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends nodejs npm; fi
 
 build:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DATTN_WERROR=$(WERROR)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DATTN_WERROR=$(WERROR) -DATTN_BUILD_TESTS=ON
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: deps build
@@ -44,8 +57,13 @@ test: deps build
 
 # The seed's check that training works: reverse 8 random digits with the default model and
 # recipe (attn train --help), then report.html and a few translations of random inputs.
+# The demo builds the executable alone; its tests are configured too when GoogleTest is
+# already installed, so that a later `make test` in the same build folder rebuilds nothing.
 DEMO_OUT ?= runs/reverse
-demo: deps build
+DEMO_TESTS = $(shell dpkg-query -W -f='$${Status}' libgtest-dev 2>/dev/null | grep -q "install ok installed" && echo ON || echo OFF)
+demo: deps-demo
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DATTN_WERROR=$(WERROR) -DATTN_BUILD_TESTS=$(DEMO_TESTS)
+	cmake --build $(BUILD) -j $(JOBS) --target attn_cli
 	$(BUILD)/attn train --task reverse --out $(DEMO_OUT) --force
 
 # Benchmarks: our Google Benchmark binaries and `attn train` against PyTorch on the same

@@ -5,7 +5,7 @@
 // and not) on the short-sequence kernel and on the naive one it replaces (no PyTorch twin:
 // the demo's whole training run is compared with PyTorch in compare.py).
 // Not here: padding or float masks, float64, cross-attention (Tq != Tk).
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/core/rng.h"
 #include "attn/ops/attention.h"
 #include "bench_common.h"

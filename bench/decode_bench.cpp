@@ -5,7 +5,7 @@
 // every step). EOS is disabled so that every case decodes exactly 64 tokens per source.
 // Twin: `torch_bench.py run --topics decode` (nn.Transformer re-running the decoder over the
 // prefix, and a hand-written PyTorch KV-cache loop). Not here: beam search, sampling.
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/decode/greedy.h"
 #include "attn/decode/transformer_decoder.h"
 #include "attn/models/encoder_decoder.h"

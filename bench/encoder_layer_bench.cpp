@@ -2,7 +2,7 @@
 // D=512, h=8, d_ff=2048, post-norm, ReLU) on B=8, T=128, float32: forward in eval mode under
 // NoGradGuard, and forward+backward in training mode (dropout 0.1 active), gradients of every
 // parameter. Twin: `torch_bench.py` (nn.TransformerEncoderLayer). Not here: masks, the stack.
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/nn/encoder.h"
 #include "bench_common.h"
 

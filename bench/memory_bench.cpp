@@ -10,7 +10,7 @@
 #include <new>
 #include <string>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/ops/attention.h"
 #include "bench_common.h"
 

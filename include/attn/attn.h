@@ -3,7 +3,7 @@
 // attn/decode, attn/models/checkpoint.h and attn/report; include those where needed.
 #pragma once
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/core/error.h"
 #include "attn/core/rng.h"
 #include "attn/core/tensor.h"

@@ -1,5 +1,5 @@
-// Tensor construction, metadata, element access and copies. The differentiable view
-// methods (reshape, transpose, ...) are defined with their ops in src/ops/view.cpp.
+// Tensor construction, metadata, element access, copies and the autograd entry point. The
+// differentiable view methods (reshape, transpose, ...) are in src/core/view.cpp.
 #include "attn/core/tensor.h"
 
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <utility>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 
 namespace attn {
 

@@ -4,7 +4,7 @@
 // the per-source encoder output only when the row-to-source map has changed.
 #include "attn/decode/transformer_decoder.h"
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/ops/ops.h"
 
 namespace attn::decode {

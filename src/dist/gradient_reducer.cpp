@@ -8,7 +8,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/core/error.h"
 
 namespace attn::dist {

@@ -11,7 +11,7 @@
 
 #include "attn/core/error.h"
 #include "attn/io/atomic_file.h"
-#include "io/unicode_categories.h"
+#include "unicode_categories.h"
 
 namespace attn::io {
 

@@ -2,7 +2,7 @@
 // ICU's Unicode character database (Debian's libicu-dev): \s is the White_Space property,
 // \p{L} the general categories Lu Ll Lt Lm Lo, \p{N} the categories Nd Nl No. ICU is the
 // well-kept source of these properties; nothing here is a table of our own.
-#include "io/unicode_categories.h"
+#include "unicode_categories.h"
 
 #include <unicode/uchar.h>
 #include <unicode/uversion.h>

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/ops/ops.h"
 
 namespace attn::models {

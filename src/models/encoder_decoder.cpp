@@ -1,7 +1,7 @@
 // EncoderDecoderModel: the paper's Transformer (§3, Figure 1) from token ids to logits.
 #include "attn/models/encoder_decoder.h"
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/ops/ops.h"
 
 namespace attn::models {

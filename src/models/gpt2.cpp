@@ -12,7 +12,7 @@
 #include <system_error>
 #include <vector>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/core/error.h"
 #include "attn/io/atomic_file.h"
 #include "attn/io/json_fields.h"

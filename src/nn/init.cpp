@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 
 namespace attn::nn {
 

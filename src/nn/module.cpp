@@ -6,7 +6,7 @@
 #include <set>
 #include <unordered_set>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 
 namespace attn::nn {
 

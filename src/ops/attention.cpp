@@ -23,7 +23,7 @@
 #include "kernels/attention_short.h"
 #include "kernels/attention_rope.h"
 #include "kernels/dropout.h"
-#include "ops/attention_impl.h"
+#include "attention_impl.h"
 
 namespace attn {
 

@@ -11,7 +11,7 @@
 #include <cmath>
 #include <string>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/models/decoder_only.h"
 #include "property_util.h"
 #include "support/expect_close.h"

@@ -11,7 +11,7 @@
 #include <functional>
 #include <string>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/models/decoder_only.h"
 #include "attn/models/encoder_decoder.h"
 #include "property_util.h"

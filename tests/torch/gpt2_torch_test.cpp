@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/models/gpt2.h"
 #include "attn/ops/ops.h"
 #include "support/expect_close.h"

@@ -18,7 +18,7 @@
 
 namespace attn {
 
-class Node;  // attn/autograd/tape.h
+class Node;  // attn/core/autograd.h
 class Tensor;
 
 struct TensorImpl {
@@ -103,7 +103,7 @@ class Tensor {
   // and the seed gradient is 1.
   void backward(const Tensor& grad_output = Tensor()) const;
 
-  // ---- views (recorded by autograd; see ops.h) -----------------------------------------
+  // ---- views (recorded by autograd; src/core/view.cpp) ---------------------------------
   Tensor reshape(const Shape& shape) const;
   Tensor transpose(int64_t d0, int64_t d1) const;
   Tensor permute(const std::vector<int64_t>& dims) const;

@@ -57,7 +57,7 @@ class GradientReducer {
   // token count, a loss) may run between backward() and wait_all() in any order per rank.
   GradientReducer(std::vector<Tensor> params, const Communicator& comm, ReducerOptions options = {});
 
-  // loss.backward() (loss holds one element) with the leaf hook of autograd/tape.h
+  // loss.backward() (loss holds one element) with the leaf hook of core/autograd.h
   // installed: once a parameter's gradient is final it is copied into its bucket, and a
   // bucket's all-reduce starts when all its parameters and all earlier buckets are in
   // (buckets start in the same order on every rank, as MPI requires). Gradients accumulated

@@ -8,24 +8,27 @@
 #include <cstdint>
 #include <vector>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/core/rng.h"
 #include "attn/core/tensor.h"
 
 namespace attn {
 
-// ---- views and copies (src/ops/view.cpp) ---------------------------------------------
+// ---- views and copies ----------------------------------------------------------------
+// The views are Tensor's own methods (core, src/core/view.cpp); these are their free spellings.
 // reshape: same elements, new shape (one -1 allowed); a view when contiguous, else a copy.
-Tensor reshape(const Tensor& x, const Shape& shape);
+inline Tensor reshape(const Tensor& x, const Shape& shape) { return x.reshape(shape); }
 // transpose: swaps two dimensions (a strided view).
-Tensor transpose(const Tensor& x, int64_t d0, int64_t d1);
+inline Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) { return x.transpose(d0, d1); }
 // permute: reorders dimensions (a strided view).
-Tensor permute(const Tensor& x, const std::vector<int64_t>& dims);
+inline Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) { return x.permute(dims); }
 // slice: x[..., start:end, ...] along `dim` (a strided view); negative indices count from the end.
-Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end);
+inline Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end) {
+  return x.slice(dim, start, end);
+}
 // contiguous: x itself when already contiguous, else a row-major copy.
-Tensor contiguous(const Tensor& x);
-// concat: joins tensors along `dim`; all other dimensions must agree.
+inline Tensor contiguous(const Tensor& x) { return x.contiguous(); }
+// concat (src/ops/concat.cpp): joins tensors along `dim`; all other dimensions must agree.
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim);
 // split: cuts x along `dim` into pieces of the given sizes (which must sum to x.size(dim)).
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim);

@@ -12,7 +12,7 @@
 
 #include "attn/core/error.h"
 #include "attn/dist/communicator.h"
-#include "dist/launcher.h"
+#include "../launcher.h"
 
 namespace attn::dist {
 

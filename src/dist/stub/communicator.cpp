@@ -4,7 +4,7 @@
 // refuses to run (each would train alone on the whole data and write the same folder).
 #include "attn/core/error.h"
 #include "attn/dist/communicator.h"
-#include "dist/launcher.h"
+#include "../launcher.h"
 
 namespace attn::dist {
 

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/ops/ops.h"
 
 namespace attn {

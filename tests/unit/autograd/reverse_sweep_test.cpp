@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/ops/ops.h"
 
 namespace attn {

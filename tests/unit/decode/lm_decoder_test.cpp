@@ -14,7 +14,7 @@
 #include <cmath>
 #include <string>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/decode/beam_search.h"
 #include "attn/decode/greedy.h"
 #include "attn/decode/sampler.h"

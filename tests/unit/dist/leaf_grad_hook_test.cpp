@@ -1,4 +1,4 @@
-// The autograd leaf hook (autograd/tape.h) that data-parallel training starts its bucket
+// The autograd leaf hook (core/autograd.h) that data-parallel training starts its bucket
 // all-reduces from: called once per leaf, only when the leaf's gradient is final.
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/ops/ops.h"
 #include "support/expect_close.h"
 

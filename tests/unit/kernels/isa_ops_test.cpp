@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/ops/ops.h"
 #include "kernels/simd/isa.h"
 #include "support/tolerances.h"

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/core/error.h"
 #include "attn/core/rng.h"
 #include "attn/io/atomic_file.h"

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/models/decoder_only.h"
 #include "attn/models/encoder_decoder.h"
 #include "attn/models/encoder_only.h"

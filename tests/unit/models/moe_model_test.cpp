@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/models/decoder_only.h"
 #include "attn/models/encoder_decoder.h"
 #include "attn/ops/ops.h"

@@ -10,7 +10,7 @@
 #include <cmath>
 #include <string>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/nn/attention.h"
 #include "attn/nn/encoder.h"
 #include "attn/ops/ops.h"

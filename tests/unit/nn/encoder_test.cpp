@@ -5,7 +5,7 @@
 // the cached causal path (prefill, forward_step) against the full causal forward.
 #include <gtest/gtest.h>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/nn/encoder.h"
 #include "attn/ops/ops.h"
 #include "nn_reference.h"

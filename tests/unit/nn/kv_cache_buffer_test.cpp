@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/nn/kv_cache.h"
 #include "attn/ops/ops.h"
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/core/error.h"
 #include "attn/io/atomic_file.h"
 #include "attn/models/checkpoint.h"

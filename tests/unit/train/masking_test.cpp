@@ -12,7 +12,7 @@
 #include <set>
 #include <vector>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/core/error.h"
 #include "attn/ops/ops.h"
 #include "attn/train/vocab.h"

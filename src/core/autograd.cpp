@@ -1,6 +1,6 @@
 // The reverse sweep: topological order over the nodes reachable from the root, each run
 // once with the sum of the gradients that reached its output; leaves accumulate .grad.
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 
 #include <atomic>
 #include <unordered_map>

@@ -1,10 +1,11 @@
-// Views: reshape, transpose, permute, slice, contiguous, and their backward nodes.
+// Tensor's views: reshape, transpose, permute, slice, contiguous, and their backward nodes.
 // A view shares storage with its input; its backward maps the gradient back to the
 // input's shape, contiguous unless the node that made the input reads strided gradients
 // (Node::reads_strided_grad: the attention op), so other backward kernels never see strides.
 #include <numeric>
 
-#include "attn/ops/ops.h"
+#include "attn/core/autograd.h"
+#include "attn/core/tensor.h"
 
 namespace attn {
 
@@ -23,16 +24,16 @@ Tensor make_view(const Tensor& x, const Shape& shape, const Shape& strides, int6
 struct ReshapeBackward : Node {
   Shape in_shape;
   const char* name() const override { return "ReshapeBackward"; }
-  std::vector<Tensor> backward(const Tensor& g) override { return {reshape(g, in_shape)}; }
+  std::vector<Tensor> backward(const Tensor& g) override { return {g.reshape(in_shape)}; }
 };
 
 struct PermuteBackward : Node {
   std::vector<int64_t> inverse;
   const char* name() const override { return "PermuteBackward"; }
   std::vector<Tensor> backward(const Tensor& g) override {
-    Tensor p = permute(g, inverse);
+    Tensor p = g.permute(inverse);
     const Tensor& x = inputs[0];
-    return {x.grad_fn() && x.grad_fn()->reads_strided_grad() ? p : contiguous(p)};
+    return {x.grad_fn() && x.grad_fn()->reads_strided_grad() ? p : p.contiguous()};
   }
 };
 
@@ -43,7 +44,7 @@ struct SliceBackward : Node {
   std::vector<Tensor> backward(const Tensor& g) override {
     NoGradGuard guard;
     Tensor out = Tensor::zeros(in_shape, g.dtype());
-    Tensor window = slice(out, dim, start, start + g.size(dim));
+    Tensor window = out.slice(dim, start, start + g.size(dim));
     window.copy_from(g);
     return {out};
   }
@@ -56,7 +57,8 @@ struct ContiguousBackward : Node {
 
 }  // namespace
 
-Tensor reshape(const Tensor& x, const Shape& shape_in) {
+Tensor Tensor::reshape(const Shape& shape_in) const {
+  const Tensor& x = *this;
   Shape shape = shape_in;
   int64_t known = 1, infer = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -75,7 +77,7 @@ Tensor reshape(const Tensor& x, const Shape& shape_in) {
   }
   ATTN_CHECK(shape_numel(shape) == x.numel(), "reshape", "cannot reshape ", x.str(), " to ",
              shape_str(shape_in));
-  Tensor src = x.is_contiguous() ? x : contiguous(x);
+  Tensor src = x.is_contiguous() ? x : x.contiguous();
   Tensor out = make_view(src, shape, contiguous_strides(shape), src.offset());
   if (needs_grad({&src})) {
     auto node = std::make_shared<ReshapeBackward>();
@@ -85,7 +87,8 @@ Tensor reshape(const Tensor& x, const Shape& shape_in) {
   return out;
 }
 
-Tensor permute(const Tensor& x, const std::vector<int64_t>& dims_in) {
+Tensor Tensor::permute(const std::vector<int64_t>& dims_in) const {
+  const Tensor& x = *this;
   const int64_t rank = x.dim();
   ATTN_CHECK(static_cast<int64_t>(dims_in.size()) == rank, "permute", dims_in.size(),
              " dimensions given for ", x.str());
@@ -111,17 +114,19 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& dims_in) {
   return out;
 }
 
-Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  const Tensor& x = *this;
   const int64_t rank = x.dim();
   d0 = wrap_dim(d0, rank, "transpose");
   d1 = wrap_dim(d1, rank, "transpose");
   std::vector<int64_t> dims(static_cast<size_t>(rank));
   std::iota(dims.begin(), dims.end(), 0);
   std::swap(dims[static_cast<size_t>(d0)], dims[static_cast<size_t>(d1)]);
-  return permute(x, dims);
+  return x.permute(dims);
 }
 
-Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end) {
+Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end) const {
+  const Tensor& x = *this;
   dim = wrap_dim(dim, x.dim(), "slice");
   const int64_t n = x.shape()[static_cast<size_t>(dim)];
   if (start < 0) start += n;
@@ -141,21 +146,13 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end) {
   return out;
 }
 
-Tensor contiguous(const Tensor& x) {
+Tensor Tensor::contiguous() const {
+  const Tensor& x = *this;
   if (x.is_contiguous()) return x;
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   out.copy_from(x);
   if (needs_grad({&x})) attach_node(out, std::make_shared<ContiguousBackward>(), {x});
   return out;
 }
-
-// Tensor's view methods forward to the ops above.
-Tensor Tensor::reshape(const Shape& shape) const { return attn::reshape(*this, shape); }
-Tensor Tensor::transpose(int64_t d0, int64_t d1) const { return attn::transpose(*this, d0, d1); }
-Tensor Tensor::permute(const std::vector<int64_t>& dims) const { return attn::permute(*this, dims); }
-Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end) const {
-  return attn::slice(*this, dim, start, end);
-}
-Tensor Tensor::contiguous() const { return attn::contiguous(*this); }
 
 }  // namespace attn
