@@ -21,3 +21,4 @@
 #include "attn/nn/positional.h"
 #include "attn/ops/attention.h"
 #include "attn/ops/ops.h"
+#include "attn/ops/threads.h"

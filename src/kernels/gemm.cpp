@@ -7,6 +7,7 @@
 // output reads each weight row once, for all M rows, split over the OpenMP threads. Its AVX2
 // rows are compiled here under a target attribute and picked by the ISA switch (simd/isa.h);
 // AVX-512 CPUs take them too, since the product is bound by memory bandwidth, not arithmetic.
+// set_num_threads sets OpenBLAS's thread count with OpenMP's, so that no other file names BLAS.
 #include "kernels/gemm.h"
 
 #include <cblas.h>
@@ -18,7 +19,15 @@
 
 #include "kernels/simd/isa.h"
 
+// OpenBLAS's own thread setting (its cblas.h declares it too; other BLAS builds do not).
+extern "C" void openblas_set_num_threads(int num_threads);
+
 namespace attn::kernels {
+
+void set_num_threads(int n) {
+  omp_set_num_threads(n);
+  openblas_set_num_threads(n);
+}
 
 namespace {
 

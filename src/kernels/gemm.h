@@ -1,11 +1,17 @@
 // kernels/gemm.h — the only caller of BLAS. Row-major C = alpha * op(A) op(B) + beta * C,
 // with op(X) = X or X^T. Raw pointers and sizes, no allocation, float and double.
 // float products of a few rows against a large transposed weight take gemm_small_m instead.
+// The thread count of BLAS and OpenMP is set here too (upper layers: attn/ops/threads.h).
 #pragma once
 
 #include <cstdint>
 
 namespace attn::kernels {
+
+// Sets OpenMP's thread count and OpenBLAS's to n >= 1. With Debian's OpenMP build of OpenBLAS,
+// BLAS follows omp_set_num_threads and runs single-threaded inside parallel regions, so one
+// setting drives both.
+void set_num_threads(int n);
 
 // C[M, N] = alpha * op(A)[M, K] * op(B)[K, N] + beta * C. lda/ldb/ldc are row strides of
 // the stored (untransposed) matrices, as in cblas with CblasRowMajor.

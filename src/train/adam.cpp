@@ -1,8 +1,8 @@
 // Adam / AdamW and global-norm gradient clipping (paper §5.3).
 // The per-element update follows torch.optim.Adam's single-tensor path (_single_tensor_adam)
 // operation for operation, so float32 results agree with PyTorch to rounding and float64
-// results to a few ulps. The float32 update runs in the vector kernels (kernels/adam.h, one call
-// per tensor). step() runs in parts (begin_step, update_param, end_step) so that a caller may
+// results to a few ulps. The element update is attn::adam_update (attn/ops/optim.h, the kernels'
+// code; float32 runs in the vector kernels), one call per tensor. step() runs in parts (begin_step, update_param, end_step) so that a caller may
 // interleave other per-parameter work with the updates. Not here: a multi-tensor fused update.
 #include "attn/train/adam.h"
 
@@ -14,20 +14,25 @@
 #include <unordered_set>
 
 #include "attn/autograd/tape.h"
-#include "kernels/adam.h"
+#include "attn/ops/optim.h"
 
 namespace attn::train {
 
 namespace {
 
-// One Adam update of n elements; scalars are formed in double and rounded to T once, as
-// PyTorch passes Python floats to its kernels.
-template <class T>
-void adam_update(T* p, T* m, T* v, const T* g, int64_t n, double lr, int64_t k,
-                 const AdamOptions& o) {
-  kernels::adam_update<T>(p, m, v, g, n,
-                          kernels::adam_step_scalars<T>(lr, k, o.beta1, o.beta2, o.eps,
-                                                        o.weight_decay, o.decoupled_weight_decay));
+// The settings of one Adam update at rate lr and the parameter's k-th update; adam_update forms
+// the scalars in double and rounds them to the dtype once, as PyTorch passes Python floats to
+// its kernels.
+AdamUpdate update_settings(double lr, int64_t k, const AdamOptions& o) {
+  AdamUpdate u;
+  u.lr = lr;
+  u.step = k;
+  u.beta1 = o.beta1;
+  u.beta2 = o.beta2;
+  u.eps = o.eps;
+  u.weight_decay = o.weight_decay;
+  u.decoupled_weight_decay = o.decoupled_weight_decay;
+  return u;
 }
 
 // The gradient of p as a contiguous tensor of p's dtype (undefined when p has none).
@@ -124,13 +129,13 @@ void Adam::update_unchecked(size_t i) {
   const Tensor& p = params_[i];
   const Tensor& g = step_grads_[i];
   if (!g.defined()) return;
-  const int64_t k = ++param_steps_[i];
+  const AdamUpdate u = update_settings(step_lr_, ++param_steps_[i], options_);
   if (p.dtype() == DType::F32)
-    adam_update<float>(p.data<float>(), m_[i].data<float>(), v_[i].data<float>(), g.data<float>(),
-                       p.numel(), step_lr_, k, options_);
+    attn::adam_update(p.data<float>(), m_[i].data<float>(), v_[i].data<float>(), g.data<float>(),
+                      p.numel(), u);
   else
-    adam_update<double>(p.data<double>(), m_[i].data<double>(), v_[i].data<double>(),
-                        g.data<double>(), p.numel(), step_lr_, k, options_);
+    attn::adam_update(p.data<double>(), m_[i].data<double>(), v_[i].data<double>(),
+                      g.data<double>(), p.numel(), u);
 }
 
 void Adam::end_step() {

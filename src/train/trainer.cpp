@@ -7,34 +7,29 @@
 // trains on its share of the global batch, the loss is token-weighted so that the summed
 // gradients are those of the whole batch, and rank 0 alone validates and writes. Batches come
 // from a BatchSource: the in-memory dataset's iterator, or a corpus streamed in chunks.
-// Not here: the command line, progress drawing (callbacks), the HTML report.
+// Not here: the replicas of ThreadSplit::Batch (replicas.cpp), state.json, the run files and
+// resuming (run_state.cpp), the command line, progress drawing (callbacks), the HTML report.
 #include "attn/train/trainer.h"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <exception>
 #include <filesystem>
 #include <limits>
-#include <set>
 #include <thread>
 
 #include "attn/autograd/tape.h"
 #include "attn/core/error.h"
 #include "attn/dist/sharding.h"
-#include "attn/io/atomic_file.h"
 #include "attn/models/checkpoint.h"
 #include "attn/models/factory.h"
 #include "attn/ops/ops.h"
+#include "attn/ops/threads.h"
 #include "attn/train/checkpointing.h"
 #include "attn/train/text_data.h"
-#include "kernels/simd/vector_kernels.h"
-
-// OpenBLAS's own thread setting (declared by its cblas.h, which only the ops layer includes).
-extern "C" void openblas_set_num_threads(int num_threads);
+#include "train/replicas.h"
+#include "train/run_state.h"
 
 namespace attn::train {
 
@@ -44,30 +39,10 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 constexpr const char* kOp = "train";
-constexpr const char* kStateFormat = "attn-train-state";
-constexpr int64_t kStateVersion = 1;
-// Keys of train_config.json that --resume may change: they do not alter any loss.
-const std::set<std::string> kResumeChangeable = {"epochs", "keep", "threads", "parallel", "checkpoint_every"};
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// Doubles that must survive a checkpoint exactly travel as C99 hex floats ("0x1.8p+1").
-std::string exact_double(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%a", v);
-  return buf;
-}
-
-double parse_exact_double(const json& j, const char* key) {
-  ATTN_CHECK(j.contains(key) && j[key].is_string(), kOp, "state.json: missing hex-float string \"", key, "\"");
-  const std::string text = j[key].get<std::string>();
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  ATTN_CHECK(end && *end == '\0' && !text.empty(), kOp, "state.json: \"", key, "\" is not a number: '", text, "'");
-  return v;
-}
 
 double number_or_nan(const json& j, const char* key) {
   auto it = j.find(key);
@@ -99,14 +74,6 @@ int64_t longest_row(const Dataset& d) {
   return n;
 }
 
-void write_metrics_file(const std::string& path, const std::vector<EpochMetrics>& metrics) {
-  std::string text;
-  for (const EpochMetrics& m : metrics) text += m.to_json().dump() + "\n";
-  io::write_file_atomic(path, text);
-}
-
-std::string join(const std::string& dir, const char* name) { return (fs::path(dir) / name).string(); }
-
 // FNV-1a, for the fingerprint that ranks compare before training together.
 void fnv_mix(uint64_t& h, const void* data, size_t bytes) {
   const auto* p = static_cast<const unsigned char*>(data);
@@ -134,28 +101,11 @@ uint64_t run_fingerprint(const TrainConfig& config, const Dataset& data) {
   return h;
 }
 
-// Rank r's dropout generators, derived from rank 0's states (model_rng_states' JSON): each
-// state is hashed with r into a fresh seed, so ranks draw different masks.
-json fork_rng_states(const json& states, int rank) {
-  json out = json::object();
-  for (const auto& [key, words] : states.items()) {
-    uint64_t seed = 0x72616e6b00000000ull + static_cast<uint64_t>(rank);
-    for (const json& w : words) seed = stream_seed(seed, std::stoull(w.get<std::string>()));
-    const Rng::State st = Rng(seed).state();
-    json forked = json::array();
-    for (uint64_t v : st.s) forked.push_back(std::to_string(v));
-    out[key] = forked;
-  }
-  return out;
-}
-
 }  // namespace
 
 void set_num_threads(int64_t n) {
   ATTN_CHECK(n >= 0, kOp, "the thread count must not be negative, got ", n);
-  if (n == 0) return;
-  omp_set_num_threads(static_cast<int>(n));
-  openblas_set_num_threads(static_cast<int>(n));
+  attn::set_num_threads(n);
 }
 
 ThreadSplit training_thread_split(const TrainConfig& config, int ranks) {
@@ -176,39 +126,6 @@ int64_t training_threads(const TrainConfig& config, int ranks) {
   const int all = static_cast<int>(std::thread::hardware_concurrency());
   return available < all ? available : std::max(1, available / local);
 }
-
-namespace {
-
-// Replica k's generators (k >= 1) for the coming step, derived from the model's current states:
-// each state is hashed with k into a fresh seed, so every shard draws its own masks, and the
-// replicas need no state of their own in checkpoints (resuming reproduces them).
-void fork_replica_rngs(models::Model& model, models::Model& replica, int64_t k) {
-  const auto from = model_rngs(model);
-  const auto to = model_rngs(replica);
-  ATTN_CHECK(from.size() == to.size(), kOp, "a replica has ", to.size(), " generators, the model ", from.size());
-  for (size_t i = 0; i < from.size(); ++i) {
-    uint64_t seed = 0x7368617264000000ull + static_cast<uint64_t>(k);  // "shard"
-    for (uint64_t w : from[i].second->state().s) seed = stream_seed(seed, w);
-    to[i].second->seed_with(seed);
-  }
-}
-
-// dst += src, element by element: two contiguous gradients of one shape and floating dtype
-// (the caller checks; this runs inside parallel loops, so it must not throw). float runs the
-// vector kernel's add in place (dst = dst + src, one IEEE addition per element, as the loop).
-void add_into(const Tensor& dst, const Tensor& src) {
-  const int64_t n = dst.numel();
-  if (dst.dtype() == DType::F32) {
-    float* d = dst.data<float>();
-    kernels::simd::vector_kernels().add(d, d, src.data<float>(), n);
-  } else {
-    double* d = dst.data<double>();
-    const double* g = src.data<double>();
-    for (int64_t i = 0; i < n; ++i) d[i] += g[i];
-  }
-}
-
-}  // namespace
 
 // ---- metrics ------------------------------------------------------------------------------
 
@@ -260,6 +177,8 @@ Trainer::Trainer(TrainConfig config, std::string out_dir, bool fresh, const dist
   setup_ranks();
 }
 
+Trainer::~Trainer() = default;
+
 // With several ranks: the same run on every rank (checked), rank 0's initial weights
 // everywhere, the gradient reducer, and dropout generators of their own on ranks > 0.
 void Trainer::setup_ranks() {
@@ -270,16 +189,6 @@ void Trainer::setup_ranks() {
   dist::broadcast_parameters(adam_->params(), comm_);
   reducer_ = std::make_unique<dist::GradientReducer>(adam_->params(), comm_);
   if (comm_.rank() > 0) set_model_rng_states(*model_, fork_rng_states(model_rng_states(*model_), comm_.rank()));
-}
-
-void Trainer::restore_rank_rngs(const json& state) {
-  if (comm_.rank() == 0) return;  // rank 0's generators are the state's "rng"
-  const auto it = state.find("rng_by_rank");
-  const size_t r = static_cast<size_t>(comm_.rank());
-  if (it != state.end() && it->is_array() && r < it->size())
-    set_model_rng_states(*model_, (*it)[r]);
-  else  // a rank the checkpointed run did not have
-    set_model_rng_states(*model_, fork_rng_states(model_rng_states(*model_), comm_.rank()));
 }
 
 bool Trainer::stop_agreed() {
@@ -394,7 +303,7 @@ void Trainer::build() {
   objective.masking.first_symbol = data_.vocab.num_special();
   objective.masking.vocab_size = data_.vocab.size();
   objective_ = make_objective(*model_, objective);
-  objective_options_ = objective;
+  replicas_ = std::make_unique<ReplicaEngine>(*model_, *objective_, config_.model, objective);
 
   std::vector<Tensor> params;
   std::vector<std::string> names;
@@ -424,336 +333,15 @@ void Trainer::build() {
   schedule_text_ = schedule_->describe();
 }
 
-std::unique_ptr<Trainer> Trainer::resume(const std::string& out_dir, const json& overrides,
-                                         const dist::Communicator& comm) {
-  const std::string tc_path = join(out_dir, kRunTrainConfigFileName);
-  std::error_code ec;
-  ATTN_CHECK(fs::is_regular_file(tc_path, ec), kOp, "cannot resume: '", out_dir, "' has no ", kRunTrainConfigFileName,
-             " (not a run folder of attn train)");
-  const TrainConfig stored = TrainConfig::load(tc_path);
-  TrainConfig config = stored;
-  config.update_from_json(overrides);
-  const json a = stored.to_json(), b = config.to_json();
-  std::string changed;
-  for (const auto& [key, value] : b.items())
-    if (a[key] != value && kResumeChangeable.count(key) == 0) changed += (changed.empty() ? "" : ", ") + key;
-  ATTN_CHECK(changed.empty(), kOp, "cannot resume with a different ", changed, " (", tc_path,
-             " holds the run's values; only epochs, keep, threads, parallel and checkpoint_every may change)");
-
-  const auto latest = latest_checkpoint(out_dir);
-  ATTN_CHECK(latest.has_value(), kOp, "cannot resume: '", out_dir, "' has no complete checkpoint in ",
-             kCheckpointsDirName, "/");
-  std::unique_ptr<Trainer> t(new Trainer(config, out_dir, false, comm));
-  const Vocab stored_vocab = Vocab::load(join(out_dir, kRunVocabFileName));
-  ATTN_CHECK(stored_vocab == t->data_.vocab, kOp, "cannot resume: the data's vocabulary (", t->data_.vocab.size(),
-             " tokens) differs from the run's ", kRunVocabFileName, " (", stored_vocab.size(), " tokens)");
-
-  std::shared_ptr<models::Model> saved = models::load_model(latest->path);
-  ATTN_CHECK(saved->config().to_json() == t->model_->config().to_json(), kOp, "cannot resume: '", latest->path,
-             "' holds a model of another configuration than ", kRunTrainConfigFileName, " describes");
-  t->model_->load_state_dict(saved->named_parameters());
-  const io::SafetensorsFile opt = io::SafetensorsFile::open(join(latest->path, kOptimizerFileName));
-  io::NamedTensors opt_state;
-  for (const std::string& name : opt.names()) opt_state.emplace_back(name, opt.get(name));
-  t->adam_->load_state(opt_state);
-  json state;
-  try {
-    state = json::parse(io::read_file(join(latest->path, kStateFileName)));
-  } catch (const json::exception& e) {
-    fail(kOp, "'", join(latest->path, kStateFileName), "' is not valid JSON: ", e.what());
-  }
-  t->restore_state(state);
-  t->restore_rank_rngs(state);
-  t->folder_ready_ = false;  // run() rewrites train_config.json and metrics.jsonl first
-  comm.barrier();            // every rank has read the checkpoint before rank 0 writes again
-  return t;
-}
-
-// ---- state --------------------------------------------------------------------------------
-
-json Trainer::state_json() const {
-  json s;
-  s["format"] = kStateFormat;
-  s["version"] = kStateVersion;
-  s["step"] = adam_->steps();
-  s["position"] = source_->position_json();
-  s["epoch_progress"] = {{"loss_sum", exact_double(epoch_loss_sum_)},
-                         {"tokens", epoch_tokens_},
-                         {"seconds", exact_double(epoch_seconds_)},
-                         {"last_lr", exact_double(last_lr_)}};
-  s["rng"] = model_rng_states(*model_);
-  json m = json::array();
-  for (const EpochMetrics& e : metrics_) m.push_back(json::parse(e.to_json().dump()));
-  s["metrics"] = m;
-  s["train_config"] = config_.to_json();
-  return s;
-}
-
-void Trainer::restore_state(const json& s) {
-  ATTN_CHECK(s.is_object() && s.value("format", "") == kStateFormat, kOp, "state.json: not an ", kStateFormat,
-             " file");
-  ATTN_CHECK(s.value("version", int64_t{0}) == kStateVersion, kOp, "state.json: unsupported version ",
-             s.value("version", json()).dump());
-  ATTN_CHECK(s.contains("step") && s["step"].is_number_integer() && s["step"].get<int64_t>() == adam_->steps(), kOp,
-             "state.json: step ", s.value("step", json()).dump(), " does not match the optimizer's ", adam_->steps(),
-             " steps");
-  ATTN_CHECK(s.contains("position") && s.contains("epoch_progress") && s.contains("rng") && s.contains("metrics"),
-             kOp, "state.json: missing position, epoch_progress, rng or metrics");
-  const json& p = s["epoch_progress"];
-  const double loss_sum = parse_exact_double(p, "loss_sum");
-  const double seconds = parse_exact_double(p, "seconds");
-  const double last_lr = parse_exact_double(p, "last_lr");
-  ATTN_CHECK(p.contains("tokens") && p["tokens"].is_number_integer(), kOp, "state.json: missing epoch tokens");
-  ATTN_CHECK(s["metrics"].is_array(), kOp, "state.json: metrics must be an array");
-  std::vector<EpochMetrics> metrics;
-  for (const json& m : s["metrics"]) metrics.push_back(EpochMetrics::from_json(m));
-  set_model_rng_states(*model_, s["rng"]);
-  source_->set_position_json(s["position"]);
-  epoch_loss_sum_ = loss_sum;
-  epoch_tokens_ = p["tokens"].get<int64_t>();
-  epoch_seconds_ = seconds;
-  last_lr_ = last_lr;
-  metrics_ = std::move(metrics);
-}
-
 // ---- the loop -------------------------------------------------------------------------------
-
-void Trainer::write_run_files() {
-  std::error_code ec;
-  fs::create_directories(out_dir_, ec);
-  ATTN_CHECK(!ec, kOp, "cannot create '", out_dir_, "': ", ec.message());
-  io::write_file_atomic(join(out_dir_, kRunTrainConfigFileName), config_.to_json().dump(2) + "\n");
-  if (fresh_) {
-    data_.vocab.save(join(out_dir_, kRunVocabFileName));
-    models::save_model(out_dir_, *model_, {{kRunVocabFileName, data_.vocab.to_json().dump(1) + "\n"}});
-  }
-  write_metrics_file(join(out_dir_, kRunMetricsFileName), metrics_);
-  prune_checkpoints(out_dir_, config_.keep);
-  folder_ready_ = true;
-}
-
-std::string Trainer::save_checkpoint() {
-  CheckpointContents c;
-  c.state = state_json();
-  if (comm_.size() > 1) {
-    // Every rank's dropout generators, so that a resume with as many ranks continues exactly:
-    // the states as words in the (sorted) order of model_rng_states' keys, gathered by rank.
-    const json mine = model_rng_states(*model_);
-    std::vector<int64_t> words;
-    for (const auto& [key, state] : mine.items())
-      for (const json& w : state) words.push_back(static_cast<int64_t>(std::stoull(w.get<std::string>())));
-    const std::vector<int64_t> all = comm_.all_gather(words);
-    json by_rank = json::array();
-    for (int r = 0; r < comm_.size(); ++r) {
-      json states = json::object();
-      size_t at = static_cast<size_t>(r) * words.size();
-      for (const auto& [key, state] : mine.items()) {
-        json ws = json::array();
-        for (size_t k = 0; k < state.size(); ++k) ws.push_back(std::to_string(static_cast<uint64_t>(all[at++])));
-        states[key] = ws;
-      }
-      by_rank.push_back(states);
-    }
-    c.state["rng_by_rank"] = by_rank;
-  }
-  if (!comm_.is_root()) return "";
-  c.step = adam_->steps();
-  c.vocab = &data_.vocab;
-  c.optimizer_state = adam_->state();
-  return write_checkpoint(out_dir_, *model_, c, config_.keep);
-}
-
-void Trainer::make_replicas(int64_t shards) {
-  const nn::NamedTensors mine = model_->named_parameters();
-  while (static_cast<int64_t>(replicas_.size()) + 1 < shards) {
-    // Its own initial weights are dropped at once: its parameters become views of the model's.
-    std::shared_ptr<models::Model> replica = models::make_model(config_.model);
-    const nn::NamedTensors theirs = replica->named_parameters();
-    ATTN_CHECK(theirs.size() == mine.size(), kOp, "a replica has ", theirs.size(), " parameters, the model ",
-               mine.size());
-    std::vector<Tensor> params;
-    for (size_t i = 0; i < mine.size(); ++i) {
-      const Tensor& p = mine[i].second;
-      const Tensor& r = theirs[i].second;
-      ATTN_CHECK(theirs[i].first == mine[i].first && r.shape() == p.shape() && r.dtype() == p.dtype(), kOp,
-                 "replica parameter ", theirs[i].first, " does not match the model's ", mine[i].first);
-      // The same memory under a leaf of its own: the replica's layers read the model's weights
-      // (which Adam updates in place) while its gradients accumulate apart.
-      TensorImpl& ri = r.impl();
-      ri.storage = p.impl().storage;
-      ri.offset = p.impl().offset;
-      ri.strides = p.impl().strides;
-      ri.grad.reset();
-      params.push_back(r);
-    }
-    replica->train();
-    replica_objectives_.push_back(make_objective(*replica, objective_options_));
-    replica_params_.push_back(std::move(params));
-    replicas_.push_back(std::move(replica));
-  }
-}
-
-double Trainer::batch_split_backward(const std::vector<int64_t>& indices, int64_t* tokens, int64_t step,
-                                     double lr) {
-  const int S = static_cast<int>(shards_);
-  std::vector<std::vector<int64_t>> parts(static_cast<size_t>(S));
-  for (int k = 0; k < S; ++k) parts[static_cast<size_t>(k)] = dist::shard(indices, k, S);
-  for (int k = 1; k < S; ++k) fork_replica_rngs(*model_, *replicas_[static_cast<size_t>(k - 1)], k);
-  std::vector<BatchLoss> losses(static_cast<size_t>(S));
-  std::vector<double> values(static_cast<size_t>(S), 0.0);
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(S));
-  int64_t total = 0;
-  bool finite = true;
-  // Thread t runs shards t, t + team, ...: shard k always on replica k, whatever the team size.
-  // The ops inside run single-threaded (a nested region is inactive; BLAS, built for OpenMP,
-  // runs in the calling thread inside a parallel region).
-#pragma omp parallel num_threads(S)
-  {
-    omp_set_num_threads(1);
-    const int team = omp_get_num_threads(), t = omp_get_thread_num();
-    for (int k = t; k < S; k += team) {
-      const size_t i = static_cast<size_t>(k);
-      try {
-        Objective& objective = k == 0 ? *objective_ : *replica_objectives_[i - 1];
-        if (!parts[i].empty()) {
-          losses[i] = objective.loss(source_->examples(), parts[i], source_->objective_epoch());
-          values[i] = losses[i].tokens > 0 ? losses[i].loss.item() : 0.0;
-        }
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    }
-#pragma omp barrier
-#pragma omp single
-    {
-      for (int k = 0; k < S; ++k) {
-        total += losses[static_cast<size_t>(k)].tokens;
-        if (!std::isfinite(values[static_cast<size_t>(k)])) finite = false;
-      }
-    }  // implicit barrier: every thread sees total and finite
-    bool failed = false;
-    for (const std::exception_ptr& e : errors) failed = failed || static_cast<bool>(e);
-    if (!failed && finite && total > 0)
-      for (int k = t; k < S; k += team) {
-        const size_t i = static_cast<size_t>(k);
-        if (losses[i].tokens == 0) continue;
-        try {
-          // Each shard's mean weighted by its share of the tokens: the gradients sum to the
-          // whole batch's mean loss's (as over ranks, dist::TokenShare).
-          const double w = static_cast<double>(losses[i].tokens) / static_cast<double>(total);
-          scale(losses[i].loss, w).backward();
-        } catch (...) {
-          errors[i] = std::current_exception();
-        }
-      }
-    // Each shard's graph (the activations its nodes still reference) is freed by the thread
-    // that made it, so the storage cache hands those blocks back to the same thread next step.
-    for (int k = t; k < S; k += team) losses[static_cast<size_t>(k)].loss = Tensor();
-  }
-  // Through the parameter lists: Module::zero_grad names every parameter first, which costs more.
-  auto drop_replica_grads = [&] {
-    for (const std::vector<Tensor>& replica : replica_params_)
-      for (const Tensor& p : replica) p.zero_grad();
-  };
-  for (const std::exception_ptr& e : errors)
-    if (e) {
-      adam_->zero_grad();
-      drop_replica_grads();
-      std::rethrow_exception(e);
-    }
-  double value = 0;
-  for (int k = 0; k < S; ++k)
-    if (total > 0)
-      value += values[static_cast<size_t>(k)] * static_cast<double>(losses[static_cast<size_t>(k)].tokens) /
-               static_cast<double>(total);
-  *tokens = total;
-  if (!finite || !std::isfinite(value)) {
-    adam_->zero_grad();
-    drop_replica_grads();
-    fail(kOp, "the loss is ", value, " at step ", step, " (lr ", lr, "); lower the learning rate or set --clip");
-  }
-  // The model's gradients += every replica's, in shard order (deterministic). Gradients are
-  // contiguous, of the parameter's shape and dtype (the sweep's leaf gradients); anything else
-  // is summed into a fresh tensor, serially, first.
-  const std::vector<Tensor>& params = adam_->params();
-  const size_t used = std::min(replicas_.size(), static_cast<size_t>(S - 1));
-  std::vector<uint8_t> plain(params.size(), 1);
-  for (size_t j = 0; j < params.size(); ++j) {
-    const Tensor mine = params[j].grad();
-    bool ok = mine.defined() && mine.is_contiguous();
-    for (size_t r = 0; r < used && ok; ++r) {
-      const Tensor g = replica_params_[r][j].grad();
-      ok = !g.defined() || (g.is_contiguous() && g.dtype() == mine.dtype() && g.shape() == mine.shape());
-    }
-    if (ok) continue;
-    plain[j] = 0;
-    for (size_t r = 0; r < used; ++r) {
-      const Tensor g = replica_params_[r][j].grad();
-      if (!g.defined()) continue;
-      const Tensor now = params[j].grad();
-      params[j].set_grad(now.defined() ? add(now, g) : g.clone());
-    }
-  }
-  // Without clipping, each parameter's Adam update follows its sum on the same thread, in one
-  // parallel region (train_step then skips its own Adam step); with clipping, which needs every
-  // gradient summed first, train_step's Adam step splits the parameters the same way. Either
-  // way Adam's thread plan (balanced by element count, the same every step) decides which
-  // thread handles a parameter, so one core touches its gradient, weights and moments step
-  // after step; fused, the sum and the update take one fork-join instead of two.
-  const bool fuse_adam = !(config_.clip > 0);
-  if (fuse_adam) {
-    try {
-      adam_->begin_step(lr);  // every check before any update (the plain gradients are taken as is)
-    } catch (...) {
-      adam_->zero_grad();
-      drop_replica_grads();
-      throw;
-    }
-  }
-  const std::vector<std::vector<int64_t>>& plan = adam_->thread_plan(S);
-#pragma omp parallel num_threads(S)
-  {
-    const int team = omp_get_num_threads();
-    for (int part = omp_get_thread_num(); part < S; part += team) {
-      try {
-        for (int64_t j : plan[static_cast<size_t>(part)]) {
-          const size_t i = static_cast<size_t>(j);
-          if (plain[i]) {
-            const Tensor mine = params[i].grad();
-            for (size_t r = 0; r < used; ++r) {
-              const Tensor g = replica_params_[r][i].grad();
-              if (g.defined()) add_into(mine, g);
-            }
-          }
-          if (fuse_adam) adam_->update_param(i);
-        }
-      } catch (...) {
-        errors[static_cast<size_t>(part)] = std::current_exception();
-      }
-    }
-    // Once every sum is done, the thread that ran shard k frees replica k's gradients, so the
-    // storage cache hands those blocks back to it for the next step's sweep.
-#pragma omp barrier
-    for (int k = omp_get_thread_num(); k < S; k += team)
-      if (k >= 1 && static_cast<size_t>(k - 1) < used)
-        for (const Tensor& p : replica_params_[static_cast<size_t>(k - 1)]) p.zero_grad();
-  }
-  drop_replica_grads();  // any left (none, unless a shard count changed)
-  if (fuse_adam) adam_->end_step();
-  for (const std::exception_ptr& e : errors)
-    if (e) {
-      adam_->zero_grad();
-      std::rethrow_exception(e);
-    }
-  return value;
-}
 
 double Trainer::train_step(const std::vector<int64_t>& indices, int64_t* tokens) {
   const int64_t step = adam_->steps() + 1;
   const double lr = schedule_->lr(step);
   double value = 0;
   if (!reducer_ && shards_ > 1) {
-    value = batch_split_backward(indices, tokens, step, lr);
+    value = replicas_->backward(source_->examples(), source_->objective_epoch(), indices, *adam_,
+                                !(config_.clip > 0), tokens, step, lr);
   } else if (!reducer_) {
     const BatchLoss batch = objective_->loss(source_->examples(), indices, source_->objective_epoch());
     const Tensor& loss = batch.loss;  // [] mean over the batch's predicted tokens
@@ -830,7 +418,7 @@ void Trainer::finish_epoch(double train_seconds) {
   save_checkpoint();
   if (comm_.is_root()) {
     models::save_model(out_dir_, *model_, {{kRunVocabFileName, data_.vocab.to_json().dump(1) + "\n"}});
-    write_metrics_file(join(out_dir_, kRunMetricsFileName), metrics_);
+    write_metrics_file(run_file(out_dir_, kRunMetricsFileName), metrics_);
   }
   if (epoch_cb_) epoch_cb_(m);
 }
@@ -842,7 +430,7 @@ const std::vector<EpochMetrics>& Trainer::run(std::optional<int64_t> max_steps) 
                 ? std::max<int64_t>(threads, 1)
                 : 1;
   if (shards_ > 1) {
-    make_replicas(shards_);
+    replicas_->make(shards_);
     set_num_threads(1);  // outside the shards (validation, the optimizer) ops run on one thread
   } else {
     set_num_threads(threads);

@@ -36,9 +36,8 @@
 
 namespace attn::train {
 
-// Sets the OpenMP thread count and OpenBLAS's (n >= 1); n = 0 leaves the runtime's default.
-// With Debian's OpenMP build of OpenBLAS, BLAS follows omp_set_num_threads and runs single-
-// threaded inside our parallel regions, so one setting drives both.
+// attn::set_num_threads (attn/ops/threads.h: OpenMP's and OpenBLAS's thread count, n >= 1;
+// n = 0 leaves the runtime's default), with a negative count refused as a training error.
 void set_num_threads(int64_t n);
 // How a run's threads share a training step (config.parallel):
 //   Ops    every op divides its work among the threads (OpenMP, BLAS); the other work of the
@@ -98,6 +97,8 @@ struct TrainProgress {
   double eta_seconds = 0;             // to the end of the run, from this session's speed
 };
 
+class ReplicaEngine;  // ThreadSplit::Batch's replicas (src/train/replicas.h)
+
 class Trainer {
  public:
   using ProgressCallback = std::function<void(const TrainProgress&)>;
@@ -115,6 +116,7 @@ class Trainer {
   // takes the same step, and rank 0 alone validates and writes files.
   Trainer(TrainConfig config, std::string out_dir,
           const dist::Communicator& comm = dist::Communicator::world());
+  ~Trainer();
   // Continues the run in `out_dir` from its latest checkpoint: the stored train_config.json
   // with `overrides` applied (only "epochs", "keep", "threads", "parallel" and
   // "checkpoint_every" may differ), the data rebuilt (its vocabulary must equal vocab.json), then model weights,
@@ -176,23 +178,18 @@ class Trainer {
   Trainer(TrainConfig config, std::string out_dir, bool fresh, const dist::Communicator& comm);
   void build();
   void setup_ranks();
-  // This rank's dropout generators from a checkpoint's state (per rank when it has them).
-  void restore_rank_rngs(const nlohmann::json& state);
   // Whether any rank was asked to stop (a collective when there are several).
   bool stop_agreed();
-  void write_run_files();
   // One optimizer step on dataset indices `indices`; returns the loss and counts the tokens.
   double train_step(const std::vector<int64_t>& indices, int64_t* tokens);
-  // The forward and backward passes of ThreadSplit::Batch: shard k of `indices` on replica k
-  // (0 is model_), on its own thread; leaves the summed gradients in model_'s parameters and,
-  // without clipping, has also applied Adam to each parameter right after its sum, on the same
-  // thread (train_step then skips its own Adam step).
-  double batch_split_backward(const std::vector<int64_t>& indices, int64_t* tokens, int64_t step, double lr);
-  // Makes `shards` - 1 replicas of model_ (weights shared, gradients and generators their own).
-  void make_replicas(int64_t shards);
   void finish_epoch(double seconds_before_validation);
+  // The run state (src/train/run_state.cpp): state.json's contents and their restoring, this
+  // rank's dropout generators from a checkpoint's state (per rank when it has them), and the
+  // run files a (re)started run writes first.
   nlohmann::json state_json() const;
   void restore_state(const nlohmann::json& state);
+  void restore_rank_rngs(const nlohmann::json& state);
+  void write_run_files();
 
   TrainConfig config_;
   std::string out_dir_;
@@ -203,13 +200,9 @@ class Trainer {
   Dataset data_;
   std::shared_ptr<models::Model> model_;
   std::unique_ptr<Objective> objective_;
-  ObjectiveOptions objective_options_;
-  // ThreadSplit::Batch: the step's shard count (1: no split) and the replicas of shards 1.. with
-  // their objectives and parameters (in model_->named_parameters() order).
+  // ThreadSplit::Batch: the step's shard count (1: no split) and the replicas of shards 1..
   int64_t shards_ = 1;
-  std::vector<std::shared_ptr<models::Model>> replicas_;
-  std::vector<std::unique_ptr<Objective>> replica_objectives_;
-  std::vector<std::vector<Tensor>> replica_params_;
+  std::unique_ptr<ReplicaEngine> replicas_;
   std::unique_ptr<Adam> adam_;
   std::unique_ptr<LrSchedule> schedule_;
   std::string schedule_text_;
