@@ -13,7 +13,7 @@
 #include <map>
 #include <unordered_set>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/ops/optim.h"
 
 namespace attn::train {
@@ -267,7 +267,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, int64_
     if (!p.defined()) continue;
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    // A leaf's .grad is its own buffer (autograd/tape.cpp), so it is scaled in place.
+    // A leaf's .grad is its own buffer (core/autograd.cpp), so it is scaled in place.
     if (!g.is_contiguous()) {
       g = g.clone();
       p.set_grad(g);

@@ -13,7 +13,7 @@
 #include <set>
 #include <system_error>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/core/error.h"
 #include "attn/io/atomic_file.h"
 #include "attn/models/checkpoint.h"

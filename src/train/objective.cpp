@@ -9,7 +9,7 @@
 #include <cmath>
 #include <limits>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/core/error.h"
 #include "attn/decode/greedy.h"
 #include "attn/decode/transformer_decoder.h"

@@ -3,7 +3,7 @@
 // an OpenMP team, and the gradient sum in shard order fused with Adam's update. Deterministic:
 // shard k always runs on replica k and every sum runs in shard order, whatever the team size.
 // Not here: batching, clipping, ranks or checkpoints (trainer.cpp, run_state.cpp).
-#include "train/replicas.h"
+#include "replicas.h"
 
 #include <omp.h>
 

@@ -4,7 +4,7 @@
 // checks the stored config, vocabulary and model before restoring weights, Adam moments, batch
 // position and generators. Not here: the training loop, validation, the replicas (trainer.cpp,
 // replicas.cpp), or the checkpoint folder format (checkpointing.cpp).
-#include "train/run_state.h"
+#include "run_state.h"
 
 #include <cstdio>
 #include <cstdlib>

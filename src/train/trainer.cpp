@@ -19,7 +19,7 @@
 #include <limits>
 #include <thread>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/core/error.h"
 #include "attn/dist/sharding.h"
 #include "attn/models/checkpoint.h"
@@ -28,8 +28,8 @@
 #include "attn/ops/threads.h"
 #include "attn/train/checkpointing.h"
 #include "attn/train/text_data.h"
-#include "train/replicas.h"
-#include "train/run_state.h"
+#include "replicas.h"
+#include "run_state.h"
 
 namespace attn::train {
 
