@@ -31,10 +31,9 @@ namespace {
 
 constexpr const char* kOp = "scaled_dot_product_attention";
 
-// Sizes of one call, read off q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], v [B, Hkv, Tk, Dv].
-struct SdpaDims {
-  int64_t B = 0, H = 0, Hkv = 0, Tq = 0, Tk = 0, Dh = 0, Dv = 0;
-};
+// Sizes of one call, read off q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], v [B, Hkv, Tk, Dv]: what
+// the kernels take.
+using SdpaDims = kernels::AttentionDims;
 
 SdpaDims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v) {
   ATTN_CHECK(q.defined() && k.defined() && v.defined(), kOp, "q, k and v must all be defined");
@@ -269,15 +268,13 @@ struct SdpaBackward : SdpaNode {
         if (short_kernel) {
           kernels::attention_short_backward(dq.t.data<T>(), dk.t.data<T>(), dv.t.data<T>(), work.data<T>(),
                                             g.t.data<T>(), probs.data<T>(), ds, q.t.data<T>(), k.t.data<T>(),
-                                            v.t.data<T>(), d.B, d.H, d.Hkv, d.Tq, d.Tk, d.Dh, d.Dv,
-                                            static_cast<T>(scale), x, dx);
+                                            v.t.data<T>(), d, static_cast<T>(scale), x, dx);
           return;
         }
       }
       kernels::attention_naive_backward<T>(dq.t.data<T>(), dk.t.data<T>(), dv.t.data<T>(), work.data<T>(),
                                            g.t.data<T>(), probs.data<T>(), ds, q.t.data<T>(), k.t.data<T>(),
-                                           v.t.data<T>(), d.B, d.H, d.Hkv, d.Tq, d.Tk, d.Dh, d.Dv,
-                                           static_cast<T>(scale), x, dx);
+                                           v.t.data<T>(), d, static_cast<T>(scale), x, dx);
     };
     if (q.t.dtype() == DType::F32) run(float{}); else run(double{});
     return finish_backward(grads);
@@ -318,8 +315,7 @@ struct FlashSdpaBackward : SdpaNode {
       mask.window = window;
       kernels::attention_flash_backward<T>(dq.t.data<T>(), dk.t.data<T>(), dv.t.data<T>(), g.t.data<T>(),
                                            out.t.data<T>(), lse.data<T>(), q.t.data<T>(), k.t.data<T>(),
-                                           v.t.data<T>(), mask, d.B, d.H, d.Hkv, d.Tq, d.Tk, d.Dh, d.Dv,
-                                           static_cast<T>(scale), kernels::FlashTiles{}, x, dx);
+                                           v.t.data<T>(), mask, d, static_cast<T>(scale), kernels::FlashTiles{}, x, dx);
     };
     if (q.t.dtype() == DType::F32) run(float{}); else run(double{});
     return finish_backward(grads);
@@ -377,8 +373,7 @@ SdpaResult sdpa_impl(const Operand& q, const Operand& k, const Operand& v, const
   if (impl == detail::SdpaImpl::Flash) {
     Tensor lse = Tensor::empty({d.B, d.H, d.Tq}, dtype_of<T>);  // [B, H, Tq]
     kernels::attention_flash_forward<T>(out.t.data<T>(), lse.data<T>(), q.t.data<T>(), k.t.data<T>(),
-                                        v.t.data<T>(), mask, d.B, d.H, d.Hkv, d.Tq, d.Tk, d.Dh, d.Dv,
-                                        static_cast<T>(scale), kernels::FlashTiles{}, layout);
+                                        v.t.data<T>(), mask, d, static_cast<T>(scale), kernels::FlashTiles{}, layout);
     if (record) {
       auto node = std::make_shared<FlashSdpaBackward>();
       fill_node(*node);
@@ -429,13 +424,11 @@ SdpaResult sdpa_impl(const Operand& q, const Operand& k, const Operand& v, const
   if constexpr (std::is_same_v<T, float>) {
     if (short_kernel)
       kernels::attention_short_forward(out.t.data<T>(), probs.data<T>(), work_data, q.t.data<T>(),
-                                       k.t.data<T>(), v.t.data<T>(), mask, ds, d.B, d.H, d.Hkv, d.Tq, d.Tk,
-                                       d.Dh, d.Dv, static_cast<T>(scale), layout);
+                                       k.t.data<T>(), v.t.data<T>(), mask, ds, d, static_cast<T>(scale), layout);
   }
   if (!short_kernel)
     kernels::attention_naive_forward<T>(out.t.data<T>(), probs.data<T>(), work_data, q.t.data<T>(),
-                                        k.t.data<T>(), v.t.data<T>(), mask, ds, d.B, d.H, d.Hkv, d.Tq, d.Tk,
-                                        d.Dh, d.Dv, static_cast<T>(scale), layout);
+                                        k.t.data<T>(), v.t.data<T>(), mask, ds, d, static_cast<T>(scale), layout);
 
   SdpaResult result;
   if (o.need_weights) result.weights = record ? probs.clone() : probs;  // never aliases saved state
