@@ -2,7 +2,7 @@
 """bench/compare.py — attn and PyTorch side by side in one run (`make bench`).
 
 Runs our Google Benchmark binaries (build/bench/*_bench, --benchmark_format=json: attention,
-encoder layer, greedy decoding, GEMM), memory_bench,
+encoder layer, greedy and beam decoding, GEMM), memory_bench,
 and `attn train --task reverse`, then the PyTorch twins (torch_bench.py, torch_reverse_train.py)
 on the same shapes and thread count; prints one table per topic with both sides and the ratio
 torch / attn (time ratio: above 1 means attn is faster; for GFLOP/s and tokens/s the inverse
@@ -192,7 +192,8 @@ def run_gbench(args, binary, name_regex):
         name = b["run_name"].replace("/real_time", "")
         if name in res and b.get("run_type") != "aggregate":
             continue  # keep the median over the single iteration runs
-        res[name] = {"ms": to_ms(b["real_time"], b["time_unit"]), "flop": b.get("flop"), "label": b.get("label", "")}
+        res[name] = {"ms": to_ms(b["real_time"], b["time_unit"]), "flop": b.get("flop"), "label": b.get("label", ""),
+                     "kv_self_bytes": b.get("kv_self_bytes"), "kv_cross_bytes": b.get("kv_cross_bytes")}
     return res
 
 
@@ -318,6 +319,22 @@ def build_report(args, machine, torch_cfg, ours, theirs, mem, train):
                          table(["B", "attn ms (KV cache)", "attn tokens/s", "attn ms (no cache)",
                                 "torch ms (recompute)", "torch ms (KV-cache loop)", "recompute / attn",
                                 "KV loop / attn"], rows)))
+        rows = []
+        mib = lambda b: fmt(b / 2**20) if b is not None else "—"
+        for B in (1, 8):
+            name = f"decode_beam/B:{B}"
+            a = get(ours, name, "ms")
+            tps = fmt(B * 4 * 32 / (a * 1e-3), 0) if a else "—"
+            rows.append([str(B), fmt(a), tps, mib(get(ours, name, "kv_self_bytes")),
+                         mib(get(ours, name, "kv_cross_bytes"))])
+        sections.append(("Beam search (base model, beam 4, 32 tokens)",
+                         "The model and sources of greedy decoding; `beam_search` (beam 4, alpha 0.6) over "
+                         "`TransformerDecoder` with its KV cache, EOS disabled so that every source runs 32 steps "
+                         "with 4 live rows; milliseconds per batch, and the cache's bytes after the last step: "
+                         "self-attention K/V (per row) and cross-attention K/V (per source, shared by its rows). "
+                         "No torch twin.",
+                         table(["B", "attn ms", "attn tokens/s (rows x steps)", "self K/V MiB", "cross K/V MiB"],
+                               rows)))
 
     peak = ours.get("fma_peak")
     peak_gflops = (peak["flop"] / (peak["ms"] * 1e-3) / 1e9) if peak and peak.get("flop") else None
@@ -506,7 +523,7 @@ def main():
     if "encoder_layer" in topics:
         ours.update(run_gbench(args, "encoder_layer_bench", "^encoder_layer_"))
     if "decode" in topics:
-        ours.update(run_gbench(args, "decode_bench", "^decode_greedy/"))
+        ours.update(run_gbench(args, "decode_bench", "^decode_(greedy|beam)/"))
     if "gemm" in topics:
         names = "|".join(f"gemm/M:{M}/N:{N}/K:{K}/" for M, N, K in args.gemm)
         ours.update(run_gbench(args, "gemm_bench", f"^({names}|fma_peak)"))

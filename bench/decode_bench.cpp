@@ -4,8 +4,13 @@
 // TransformerDecoder, with the KV cache (the default) and without it (the whole prefix re-run
 // every step). EOS is disabled so that every case decodes exactly 64 tokens per source.
 // Twin: `torch_bench.py run --topics decode` (nn.Transformer re-running the decoder over the
-// prefix, and a hand-written PyTorch KV-cache loop). Not here: beam search, sampling.
+// prefix, and a hand-written PyTorch KV-cache loop). Also beam search (beam 4, 32 tokens, KV
+// cache), with the cache's self- and cross-attention bytes at the end; it has no torch twin.
+// Not here: sampling.
+#include <cstring>
+
 #include "attn/core/autograd.h"
+#include "attn/decode/beam_search.h"
 #include "attn/decode/greedy.h"
 #include "attn/decode/transformer_decoder.h"
 #include "attn/models/encoder_decoder.h"
@@ -73,6 +78,60 @@ BENCHMARK(decode_greedy)
     ->Args({8, 0})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+
+// Beam search (paper §6.1: beam 4, alpha 0.6) over the KV cache, EOS disabled so that every
+// source runs kBeamTokens steps with `beam` live rows. Counters: the cache's bytes after the
+// last step, self-attention K/V (grows with every step and row) and cross-attention K/V (the
+// encoder output's keys and values), and a hash of every returned token and score bit.
+constexpr int64_t kBeam = 4, kBeamTokens = 32;
+
+void decode_beam(benchmark::State& state) {
+  const int64_t batch = state.range(0);
+  models::EncoderDecoderModel model(base_config());
+  model.eval();
+  const Tensor src = random_sources(batch);  // [B, S]
+  decode::BeamOptions options;
+  options.beam = kBeam;
+  options.bos = model.config().bos_id;
+  options.eos = -1;  // run to the limit: always kBeamTokens tokens
+  options.pad = model.config().pad_id;
+  options.max_len = kBeamTokens;
+  NoGradGuard no_grad;
+  uint64_t hash = 0;
+  int64_t self_bytes = 0, cross_bytes = 0;
+  for (auto _ : state) {
+    decode::TransformerDecoder decoder(model, true);
+    const auto out = decode::beam_search(decoder, src, options);
+    if (static_cast<int64_t>(out.size()) != batch || static_cast<int64_t>(out[0][0].tokens.size()) != kBeamTokens) {
+      state.SkipWithError("beam_search did not decode 32 tokens per source");
+      break;
+    }
+    benchmark::DoNotOptimize(out.data());
+    hash = 1469598103934665603ull;  // FNV-1a over tokens and the bits of each score
+    for (const auto& hyps : out)
+      for (const auto& h : hyps) {
+        for (int64_t t : h.tokens) hash = (hash ^ static_cast<uint64_t>(t)) * 1099511628211ull;
+        uint64_t bits = 0;
+        std::memcpy(&bits, &h.score, sizeof bits);
+        hash = (hash ^ bits) * 1099511628211ull;
+      }
+    self_bytes = cross_bytes = 0;
+    for (int64_t i = 0; i < decoder.cache().num_layers(); ++i) {
+      const nn::LayerKV& l = decoder.cache().layer(i);
+      for (const Tensor* t : {&l.self_k, &l.self_v})
+        if (t->defined()) self_bytes += t->numel() * static_cast<int64_t>(dtype_size(t->dtype()));
+      for (const Tensor* t : {&l.cross_k, &l.cross_v})
+        if (t->defined()) cross_bytes += t->numel() * static_cast<int64_t>(dtype_size(t->dtype()));
+    }
+  }
+  state.counters["tokens_hash"] = static_cast<double>(hash & ((1ull << 48) - 1));
+  state.counters["kv_self_bytes"] = static_cast<double>(self_bytes);
+  state.counters["kv_cross_bytes"] = static_cast<double>(cross_bytes);
+  state.counters["tokens_per_s"] = benchmark::Counter(static_cast<double>(batch * kBeam * kBeamTokens),
+                                                      benchmark::Counter::kIsIterationInvariantRate);
+}
+
+BENCHMARK(decode_beam)->ArgNames({"B"})->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace attn::bench

@@ -291,9 +291,9 @@ void row_dots(T* dd, Rows<const T> dos, Rows<const T> os, int64_t Tq, int64_t Dv
 
 template <class T>
 void attention_flash_forward(T* out, T* lse, const T* q, const T* k, const T* v,
-                             const AttentionMask<T>& mask, int64_t B, int64_t H, int64_t Hkv,
-                             int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv, T scale,
+                             const AttentionMask<T>& mask, const AttentionDims& d, T scale,
                              FlashTiles tiles, const AttentionLayout& layout) {
+  const int64_t B = d.B, H = d.H, Hkv = d.Hkv, Tq = d.Tq, Tk = d.Tk, Dh = d.Dh, Dv = d.Dv;
   const int64_t BH = B * H, Br = tiles.q, Bc = tiles.k, group = H / Hkv;
   const int64_t n_qt = (Tq + Br - 1) / Br;  // query tiles per slice
   const int64_t items = BH * n_qt;          // (slice, query tile) work items
@@ -338,9 +338,9 @@ void attention_flash_forward(T* out, T* lse, const T* q, const T* k, const T* v,
 template <class T>
 void attention_flash_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const T* lse,
                               const T* q, const T* k, const T* v, const AttentionMask<T>& mask,
-                              int64_t B, int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t Dh,
-                              int64_t Dv, T scale, FlashTiles tiles, const AttentionLayout& x,
+                              const AttentionDims& d, T scale, FlashTiles tiles, const AttentionLayout& x,
                               const AttentionLayout& dx) {
+  const int64_t B = d.B, H = d.H, Hkv = d.Hkv, Tq = d.Tq, Tk = d.Tk, Dh = d.Dh, Dv = d.Dv;
   const int64_t BH = B * H, BHkv = B * Hkv, Br = tiles.q, Bc = tiles.k, group = H / Hkv;
   if (BH == 0 || Tq == 0 || Tk == 0) {  // no keys (the output was constant 0) or no queries
     zero_heads(dq, dx.q, B, H, Tq, Dh);
@@ -440,25 +440,19 @@ void attention_flash_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, 
   }
 }
 
-template void attention_flash_forward<float>(float*, float*, const float*, const float*,
-                                             const float*, const AttentionMask<float>&, int64_t,
-                                             int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                             float, FlashTiles, const AttentionLayout&);
-template void attention_flash_forward<double>(double*, double*, const double*, const double*,
-                                              const double*, const AttentionMask<double>&, int64_t,
-                                              int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                              double, FlashTiles, const AttentionLayout&);
-template void attention_flash_backward<float>(float*, float*, float*, const float*, const float*,
-                                              const float*, const float*, const float*,
-                                              const float*, const AttentionMask<float>&, int64_t,
-                                              int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                              float, FlashTiles, const AttentionLayout&,
+template void attention_flash_forward<float>(float*, float*, const float*, const float*, const float*,
+                                             const AttentionMask<float>&, const AttentionDims&, float, FlashTiles,
+                                             const AttentionLayout&);
+template void attention_flash_forward<double>(double*, double*, const double*, const double*, const double*,
+                                              const AttentionMask<double>&, const AttentionDims&, double,
+                                              FlashTiles, const AttentionLayout&);
+template void attention_flash_backward<float>(float*, float*, float*, const float*, const float*, const float*,
+                                              const float*, const float*, const float*, const AttentionMask<float>&,
+                                              const AttentionDims&, float, FlashTiles, const AttentionLayout&,
                                               const AttentionLayout&);
-template void attention_flash_backward<double>(double*, double*, double*, const double*,
-                                               const double*, const double*, const double*,
-                                               const double*, const double*,
-                                               const AttentionMask<double>&, int64_t, int64_t,
-                                               int64_t, int64_t, int64_t, int64_t, int64_t, double,
+template void attention_flash_backward<double>(double*, double*, double*, const double*, const double*,
+                                               const double*, const double*, const double*, const double*,
+                                               const AttentionMask<double>&, const AttentionDims&, double,
                                                FlashTiles, const AttentionLayout&, const AttentionLayout&);
 
 }  // namespace attn::kernels

@@ -30,57 +30,24 @@ struct FlashTiles {
 // out [B, H, Tq, Dv] = softmax(q k^T * scale + mask) v, and lse [B, H, Tq] the per-row
 // log-sum-exp of the masked scores, L_i = m_i + log sum_j exp(S_ij - m_i). A row whose keys
 // are all masked gets output 0 and lse = -inf (the marker the backward reads).
-// q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], v [B, Hkv, Tk, Dv] and out lie as `layout` says
-// (attention_naive.h: HeadLayout; a KV cache with spare room is k and v with a head stride of
-// capacity * Dh, read in place); lse is packed. Without a layout everything is packed. Query
-// head h reads K/V head h / (H / Hkv) (grouped-query attention; the overload without Hkv has
-// Hkv = H).
+// q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], v [B, Hkv, Tk, Dv] and out (sizes d) lie as `layout`
+// says (attention_naive.h: HeadLayout; a KV cache with spare room is k and v with a head
+// stride of capacity * Dh, read in place); lse is packed. Query head h reads K/V head
+// h / (H / Hkv) (grouped-query attention).
 template <class T>
 void attention_flash_forward(T* out, T* lse, const T* q, const T* k, const T* v,
-                             const AttentionMask<T>& mask, int64_t B, int64_t H, int64_t Hkv,
-                             int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv, T scale,
+                             const AttentionMask<T>& mask, const AttentionDims& d, T scale,
                              FlashTiles tiles, const AttentionLayout& layout);
-template <class T>
-inline void attention_flash_forward(T* out, T* lse, const T* q, const T* k, const T* v,
-                                    const AttentionMask<T>& mask, int64_t B, int64_t H, int64_t Hkv,
-                                    int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv, T scale,
-                                    FlashTiles tiles = {}) {
-  attention_flash_forward<T>(out, lse, q, k, v, mask, B, H, Hkv, Tq, Tk, Dh, Dv, scale, tiles,
-                             AttentionLayout::packed(H, Hkv, Tq, Tk, Dh, Dv));
-}
-template <class T>
-inline void attention_flash_forward(T* out, T* lse, const T* q, const T* k, const T* v,
-                                    const AttentionMask<T>& mask, int64_t B, int64_t H, int64_t Tq,
-                                    int64_t Tk, int64_t Dh, int64_t Dv, T scale, FlashTiles tiles = {}) {
-  attention_flash_forward<T>(out, lse, q, k, v, mask, B, H, H, Tq, Tk, Dh, Dv, scale, tiles);
-}
 
 // Given dout = dL/dout and the forward's out and lse, writes dq, dk, dv: every element (each
 // thread zeroes the slices it owns, in cache, before adding the tiles' contributions; the
 // caller need not zero them). P is recomputed per tile as exp(S - L); nothing of size
 // Tq x Tk is stored. With Hkv < H each K/V head gathers the gradients of its H / Hkv query
-// heads. q, k, v and out lie as x says, dq, dk, dv and dout as dx says (without them: packed).
+// heads. q, k, v and out lie as x says, dq, dk, dv and dout as dx says.
 template <class T>
 void attention_flash_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const T* lse,
                               const T* q, const T* k, const T* v, const AttentionMask<T>& mask,
-                              int64_t B, int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t Dh,
-                              int64_t Dv, T scale, FlashTiles tiles, const AttentionLayout& x,
+                              const AttentionDims& d, T scale, FlashTiles tiles, const AttentionLayout& x,
                               const AttentionLayout& dx);
-template <class T>
-inline void attention_flash_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const T* lse,
-                                     const T* q, const T* k, const T* v, const AttentionMask<T>& mask,
-                                     int64_t B, int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t Dh,
-                                     int64_t Dv, T scale, FlashTiles tiles = {}) {
-  const AttentionLayout packed = AttentionLayout::packed(H, Hkv, Tq, Tk, Dh, Dv);
-  attention_flash_backward<T>(dq, dk, dv, dout, out, lse, q, k, v, mask, B, H, Hkv, Tq, Tk, Dh, Dv, scale, tiles,
-                              packed, packed);
-}
-template <class T>
-inline void attention_flash_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const T* lse,
-                                     const T* q, const T* k, const T* v, const AttentionMask<T>& mask,
-                                     int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv,
-                                     T scale, FlashTiles tiles = {}) {
-  attention_flash_backward<T>(dq, dk, dv, dout, out, lse, q, k, v, mask, B, H, H, Tq, Tk, Dh, Dv, scale, tiles);
-}
 
 }  // namespace attn::kernels

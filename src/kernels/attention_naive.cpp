@@ -48,9 +48,9 @@ void masked_softmax_rows(T* s, int64_t Tq, int64_t Tk) {
 
 template <class T>
 void attention_naive_forward(T* out, T* probs, T* work, const T* q, const T* k, const T* v,
-                             const AttentionMask<T>& mask, const T* dropout_scale, int64_t B,
-                             int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv,
+                             const AttentionMask<T>& mask, const T* dropout_scale, const AttentionDims& d,
                              T scale, const AttentionLayout& layout) {
+  const int64_t B = d.B, H = d.H, Hkv = d.Hkv, Tq = d.Tq, Tk = d.Tk, Dh = d.Dh, Dv = d.Dv;
   const int64_t BH = B * H, group = H / Hkv;
   const int64_t lq = layout.q.row, lk = layout.k.row, lv = layout.v.row, lo = layout.out.row;
 #pragma omp parallel for schedule(static) if (BH > 1 && BH * Tq * Tk * (Dh + Dv) >= 32768)
@@ -100,8 +100,9 @@ void attention_naive_forward(T* out, T* probs, T* work, const T* q, const T* k, 
 template <class T>
 void attention_naive_backward(T* dq, T* dk, T* dv, T* work, const T* dout, const T* probs,
                               const T* dropout_scale, const T* q, const T* k, const T* v,
-                              int64_t B, int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t Dh,
-                              int64_t Dv, T scale, const AttentionLayout& x, const AttentionLayout& dx) {
+                              const AttentionDims& d, T scale, const AttentionLayout& x,
+                              const AttentionLayout& dx) {
+  const int64_t B = d.B, H = d.H, Hkv = d.Hkv, Tq = d.Tq, Tk = d.Tk, Dh = d.Dh, Dv = d.Dv;
   const int64_t BHkv = B * Hkv, group = H / Hkv;
   if (Tk == 0 || Tq == 0) {  // the output was constant 0 (or empty): every gradient is 0
     zero_heads(dq, dx.q, B, H, Tq, Dh);
@@ -154,23 +155,18 @@ void attention_naive_backward(T* dq, T* dk, T* dv, T* work, const T* dout, const
 }
 
 template void attention_naive_forward<float>(float*, float*, float*, const float*, const float*,
-                                             const float*, const AttentionMask<float>&,
-                                             const float*, int64_t, int64_t, int64_t, int64_t,
-                                             int64_t, int64_t, int64_t, float, const AttentionLayout&);
-template void attention_naive_forward<double>(double*, double*, double*, const double*,
-                                              const double*, const double*,
-                                              const AttentionMask<double>&, const double*, int64_t,
-                                              int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                              double, const AttentionLayout&);
-template void attention_naive_backward<float>(float*, float*, float*, float*, const float*,
-                                              const float*, const float*, const float*,
-                                              const float*, const float*, int64_t, int64_t,
-                                              int64_t, int64_t, int64_t, int64_t, int64_t, float,
-                                              const AttentionLayout&, const AttentionLayout&);
+                                             const float*, const AttentionMask<float>&, const float*,
+                                             const AttentionDims&, float, const AttentionLayout&);
+template void attention_naive_forward<double>(double*, double*, double*, const double*, const double*,
+                                              const double*, const AttentionMask<double>&, const double*,
+                                              const AttentionDims&, double, const AttentionLayout&);
+template void attention_naive_backward<float>(float*, float*, float*, float*, const float*, const float*,
+                                              const float*, const float*, const float*, const float*,
+                                              const AttentionDims&, float, const AttentionLayout&,
+                                              const AttentionLayout&);
 template void attention_naive_backward<double>(double*, double*, double*, double*, const double*,
-                                               const double*, const double*, const double*,
-                                               const double*, const double*, int64_t, int64_t,
-                                               int64_t, int64_t, int64_t, int64_t, int64_t, double,
+                                               const double*, const double*, const double*, const double*,
+                                               const double*, const AttentionDims&, double,
                                                const AttentionLayout&, const AttentionLayout&);
 
 }  // namespace attn::kernels

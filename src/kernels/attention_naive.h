@@ -5,9 +5,10 @@
 // the masks into AttentionMask, draws the dropout mask, and owns every buffer.
 // The tiled online-softmax twin (attention_flash) must match it for every mask kind.
 // Grouped-query attention: k and v hold Hkv heads (Hkv divides H) and query head h reads K/V
-// head h / (H / Hkv); the overloads without Hkv are multi-head attention (Hkv = H).
-// Operands may lie in any layout with packed feature rows (HeadLayout): the split heads of a
-// projection are read where they lie, and out and the gradients are written in the caller's.
+// head h / (H / Hkv); Hkv = H is multi-head attention. Every attention kernel takes the call's
+// sizes as one AttentionDims and its operands' layouts as AttentionLayout (packed() for
+// contiguous operands): any layout with packed feature rows (HeadLayout), so the split heads
+// of a projection are read where they lie, and out and the gradients are written in the caller's.
 #pragma once
 
 #include <cstdint>
@@ -31,16 +32,22 @@ struct HeadLayout {
   E* at(E* base, int64_t b, int64_t h) const { return base + b * batch + h * head; }
 };
 
+// The sizes of one call: q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], v [B, Hkv, Tk, Dv] and out
+// [B, H, Tq, Dv]; Hkv divides H.
+struct AttentionDims {
+  int64_t B = 0, H = 0, Hkv = 0, Tq = 0, Tk = 0, Dh = 0, Dv = 0;
+};
+
 // The layouts of one call's four operands: q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], v [B, Hkv, Tk, Dv]
 // and out [B, H, Tq, Dv]. A backward kernel takes two: one for q, k, v and the forward's out, and
 // one for their gradients dq, dk, dv and dout (the out field).
 struct AttentionLayout {
   HeadLayout q, k, v, out;
 
-  static constexpr AttentionLayout packed(int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t Dh,
-                                          int64_t Dv) {
-    return {HeadLayout::packed(H, Tq, Dh), HeadLayout::packed(Hkv, Tk, Dh), HeadLayout::packed(Hkv, Tk, Dv),
-            HeadLayout::packed(H, Tq, Dv)};
+  // All four contiguous.
+  static constexpr AttentionLayout packed(const AttentionDims& d) {
+    return {HeadLayout::packed(d.H, d.Tq, d.Dh), HeadLayout::packed(d.Hkv, d.Tk, d.Dh),
+            HeadLayout::packed(d.Hkv, d.Tk, d.Dv), HeadLayout::packed(d.H, d.Tq, d.Dv)};
   }
 };
 
@@ -113,54 +120,22 @@ inline void apply_attention_mask_row(T* row, const AttentionMask<T>& m, int64_t 
 // probability exactly 0; a row whose keys are all masked gets probabilities 0 and output 0.
 // dropout_scale [B, H, Tq, Tk] (null = no dropout) holds D = keep / (1 - p), 0 or 1/(1-p);
 // work [B, H, Tq, Tk] is scratch, needed only with dropout (may be null otherwise).
-// q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], v [B, Hkv, Tk, Dv] and out lie as `layout` says (the
-// overloads without it: all packed); probs, dropout_scale and work are packed.
+// q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], v [B, Hkv, Tk, Dv] and out (sizes d) lie as `layout`
+// says; probs, dropout_scale and work are packed.
 template <class T>
 void attention_naive_forward(T* out, T* probs, T* work, const T* q, const T* k, const T* v,
-                             const AttentionMask<T>& mask, const T* dropout_scale, int64_t B,
-                             int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv,
+                             const AttentionMask<T>& mask, const T* dropout_scale, const AttentionDims& d,
                              T scale, const AttentionLayout& layout);
-template <class T>
-inline void attention_naive_forward(T* out, T* probs, T* work, const T* q, const T* k, const T* v,
-                                    const AttentionMask<T>& mask, const T* dropout_scale, int64_t B,
-                                    int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv,
-                                    T scale) {
-  attention_naive_forward<T>(out, probs, work, q, k, v, mask, dropout_scale, B, H, Hkv, Tq, Tk, Dh, Dv, scale,
-                             AttentionLayout::packed(H, Hkv, Tq, Tk, Dh, Dv));
-}
-template <class T>
-inline void attention_naive_forward(T* out, T* probs, T* work, const T* q, const T* k, const T* v,
-                                    const AttentionMask<T>& mask, const T* dropout_scale, int64_t B,
-                                    int64_t H, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv, T scale) {
-  attention_naive_forward<T>(out, probs, work, q, k, v, mask, dropout_scale, B, H, H, Tq, Tk, Dh, Dv, scale);
-}
 
 // Given dout = dL/dout, writes dq, dk, dv: every element, once (no zeroing needed, nothing
 // accumulated into what the buffers held). probs and dropout_scale are what the forward
 // saved; work [B, H, Tq, Tk] is scratch (always needed). With Hkv < H each K/V head gathers
 // the gradients of its H / Hkv query heads. q, k, v lie as x says (x.out is unused), dq, dk,
-// dv and dout as dx says (the overloads without them: all packed).
+// dv and dout as dx says.
 template <class T>
 void attention_naive_backward(T* dq, T* dk, T* dv, T* work, const T* dout, const T* probs,
                               const T* dropout_scale, const T* q, const T* k, const T* v,
-                              int64_t B, int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t Dh,
-                              int64_t Dv, T scale, const AttentionLayout& x, const AttentionLayout& dx);
-template <class T>
-inline void attention_naive_backward(T* dq, T* dk, T* dv, T* work, const T* dout, const T* probs,
-                                     const T* dropout_scale, const T* q, const T* k, const T* v,
-                                     int64_t B, int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t Dh,
-                                     int64_t Dv, T scale) {
-  const AttentionLayout packed = AttentionLayout::packed(H, Hkv, Tq, Tk, Dh, Dv);
-  attention_naive_backward<T>(dq, dk, dv, work, dout, probs, dropout_scale, q, k, v, B, H, Hkv, Tq, Tk, Dh, Dv,
-                              scale, packed, packed);
-}
-template <class T>
-inline void attention_naive_backward(T* dq, T* dk, T* dv, T* work, const T* dout, const T* probs,
-                                     const T* dropout_scale, const T* q, const T* k, const T* v,
-                                     int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv,
-                                     T scale) {
-  attention_naive_backward<T>(dq, dk, dv, work, dout, probs, dropout_scale, q, k, v, B, H, H, Tq, Tk, Dh, Dv,
-                              scale);
-}
+                              const AttentionDims& d, T scale, const AttentionLayout& x,
+                              const AttentionLayout& dx);
 
 }  // namespace attn::kernels

@@ -32,8 +32,8 @@ bool has_mask(const AttentionMask<float>& m) {
 
 void attention_short_forward(float* out, float* probs, float* work, const float* q, const float* k,
                              const float* v, const AttentionMask<float>& mask, const float* dropout_scale,
-                             int64_t B, int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t Dh,
-                             int64_t Dv, float scale, const AttentionLayout& layout) {
+                             const AttentionDims& d, float scale, const AttentionLayout& layout) {
+  const int64_t B = d.B, H = d.H, Hkv = d.Hkv, Tq = d.Tq, Tk = d.Tk, Dh = d.Dh, Dv = d.Dv;
   ATTN_CHECK(use_short_attention(Tq, Tk), "attention_short_forward", "Tq ", Tq, " and Tk ", Tk,
              " must be at most ", kShortAttentionMaxT);
   const auto& vk = simd::vector_kernels();  // fetched outside the region
@@ -71,9 +71,9 @@ void attention_short_forward(float* out, float* probs, float* work, const float*
 //   dQ = scale dS K,    dK = scale dS^T Q;  dK and dV summed over the group's query heads.
 void attention_short_backward(float* dq, float* dk, float* dv, float* work, const float* dout,
                               const float* probs, const float* dropout_scale, const float* q,
-                              const float* k, const float* v, int64_t B, int64_t H, int64_t Hkv,
-                              int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv, float scale,
+                              const float* k, const float* v, const AttentionDims& d, float scale,
                               const AttentionLayout& x, const AttentionLayout& dx) {
+  const int64_t B = d.B, H = d.H, Hkv = d.Hkv, Tq = d.Tq, Tk = d.Tk, Dh = d.Dh, Dv = d.Dv;
   ATTN_CHECK(use_short_attention(Tq, Tk), "attention_short_backward", "Tq ", Tq, " and Tk ", Tk,
              " must be at most ", kShortAttentionMaxT);
   if (Tk == 0 || Tq == 0) {  // the output was constant 0 (or empty): every gradient is 0

@@ -23,14 +23,12 @@ inline bool use_short_attention(int64_t Tq, int64_t Tk) {
 // As attention_naive_forward<float> (same arguments, same outputs within float rounding).
 void attention_short_forward(float* out, float* probs, float* work, const float* q, const float* k,
                              const float* v, const AttentionMask<float>& mask, const float* dropout_scale,
-                             int64_t B, int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t Dh,
-                             int64_t Dv, float scale, const AttentionLayout& layout);
+                             const AttentionDims& d, float scale, const AttentionLayout& layout);
 
 // As attention_naive_backward<float>: dq, dk, dv written (not accumulated).
 void attention_short_backward(float* dq, float* dk, float* dv, float* work, const float* dout,
                               const float* probs, const float* dropout_scale, const float* q,
-                              const float* k, const float* v, int64_t B, int64_t H, int64_t Hkv,
-                              int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv, float scale,
+                              const float* k, const float* v, const AttentionDims& d, float scale,
                               const AttentionLayout& x, const AttentionLayout& dx);
 
 }  // namespace attn::kernels

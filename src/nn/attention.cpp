@@ -252,29 +252,65 @@ Tensor MultiHeadAttention::forward_cached_self(const Tensor& x, Tensor& k_cache,
 }
 
 Tensor MultiHeadAttention::forward_step_cached(const Tensor& query, const Tensor& k, const Tensor& v,
-                                               const Tensor& key_padding_mask) {
+                                               const Tensor& key_padding_mask,
+                                               const std::vector<int64_t>& row_sources) {
   const int64_t D = d_model_, Hkv = n_kv_heads_;
   ATTN_CHECK(!options_.rope && !options_.alibi && options_.window == 0, kOp,
              "forward_step_cached is cross-attention, which has no rope, alibi or window");
   ATTN_CHECK(query.defined() && query.dim() == 3 && query.size(1) == 1 && query.size(2) == D, kOp,
              "a step's query must be [N, 1, ", D, "], got ", query.defined() ? query.str() : "undefined");
   const int64_t N = query.size(0);
-  ATTN_CHECK(k.defined() && v.defined() && k.dim() == 4 && k.size(0) == N && k.size(1) == Hkv &&
+  const bool shared = !row_sources.empty();
+  ATTN_CHECK(!shared || static_cast<int64_t>(row_sources.size()) == N, kOp, "row_sources has ",
+             row_sources.size(), " entries for ", N, " query rows");
+  const int64_t Ns = shared ? (k.defined() && k.dim() == 4 ? k.size(0) : 0) : N;
+  ATTN_CHECK(k.defined() && v.defined() && k.dim() == 4 && k.size(0) == Ns && k.size(1) == Hkv &&
                  k.size(3) == head_dim_ && v.shape() == k.shape(),
-             kOp, "cached k and v must be [", N, ", ", Hkv, ", Tk, ", head_dim_, "], got ",
+             kOp, "cached k and v must be [", Ns, ", ", Hkv, ", Tk, ", head_dim_, "], got ",
              k.defined() ? k.str() : "undefined", " and ", v.defined() ? v.str() : "undefined");
+  for (int64_t s : row_sources)
+    ATTN_CHECK(s >= 0 && s < Ns, kOp, "row source ", s, " out of range [0, ", Ns, ")");
   ATTN_CHECK(query.dtype() == in_proj_weight_.dtype() && k.dtype() == query.dtype() && v.dtype() == query.dtype(),
              kOp, "query, k and v must be ", dtype_name(in_proj_weight_.dtype()), ", got ", query.str(), ", ",
              k.str(), ", ", v.str());
   SdpaOptions options;
   if (key_padding_mask.defined()) {
-    ATTN_CHECK(key_padding_mask.dtype() == DType::Bool && key_padding_mask.shape() == (Shape{N, k.size(2)}), kOp,
-               "a step's key_padding_mask must be bool [", N, ", ", k.size(2), "], got ", key_padding_mask.str());
+    ATTN_CHECK(key_padding_mask.dtype() == DType::Bool && key_padding_mask.shape() == (Shape{Ns, k.size(2)}), kOp,
+               "a step's key_padding_mask must be bool [", Ns, ", ", k.size(2), "], got ", key_padding_mask.str());
     options.key_padding_mask = key_padding_mask;
   }
-  Tensor q = split_heads(project(query, 0));                               // [N, H, 1, Dh]
-  SdpaResult attended = scaled_dot_product_attention(q, k, v, options);    // out [N, H, 1, Dh]
-  return out_proj_->forward(join_heads(attended.out));                     // [N, 1, D]
+  if (!shared) {
+    Tensor q = split_heads(project(query, 0));                             // [N, H, 1, Dh]
+    SdpaResult attended = scaled_dot_product_attention(q, k, v, options);  // out [N, H, 1, Dh]
+    return out_proj_->forward(join_heads(attended.out));                   // [N, 1, D]
+  }
+  // Source s with rows r_0 .. r_{c-1} (c <= G, the most rows of any source) becomes G * H query
+  // heads of one query each, head h * G + j holding head h of row r_j; query head h * G + j
+  // reads K/V head (h * G + j) / (G * H / Hkv) = h / (H / Hkv), the one row r_j reads alone.
+  // Slots of a source with fewer than G rows repeat a row; their outputs are dropped.
+  const int64_t H = n_heads_, Dh = head_dim_;
+  std::vector<int64_t> count(static_cast<size_t>(Ns), 0), row_slot(static_cast<size_t>(N));
+  int64_t G = 0;
+  for (int64_t r = 0; r < N; ++r) {
+    const int64_t s = row_sources[static_cast<size_t>(r)];
+    row_slot[static_cast<size_t>(r)] = s;  // the source for now; its slot below
+    G = std::max(G, ++count[static_cast<size_t>(s)]);
+  }
+  std::vector<int64_t> slot_row(static_cast<size_t>(Ns * G), 0), filled(static_cast<size_t>(Ns), 0);
+  for (int64_t r = 0; r < N; ++r) {
+    const int64_t s = row_slot[static_cast<size_t>(r)];
+    const int64_t slot = s * G + filled[static_cast<size_t>(s)]++;
+    row_slot[static_cast<size_t>(r)] = slot;
+    for (int64_t j = slot; j < (s + 1) * G; ++j) slot_row[static_cast<size_t>(j)] = r;  // later rows overwrite
+  }
+  const Tensor q_rows = project(query, 0).reshape({N, D});                                    // [N, D]
+  const Tensor slots = embedding(q_rows, Tensor::from_vector<int64_t>(slot_row, {Ns * G}));   // [Ns*G, D]
+  const Tensor q = slots.reshape({Ns, G, H, Dh}).transpose(1, 2).contiguous().reshape({Ns, H * G, 1, Dh});
+  SdpaResult attended = scaled_dot_product_attention(q, k, v, options);  // out [Ns, H*G, 1, Dh]
+  const Tensor by_slot =
+      attended.out.contiguous().reshape({Ns, H, G, Dh}).transpose(1, 2).contiguous().reshape({Ns * G, D});  // [Ns*G, D]
+  const Tensor out = embedding(by_slot, Tensor::from_vector<int64_t>(row_slot, {N}));  // [N, D]
+  return out_proj_->forward(out.reshape({N, 1, D}));                                    // [N, 1, D]
 }
 
 void set_capture_attention(Module& root, bool on) {

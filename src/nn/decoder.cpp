@@ -68,7 +68,7 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Attent
 }
 
 Tensor DecoderLayer::forward_step(const Tensor& x_t, LayerKV& cache, const Tensor& self_padding,
-                                  const Tensor& memory_padding) {
+                                  const Tensor& memory_padding, const std::vector<int64_t>& row_sources) {
   const int64_t D = options_.d_model;
   ATTN_CHECK(x_t.dim() == 3 && x_t.size(1) == 1 && x_t.size(2) == D, "DecoderLayer",
              "expected a step x_t [N, 1, ", D, "], got ", x_t.str());
@@ -82,13 +82,14 @@ Tensor DecoderLayer::forward_step(const Tensor& x_t, LayerKV& cache, const Tenso
         x_t, self_attn_->forward_cached_self(h, cache.self_k, cache.self_v, self_masks));  // [N, 1, D]
     h = norm2_->forward(out);                                                                // [N, 1, D]
     out = dropout2_->add_to(
-        out, cross_attn_->forward_step_cached(h, cache.cross_k, cache.cross_v, memory_padding));  // [N, 1, D]
+        out, cross_attn_->forward_step_cached(h, cache.cross_k, cache.cross_v, memory_padding, row_sources));  // [N, 1, D]
     h = norm3_->forward(out);                                                                // [N, 1, D]
     return dropout3_->add_to(out, ffn(h));                                                   // [N, 1, D]
   }
   Tensor sa = self_attn_->forward_cached_self(x_t, cache.self_k, cache.self_v, self_masks);         // [N, 1, D]
   Tensor out = norm1_->forward(dropout1_->add_to(x_t, sa));                                         // [N, 1, D]
-  Tensor ca = cross_attn_->forward_step_cached(out, cache.cross_k, cache.cross_v, memory_padding);  // [N, 1, D]
+  Tensor ca =
+      cross_attn_->forward_step_cached(out, cache.cross_k, cache.cross_v, memory_padding, row_sources);  // [N, 1, D]
   out = norm2_->forward(dropout2_->add_to(out, ca));                                                // [N, 1, D]
   Tensor ff = ffn(out);                                                                             // [N, 1, D]
   return norm3_->forward(dropout3_->add_to(out, ff));                                               // [N, 1, D]
@@ -143,7 +144,7 @@ Tensor Decoder::forward_step(const Tensor& x_t, KVCache& cache) {
   const Tensor self_padding = cache.self_padding_last(held + 1);  // [N, T'+1] or undefined
   Tensor h = x_t;                                    // [N, 1, D]
   for (int64_t i = 0; i < num_layers(); ++i)
-    h = layer(i).forward_step(h, cache.layer(i), self_padding, cache.memory_padding());  // [N, 1, D]
+    h = layer(i).forward_step(h, cache.layer(i), self_padding, cache.memory_padding(), cache.row_sources());  // [N, 1, D]
   if (norm_) h = norm_->forward(h);  // [N, 1, D]
   return h;
 }

@@ -1,6 +1,7 @@
 // KVCache (paper §3.2.3, incremental decoding): per-layer cached keys and values, PAD flags and
-// left padding per row, row reorder (an embedding lookup of rows viewed as [N, rest], or a copy
-// into a buffer of the same capacity for the growing self-attention K/V), byte accounting, and
+// left padding per row, row reorder (a copy into a buffer of the same capacity for the growing
+// self-attention K/V; for the per-source cross-attention K/V only the row-to-source map, plus an
+// embedding lookup of the sources that stay when some go), byte accounting, and
 // append_positions: self-attention K/V grow in place inside a buffer with spare room.
 #include "attn/nn/kv_cache.h"
 
@@ -122,6 +123,7 @@ const LayerKV& KVCache::layer(int64_t i) const {
 }
 
 int64_t KVCache::rows() const {
+  if (!row_sources_.empty()) return static_cast<int64_t>(row_sources_.size());
   for (const LayerKV& l : layers_) {
     if (l.cross_k.defined()) return l.cross_k.size(0);
     if (l.self_k.defined()) return l.self_k.size(0);
@@ -129,6 +131,12 @@ int64_t KVCache::rows() const {
   if (memory_padding_.defined()) return memory_padding_.size(0);
   if (self_pad_len_ > 0) return static_cast<int64_t>(self_pad_.size()) / self_pad_len_;
   return static_cast<int64_t>(left_pad_.size());
+}
+
+int64_t KVCache::sources() const {
+  for (const LayerKV& l : layers_)
+    if (l.cross_k.defined()) return l.cross_k.size(0);
+  return memory_padding_.defined() ? memory_padding_.size(0) : 0;
 }
 
 void KVCache::set_left_pad(std::vector<int64_t> left_pad) {
@@ -192,12 +200,35 @@ void KVCache::reorder(const std::vector<int64_t>& rows) {
   const int64_t n = this->rows();
   const int64_t m = static_cast<int64_t>(rows.size());
   for (int64_t r : rows) ATTN_CHECK(r >= 0 && r < n, kOp, "reorder row ", r, " out of range [0, ", n, ")");
-  const Tensor ids = Tensor::from_vector<int64_t>(rows, {m});  // [M]
-  for (LayerKV& l : layers_) {
+  for (LayerKV& l : layers_)
     for (Tensor* t : {&l.self_k, &l.self_v}) *t = take_positions(*t, rows);  // [M, Hkv, T', Dh]
-    for (Tensor* t : {&l.cross_k, &l.cross_v}) *t = take_rows(*t, ids);      // [M, H, S, Dh]
+  const int64_t n_src = sources();
+  if (n_src > 0 || !row_sources_.empty()) {
+    // The cross-attention side stays one row per source: rows only change which source they read.
+    std::vector<int64_t> src(static_cast<size_t>(m));
+    for (int64_t i = 0; i < m; ++i)
+      src[static_cast<size_t>(i)] = row_sources_.empty() ? rows[static_cast<size_t>(i)]
+                                                          : row_sources_[static_cast<size_t>(rows[static_cast<size_t>(i)])];
+    std::vector<int64_t> slot(static_cast<size_t>(n_src), -1), kept;  // source -> its new row; the sources kept
+    for (int64_t s : src) slot[static_cast<size_t>(s)] = 0;
+    for (int64_t s = 0; s < n_src; ++s)
+      if (slot[static_cast<size_t>(s)] == 0) {
+        slot[static_cast<size_t>(s)] = static_cast<int64_t>(kept.size());
+        kept.push_back(s);
+      }
+    if (static_cast<int64_t>(kept.size()) < n_src) {  // sources no row reads any more are dropped
+      const Tensor ids = Tensor::from_vector<int64_t>(kept, {static_cast<int64_t>(kept.size())});  // [N_src']
+      for (LayerKV& l : layers_)
+        for (Tensor* t : {&l.cross_k, &l.cross_v}) *t = take_rows(*t, ids);  // [N_src', Hkv, S, Dh]
+      memory_padding_ = take_rows(memory_padding_, ids);                      // [N_src', S]
+    }
+    bool identity = static_cast<int64_t>(kept.size()) == m;
+    for (int64_t i = 0; i < m; ++i) {
+      src[static_cast<size_t>(i)] = slot[static_cast<size_t>(src[static_cast<size_t>(i)])];
+      identity = identity && src[static_cast<size_t>(i)] == i;
+    }
+    row_sources_ = identity ? std::vector<int64_t>() : std::move(src);
   }
-  memory_padding_ = take_rows(memory_padding_, ids);  // [M, S]
   if (self_pad_len_ > 0) {
     std::vector<int> next(static_cast<size_t>(m * self_pad_len_));
     for (int64_t i = 0; i < m; ++i)

@@ -7,7 +7,7 @@
 // incoming gradient are read where they lie (split heads, a KV cache); out is written as
 // [B, Tq, H, Dv] memory (joining heads is a view) and dq, dk, dv in their inputs' layouts (the
 // split's backward copies nothing); the packed variant reads q, k, v inside one projection.
-// Also the ALiBi slope schedule and the rotary_embedding op (RoPE) with its tape node.
+// Also the ALiBi slope schedule (the rotary_embedding op is in rotary_embedding.cpp).
 // Multi-head projections live in nn/attention; this op sees heads already split.
 #include <algorithm>
 #include <array>
@@ -21,7 +21,6 @@
 #include "kernels/attention_flash.h"
 #include "kernels/attention_naive.h"
 #include "kernels/attention_short.h"
-#include "kernels/attention_rope.h"
 #include "kernels/dropout.h"
 #include "attention_impl.h"
 
@@ -31,10 +30,9 @@ namespace {
 
 constexpr const char* kOp = "scaled_dot_product_attention";
 
-// Sizes of one call, read off q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], v [B, Hkv, Tk, Dv].
-struct SdpaDims {
-  int64_t B = 0, H = 0, Hkv = 0, Tq = 0, Tk = 0, Dh = 0, Dv = 0;
-};
+// Sizes of one call, read off q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], v [B, Hkv, Tk, Dv]: what
+// the kernels take.
+using SdpaDims = kernels::AttentionDims;
 
 SdpaDims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v) {
   ATTN_CHECK(q.defined() && k.defined() && v.defined(), kOp, "q, k and v must all be defined");
@@ -269,15 +267,13 @@ struct SdpaBackward : SdpaNode {
         if (short_kernel) {
           kernels::attention_short_backward(dq.t.data<T>(), dk.t.data<T>(), dv.t.data<T>(), work.data<T>(),
                                             g.t.data<T>(), probs.data<T>(), ds, q.t.data<T>(), k.t.data<T>(),
-                                            v.t.data<T>(), d.B, d.H, d.Hkv, d.Tq, d.Tk, d.Dh, d.Dv,
-                                            static_cast<T>(scale), x, dx);
+                                            v.t.data<T>(), d, static_cast<T>(scale), x, dx);
           return;
         }
       }
       kernels::attention_naive_backward<T>(dq.t.data<T>(), dk.t.data<T>(), dv.t.data<T>(), work.data<T>(),
                                            g.t.data<T>(), probs.data<T>(), ds, q.t.data<T>(), k.t.data<T>(),
-                                           v.t.data<T>(), d.B, d.H, d.Hkv, d.Tq, d.Tk, d.Dh, d.Dv,
-                                           static_cast<T>(scale), x, dx);
+                                           v.t.data<T>(), d, static_cast<T>(scale), x, dx);
     };
     if (q.t.dtype() == DType::F32) run(float{}); else run(double{});
     return finish_backward(grads);
@@ -318,8 +314,7 @@ struct FlashSdpaBackward : SdpaNode {
       mask.window = window;
       kernels::attention_flash_backward<T>(dq.t.data<T>(), dk.t.data<T>(), dv.t.data<T>(), g.t.data<T>(),
                                            out.t.data<T>(), lse.data<T>(), q.t.data<T>(), k.t.data<T>(),
-                                           v.t.data<T>(), mask, d.B, d.H, d.Hkv, d.Tq, d.Tk, d.Dh, d.Dv,
-                                           static_cast<T>(scale), kernels::FlashTiles{}, x, dx);
+                                           v.t.data<T>(), mask, d, static_cast<T>(scale), kernels::FlashTiles{}, x, dx);
     };
     if (q.t.dtype() == DType::F32) run(float{}); else run(double{});
     return finish_backward(grads);
@@ -377,8 +372,7 @@ SdpaResult sdpa_impl(const Operand& q, const Operand& k, const Operand& v, const
   if (impl == detail::SdpaImpl::Flash) {
     Tensor lse = Tensor::empty({d.B, d.H, d.Tq}, dtype_of<T>);  // [B, H, Tq]
     kernels::attention_flash_forward<T>(out.t.data<T>(), lse.data<T>(), q.t.data<T>(), k.t.data<T>(),
-                                        v.t.data<T>(), mask, d.B, d.H, d.Hkv, d.Tq, d.Tk, d.Dh, d.Dv,
-                                        static_cast<T>(scale), kernels::FlashTiles{}, layout);
+                                        v.t.data<T>(), mask, d, static_cast<T>(scale), kernels::FlashTiles{}, layout);
     if (record) {
       auto node = std::make_shared<FlashSdpaBackward>();
       fill_node(*node);
@@ -429,13 +423,11 @@ SdpaResult sdpa_impl(const Operand& q, const Operand& k, const Operand& v, const
   if constexpr (std::is_same_v<T, float>) {
     if (short_kernel)
       kernels::attention_short_forward(out.t.data<T>(), probs.data<T>(), work_data, q.t.data<T>(),
-                                       k.t.data<T>(), v.t.data<T>(), mask, ds, d.B, d.H, d.Hkv, d.Tq, d.Tk,
-                                       d.Dh, d.Dv, static_cast<T>(scale), layout);
+                                       k.t.data<T>(), v.t.data<T>(), mask, ds, d, static_cast<T>(scale), layout);
   }
   if (!short_kernel)
     kernels::attention_naive_forward<T>(out.t.data<T>(), probs.data<T>(), work_data, q.t.data<T>(),
-                                        k.t.data<T>(), v.t.data<T>(), mask, ds, d.B, d.H, d.Hkv, d.Tq, d.Tk,
-                                        d.Dh, d.Dv, static_cast<T>(scale), layout);
+                                        k.t.data<T>(), v.t.data<T>(), mask, ds, d, static_cast<T>(scale), layout);
 
   SdpaResult result;
   if (o.need_weights) result.weights = record ? probs.clone() : probs;  // never aliases saved state
@@ -513,7 +505,7 @@ SdpaResult scaled_dot_product_attention_packed(const Tensor& qkv, int64_t n_head
   return run_sdpa(q, k, v, {qkv}, true, options, d, detail::SdpaImpl::Auto);
 }
 
-// ---- ALiBi slopes and RoPE -------------------------------------------------------------------
+// ---- ALiBi slopes -------------------------------------------------------------------------
 
 namespace {
 
@@ -529,30 +521,6 @@ std::vector<double> power_of_two_slopes(int64_t n) {
   return out;
 }
 
-// Rotates x by the positions' angles (sign +1) or back (the backward, into a zeroed dx).
-struct RopeBackward : Node {
-  Tensor positions;  // contiguous I64 [B, T] or [T]
-  int64_t pos_stride_b = 0;
-  Shape shape;  // x's [B, H, T, Dh]
-  RopeOptions options;
-  const char* name() const override { return "RopeBackward"; }
-  std::vector<Tensor> backward(const Tensor& grad_output) override {
-    NoGradGuard guard;
-    ATTN_CHECK(grad_output.shape() == shape, name(), "gradient ", grad_output.str(), " for output ", shape_str(shape));
-    const Tensor g = grad_output.contiguous();
-    Tensor dx = Tensor::zeros(shape, g.dtype());
-    const bool half = options.pairing == RopePairing::Half;
-    if (g.dtype() == DType::F32)
-      kernels::rope_backward<float>(dx.data<float>(), g.data<float>(), positions.data<int64_t>(), pos_stride_b,
-                                    shape[0], shape[1], shape[2], shape[3], options.theta, half);
-    else
-      kernels::rope_backward<double>(dx.data<double>(), g.data<double>(), positions.data<int64_t>(), pos_stride_b,
-                                     shape[0], shape[1], shape[2], shape[3], options.theta, half);
-    return {dx};
-  }
-  void release() override { positions = Tensor(); }
-};
-
 }  // namespace
 
 std::vector<double> alibi_slopes(int64_t n_heads) {
@@ -565,58 +533,6 @@ std::vector<double> alibi_slopes(int64_t n_heads) {
   const std::vector<double> extra = power_of_two_slopes(2 * p);
   for (size_t i = 0; static_cast<int64_t>(slopes.size()) < n_heads; i += 2) slopes.push_back(extra[i]);
   return slopes;
-}
-
-const char* rope_pairing_name(RopePairing pairing) {
-  switch (pairing) {
-    case RopePairing::Interleaved: return "interleaved";
-    case RopePairing::Half: return "half";
-  }
-  return "?";
-}
-
-RopePairing parse_rope_pairing(const std::string& name) {
-  if (name == "interleaved") return RopePairing::Interleaved;
-  if (name == "half") return RopePairing::Half;
-  fail("rope", "unknown RoPE pairing '", name, "' (expected interleaved or half)");
-}
-
-Tensor rotary_embedding(const Tensor& x_in, const Tensor& positions_in, const RopeOptions& options) {
-  constexpr const char* op = "rotary_embedding";
-  ATTN_CHECK(x_in.defined() && positions_in.defined(), op, "x and positions must be defined");
-  ATTN_CHECK(x_in.dim() == 4 && is_floating(x_in.dtype()), op, "x must be f32 or f64 [B, H, T, Dh], got ", x_in.str());
-  const int64_t B = x_in.size(0), H = x_in.size(1), T = x_in.size(2), Dh = x_in.size(3);
-  ATTN_CHECK(Dh % 2 == 0, op, "the head dimension must be even to pair features, got ", x_in.str());
-  ATTN_CHECK(positions_in.dtype() == DType::I64 &&
-                 (positions_in.shape() == (Shape{B, T}) || positions_in.shape() == (Shape{T})),
-             op, "positions must be i64 [B, T] = [", B, ", ", T, "] or [T] = [", T, "], got ", positions_in.str(),
-             " for x ", x_in.str());
-  ATTN_CHECK(options.theta > 0.0 && std::isfinite(options.theta), op, "theta must be positive, got ", options.theta);
-  const Tensor positions = positions_in.contiguous().clone();  // immune to later edits
-  for (int64_t p : positions.to_vector<int64_t>()) ATTN_CHECK(p >= 0, op, "positions must be >= 0, got ", p);
-  const int64_t stride = positions.dim() == 2 ? T : 0;
-  const bool half = options.pairing == RopePairing::Half;
-  Tensor x;
-  {
-    NoGradGuard guard;
-    x = x_in.contiguous().detach();
-  }
-  Tensor out = Tensor::empty(x.shape(), x.dtype());  // [B, H, T, Dh]
-  if (x.dtype() == DType::F32)
-    kernels::rope_forward<float>(out.data<float>(), x.data<float>(), positions.data<int64_t>(), stride, B, H, T, Dh,
-                                 options.theta, half);
-  else
-    kernels::rope_forward<double>(out.data<double>(), x.data<double>(), positions.data<int64_t>(), stride, B, H, T,
-                                  Dh, options.theta, half);
-  if (needs_grad({&x_in})) {
-    auto node = std::make_shared<RopeBackward>();
-    node->positions = positions;
-    node->pos_stride_b = stride;
-    node->shape = x.shape();
-    node->options = options;
-    attach_node(out, node, {x_in});
-  }
-  return out;
 }
 
 }  // namespace attn

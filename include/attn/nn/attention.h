@@ -106,9 +106,13 @@ class MultiHeadAttention : public AttentionModule {
   Tensor forward_step_self(const Tensor& x, Tensor& k_cache, Tensor& v_cache, const Tensor& key_padding_mask,
                            const Tensor& positions = Tensor());
   // One query step against cached keys/values (cross-attention, without rope, alibi or a
-  // window): query [N, 1, D], k and v [N, Hkv, Tk, Dh], key_padding_mask Bool [N, Tk] or
-  // undefined. -> [N, 1, D].
-  Tensor forward_step_cached(const Tensor& query, const Tensor& k, const Tensor& v, const Tensor& key_padding_mask);
+  // window): query [N, 1, D], k and v [N_src, Hkv, Tk, Dh], key_padding_mask Bool [N_src, Tk]
+  // or undefined; row r attends source row row_sources[r] (empty: N_src = N and row r reads
+  // row r). The rows of one source read its K/V where they lie, never a copy per row: they
+  // attend as extra query heads of that source (grouped-query attention, one query per head,
+  // so each row's result is the one it gets alone). -> [N, 1, D].
+  Tensor forward_step_cached(const Tensor& query, const Tensor& k, const Tensor& v, const Tensor& key_padding_mask,
+                             const std::vector<int64_t>& row_sources = {});
   // Causal self-attention of T new positions x [N, T, D] over the cached ones and themselves
   // (a prompt's prefill, or T = 1 for a step): their keys and values (rotated by RoPE) are
   // appended to k_cache and v_cache ([N, Hkv, T', Dh] -> [N, Hkv, T' + T, Dh]; undefined =

@@ -36,8 +36,10 @@ class DecoderLayer : public Module {
   // position; its self-attention K/V are appended to cache.self_k/self_v and it attends over
   // them and over cache.cross_k/cross_v, through the same sublayers and norms as forward().
   // self_padding Bool [N, T'+1] (the cached positions and this one) / memory_padding Bool
-  // [N, S], or undefined. With RoPE, this position is the number of cached ones. -> [N, 1, D].
-  Tensor forward_step(const Tensor& x_t, LayerKV& cache, const Tensor& self_padding, const Tensor& memory_padding);
+  // [N_src, S], or undefined; row r reads source row row_sources[r] of the cross-attention K/V
+  // (empty: row r). With RoPE, this position is the number of cached ones. -> [N, 1, D].
+  Tensor forward_step(const Tensor& x_t, LayerKV& cache, const Tensor& self_padding, const Tensor& memory_padding,
+                      const std::vector<int64_t>& row_sources = {});
 
   // As EncoderLayer's: self_attention() of either kind, self_attn() the softmax one (an error
   // with linear attention), feed_forward() the dense FFN (an error with experts), moe().

@@ -2,7 +2,8 @@
 // is auto-regressive, so at step t only the new position's keys and values are new).
 // Per decoder layer: the self-attention K/V of every position decoded so far, grown by one
 // position per step, and the cross-attention K/V of the encoder output, computed once per
-// source. Rows (hypotheses) are reordered together for beam search. Decoder-only models
+// source and shared by every row (hypothesis) of that source: beam search reorders the rows'
+// self-attention K/V and only remaps rows to sources for cross-attention. Decoder-only models
 // (GPT style) use the self-attention part only, with left-padded prompts: each row records
 // how many PAD positions precede its first token, so that its positions stay its own. With a
 // sliding window the layers keep only the last W positions' K/V. The self-attention K/V are
@@ -25,7 +26,9 @@ struct LayerKV {
   // Views of T' consecutive positions of a buffer [N, Hkv, capacity, Dh] (rows packed within
   // each (n, head) slice, slices capacity * Dh apart), not contiguous while room is spare.
   Tensor self_k, self_v;
-  Tensor cross_k, cross_v;  // [N, H, S, Dh]
+  // [N_src, Hkv, S, Dh]: one row per source, read by every cache row of that source
+  // (KVCache::row_sources); N_src = N until a reorder repeats or drops rows.
+  Tensor cross_k, cross_v;
 };
 
 class KVCache {
@@ -43,6 +46,12 @@ class KVCache {
   int64_t rows() const;
   int64_t length() const;
 
+  // Source rows N_src of the cross-attention K/V and of memory_padding() (0 when neither is set).
+  int64_t sources() const;
+  // Row r reads source row row_sources()[r] of the cross-attention K/V and memory padding.
+  // Empty = row r reads source row r (before any reorder, or after one that kept every row).
+  const std::vector<int64_t>& row_sources() const { return row_sources_; }
+
   // Left padding of decoder-only prompts: left_pad[r] PAD positions precede row r's first
   // token, and cache index t of row r holds position t - left_pad[r] (clamped at 0 for the
   // PAD positions themselves). Empty = no left padding. Reordered with the rows.
@@ -52,7 +61,8 @@ class KVCache {
   // (r, t) = max(0, length() + t - left_pad[r]). N = rows().
   Tensor next_positions(int64_t count) const;
 
-  // Source key padding Bool [N, S] (true = PAD) or undefined: reordered with the rows.
+  // Source key padding Bool [N_src, S] (true = PAD) or undefined: one row per source, as the
+  // cross-attention K/V.
   const Tensor& memory_padding() const { return memory_padding_; }
   void set_memory_padding(const Tensor& padding) { memory_padding_ = padding; }
 
@@ -66,12 +76,15 @@ class KVCache {
   // them is PAD. What a layer that keeps only its last `columns` positions needs.
   Tensor self_padding_last(int64_t columns) const;
 
-  // Keeps row rows[i] as the new row i (rows may repeat and drop rows), for every tensor. The
-  // self-attention K/V go to fresh buffers of the same capacity, so steps keep appending in place.
+  // Keeps row rows[i] as the new row i (rows may repeat and drop rows). The self-attention K/V
+  // and padding flags are copied row by row (into fresh buffers of the same capacity, so steps
+  // keep appending in place); the cross-attention K/V and memory padding are not: new row i
+  // reads the source old row rows[i] read (row_sources), and sources no row reads any more are
+  // dropped (the only copy: of the sources that stay, when some go).
   void reorder(const std::vector<int64_t>& rows);
 
-  // Bytes held by the cached positions: 2 * layers * N * Hkv * (T' + S) * Dh * sizeof(dtype)
-  // (the spare room of the self-attention buffers is not counted).
+  // Bytes held by the cached positions: 2 * layers * Hkv * (N * T' + N_src * S) * Dh *
+  // sizeof(dtype) (the spare room of the self-attention buffers is not counted).
   int64_t memory_bytes() const;
 
  private:
@@ -80,6 +93,7 @@ class KVCache {
   std::vector<int> self_pad_;  // [N * T] row-major flags
   int64_t self_pad_len_ = 0;   // T of self_pad_
   std::vector<int64_t> left_pad_;  // [N] or empty
+  std::vector<int64_t> row_sources_;  // [N] source row of each row, or empty (the identity)
 };
 
 // Appends the positions `fresh` [N, Hkv, T, Dh] to `cached` [N, Hkv, T', Dh] (undefined = none
@@ -100,8 +114,9 @@ int64_t cache_capacity(const Tensor& x);
 // hypotheses over sources of `src_len` tokens: self-attention K and V [rows, H, tgt_len, Dh]
 // plus cross-attention K and V [rows, H, src_len, Dh] in each of `layers` decoder layers,
 // i.e. 2 * layers * rows * H * (tgt_len + src_len) * Dh * sizeof(dtype). What memory_bytes()
-// reports for such a cache; `attn info --batch --length` prints it. With grouped-query
-// attention pass the key/value heads as `heads`; with a sliding window W, min(tgt_len, W).
+// reports for such a cache with one row per source; `attn info --batch --length` prints it.
+// With grouped-query attention pass the key/value heads as `heads`; with a sliding window W,
+// min(tgt_len, W). (Beam search's rows share their source's cross part: count it per source.)
 struct KVCacheSize {
   int64_t self_bytes = 0;   // the part that grows with every step
   int64_t cross_bytes = 0;  // computed once per source

@@ -2,7 +2,8 @@
 // teacher-forced forward at every position (post-/pre-norm, sinusoidal/learned positions, f32/f64,
 // padded sources and targets); reordered caches decode like those prefixes from scratch; the
 // TransformerDecoder adapter gives the same greedy and beam results with and without the cache;
-// memory_bytes counts every cached K/V; misuse is an error. A wider float32 model, whose step
+// memory_bytes counts self-attention K/V per row and cross-attention K/V per source (rows of
+// one source share them); misuse is an error. A wider float32 model, whose step
 // projections take the small-M product, matches the forward and decodes a row alone as in its
 // batch, within float32 rounding.
 #include "attn/nn/kv_cache.h"
@@ -259,7 +260,7 @@ TEST(KVCache, AdapterGreedyAndBeamResultsEqualTheRecomputePath) {
   }
 }
 
-TEST(KVCache, MemoryBytesCountsSelfAndCrossKeysAndValues) {
+TEST(KVCache, MemoryBytesCountsSelfKeysAndValuesPerRowAndCrossOnesPerSource) {
   for (DType dtype : {DType::F32, DType::F64}) {
     models::EncoderDecoderModel model(tiny_config(dtype, false, nn::PositionalKind::Sinusoidal));
     model.eval();
@@ -275,9 +276,26 @@ TEST(KVCache, MemoryBytesCountsSelfAndCrossKeysAndValues) {
     const nn::KVCacheSize planned = nn::kv_cache_size(layers, 3, h, dh, 4, s, dtype);
     EXPECT_EQ(planned.total(), cache.memory_bytes());
     EXPECT_EQ(planned.cross_bytes, 2 * layers * 3 * h * s * dh * size);
+    // Rows that repeat share their source's cross-attention K/V: self-attention grows to 5 rows,
+    // cross-attention stays 3 sources, until a source no row reads any more is dropped.
+    auto shared = [&](int64_t n, int64_t sources, int64_t t) {
+      return 2 * layers * n * h * t * dh * size + 2 * layers * sources * h * s * dh * size;
+    };
     cache.reorder({0, 0, 1, 2, 2});
     EXPECT_EQ(cache.rows(), 5);
-    EXPECT_EQ(cache.memory_bytes(), expected(5, 4));
+    EXPECT_EQ(cache.sources(), 3);
+    EXPECT_EQ(cache.row_sources(), (std::vector<int64_t>{0, 0, 1, 2, 2}));
+    EXPECT_EQ(cache.memory_bytes(), shared(5, 3, 4));
+    EXPECT_NE(cache.memory_bytes(), expected(5, 4));  // what copies per row would hold
+    cache.reorder({4, 0, 3, 3});  // source 1 is no longer read
+    EXPECT_EQ(cache.rows(), 4);
+    EXPECT_EQ(cache.sources(), 2);
+    EXPECT_EQ(cache.row_sources(), (std::vector<int64_t>{1, 0, 1, 1}));
+    EXPECT_EQ(cache.memory_padding().size(0), 2);
+    EXPECT_EQ(cache.memory_bytes(), shared(4, 2, 4));
+    cache.reorder({1, 0});  // one row per source, in order: the map is the identity again
+    EXPECT_TRUE(cache.row_sources().empty());
+    EXPECT_EQ(cache.rows(), 2);
     cache.reorder({});  // every hypothesis finished
     EXPECT_EQ(cache.rows(), 0);
     EXPECT_EQ(cache.memory_bytes(), 0);

@@ -51,20 +51,20 @@ double flash_error(const AttnDims& s, int kind, kernels::FlashTiles tiles) {
   std::vector<double> work(probs.size()), dq64(q.size()), dk64(k.size()), dv64(v.size());
   const auto q64 = widen(q), k64 = widen(k), v64 = widen(v), dout64 = widen(dout);
   kernels::attention_naive_forward<double>(out64.data(), probs.data(), nullptr, q64.data(), k64.data(),
-                                           v64.data(), m.m64, nullptr, s.B, s.H, s.Hkv, s.Tq, s.Tk, s.Dh,
-                                           s.Dv, scale);
+                                           v64.data(), m.m64, nullptr, s, scale, kernels::AttentionLayout::packed(s));
   kernels::attention_naive_backward<double>(dq64.data(), dk64.data(), dv64.data(), work.data(),
                                             dout64.data(), probs.data(), nullptr, q64.data(), k64.data(),
-                                            v64.data(), s.B, s.H, s.Hkv, s.Tq, s.Tk, s.Dh, s.Dv, scale);
+                                            v64.data(), s, scale, kernels::AttentionLayout::packed(s),
+                                            kernels::AttentionLayout::packed(s));
 
   std::vector<float> out(out64.size(), 7.0f), lse(static_cast<size_t>(nq), 7.0f);
   std::vector<float> dq(q.size(), 0.0f), dk(k.size(), 0.0f), dv(v.size(), 0.0f);
   const float sc = static_cast<float>(scale);
-  kernels::attention_flash_forward<float>(out.data(), lse.data(), q.data(), k.data(), v.data(), m.m32,
-                                          s.B, s.H, s.Hkv, s.Tq, s.Tk, s.Dh, s.Dv, sc, tiles);
+  kernels::attention_flash_forward<float>(out.data(), lse.data(), q.data(), k.data(), v.data(), m.m32, s, sc,
+                                          tiles, kernels::AttentionLayout::packed(s));
   kernels::attention_flash_backward<float>(dq.data(), dk.data(), dv.data(), dout.data(), out.data(),
-                                           lse.data(), q.data(), k.data(), v.data(), m.m32, s.B, s.H,
-                                           s.Hkv, s.Tq, s.Tk, s.Dh, s.Dv, sc, tiles);
+                                           lse.data(), q.data(), k.data(), v.data(), m.m32, s, sc, tiles,
+                                           kernels::AttentionLayout::packed(s), kernels::AttentionLayout::packed(s));
   // A row is empty (lse = -inf) exactly when its naive probabilities are all 0.
   for (int64_t r = 0; r < nq; ++r) {
     double row_sum = 0;
@@ -123,10 +123,10 @@ TEST(AttentionFlashIsa, TheComparisonDetectsAWrongResult) {
   const auto q = normals(n, 1), k = normals(n, 2), v = normals(n, 3);
   kernels::AttentionMask<float> none;
   std::vector<float> a(static_cast<size_t>(n)), b(a.size()), lse(static_cast<size_t>(s.B * s.H * s.Tq));
-  kernels::attention_flash_forward<float>(a.data(), lse.data(), q.data(), k.data(), v.data(), none, s.B,
-                                          s.H, s.Tq, s.Tk, s.Dh, s.Dv, 0.35f);
-  kernels::attention_flash_forward<float>(b.data(), lse.data(), q.data(), k.data(), v.data(), none, s.B,
-                                          s.H, s.Tq, s.Tk, s.Dh, s.Dv, 0.5f);
+  kernels::attention_flash_forward<float>(a.data(), lse.data(), q.data(), k.data(), v.data(), none, s, 0.35f,
+                                          {}, kernels::AttentionLayout::packed(s));
+  kernels::attention_flash_forward<float>(b.data(), lse.data(), q.data(), k.data(), v.data(), none, s, 0.5f,
+                                          {}, kernels::AttentionLayout::packed(s));
   EXPECT_GT(scaled_error(a, widen(b)), kTol * 100);
 }
 

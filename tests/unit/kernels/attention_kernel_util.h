@@ -16,9 +16,8 @@
 
 namespace attn::test {
 
-struct AttnDims {
-  int64_t B, H, Hkv, Tq, Tk, Dh, Dv;
-};
+// The kernels' own dimensions struct: {B, H, Hkv, Tq, Tk, Dh, Dv}.
+using AttnDims = kernels::AttentionDims;
 
 inline std::string describe(const AttnDims& s) {
   return "B " + std::to_string(s.B) + " H " + std::to_string(s.H) + " Hkv " + std::to_string(s.Hkv) +

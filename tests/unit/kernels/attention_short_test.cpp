@@ -218,7 +218,7 @@ using Dims = AttnDims;
 // The layouts of the call: packed, or q, k, v as the split heads of one fused [B, T, 3, H, D]
 // projection (self-attention shapes only) with out and the gradients of the same kind.
 kernels::AttentionLayout layout_of(const Dims& s, bool split) {
-  if (!split) return kernels::AttentionLayout::packed(s.H, s.Hkv, s.Tq, s.Tk, s.Dh, s.Dv);
+  if (!split) return kernels::AttentionLayout::packed(s);
   const int64_t row = 3 * s.H * s.Dh;  // H == Hkv, Tq == Tk, Dh == Dv
   const kernels::HeadLayout qkv{s.Tq * row, s.Dh, row};
   return {qkv, qkv, qkv, kernels::HeadLayout::split(s.H, s.Tq, s.Dv)};
@@ -260,11 +260,9 @@ double short_error(const Dims& s, int kind, bool dropout, bool split, float scal
   double* dk6 = split ? dqkv64.data() + s.H * s.Dh : dk64.data();
   double* dv6 = split ? dqkv64.data() + 2 * s.H * s.Dh : dv64.data();
   kernels::attention_naive_forward<double>(out64.data(), probs64.data(), work64.data(), q6, k6, v6, m.m64,
-                                           dropout ? ds64.data() : nullptr, s.B, s.H, s.Hkv, s.Tq, s.Tk, s.Dh,
-                                           s.Dv, scale, L);
+                                           dropout ? ds64.data() : nullptr, s, scale, L);
   kernels::attention_naive_backward<double>(dq6, dk6, dv6, work64.data(), dout64.data(), probs64.data(),
-                                            dropout ? ds64.data() : nullptr, q6, k6, v6, s.B, s.H, s.Hkv,
-                                            s.Tq, s.Tk, s.Dh, s.Dv, scale, L, L);
+                                            dropout ? ds64.data() : nullptr, q6, k6, v6, s, scale, L, L);
 
   // Outputs start as NaN: whatever the kernels do not write shows up.
   std::vector<float> out(n_out, kNaN), probs(n_p, kNaN), work(n_p, kNaN);
@@ -274,11 +272,9 @@ double short_error(const Dims& s, int kind, bool dropout, bool split, float scal
   float* dv3 = split ? dqkv.data() + 2 * s.H * s.Dh : dv.data();
   const float sc = static_cast<float>(scale) * scale_factor;
   kernels::attention_short_forward(out.data(), probs.data(), work.data(), q, k, v, m.m32,
-                                   dropout ? ds32.data() : nullptr, s.B, s.H, s.Hkv, s.Tq, s.Tk, s.Dh, s.Dv, sc,
-                                   L);
+                                   dropout ? ds32.data() : nullptr, s, sc, L);
   kernels::attention_short_backward(dq3, dk3, dv3, work.data(), dout.data(), probs.data(),
-                                    dropout ? ds32.data() : nullptr, q, k, v, s.B, s.H, s.Hkv, s.Tq, s.Tk, s.Dh,
-                                    s.Dv, sc, L, L);
+                                    dropout ? ds32.data() : nullptr, q, k, v, s, sc, L, L);
   double err = std::max(scaled_error(out, out64), scaled_error(probs, probs64));
   if (split) return std::max(err, scaled_error(dqkv, dqkv64));
   return std::max({err, scaled_error(dq, dq64), scaled_error(dk, dk64), scaled_error(dv, dv64)});
@@ -327,8 +323,8 @@ TEST(AttentionShort, SequencesLongerThanTheLimitAreRefused) {
   std::vector<float> x(static_cast<size_t>(T * T), 0.0f);
   kernels::AttentionMask<float> none;
   EXPECT_THROW(kernels::attention_short_forward(x.data(), x.data(), nullptr, x.data(), x.data(), x.data(), none,
-                                                nullptr, 1, 1, 1, T, 1, 1, 1, 1.0f,
-                                                kernels::AttentionLayout::packed(1, 1, T, 1, 1, 1)),
+                                                nullptr, {1, 1, 1, T, 1, 1, 1}, 1.0f,
+                                                kernels::AttentionLayout::packed({1, 1, 1, T, 1, 1, 1})),
                Error);
 }
 

@@ -4,7 +4,8 @@
 // positions); ALiBi (equal to the same bias as a float mask); sliding window (equal to full
 // attention under a band mask, and an error without a causal mask); float64 gradient checks of
 // each; the cached path (prefill + steps) equal to the full causal forward for each variant,
-// with the window's cache holding only W positions; and bad configurations.
+// with the window's cache holding only W positions; the cached cross-attention step over K/V
+// shared by the rows of one source, bit for bit as over per-row copies; and bad configurations.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -270,6 +271,45 @@ TEST(AttentionVariants, RejectsBadConfigurations) {
   MultiHeadAttention with_rope(8, 2, 0.0, DType::F64, rng, rope(RopePairing::Interleaved));
   Tensor mk = test::random_tensor({1, 2, 3, 4}, 4), mv = test::random_tensor({1, 2, 3, 4}, 5);
   EXPECT_THROW(with_rope.forward_step_cached(test::random_tensor({1, 1, 8}, 6), mk, mv, Tensor()), Error);
+}
+
+// Rows x[rows[i]] of x [N, ...] stacked: [rows.size(), ...].
+Tensor gather_rows(const Tensor& x, const std::vector<int64_t>& rows) {
+  std::vector<Tensor> parts;
+  for (int64_t r : rows) parts.push_back(x.slice(0, r, r + 1));
+  return concat(parts, 0).contiguous();
+}
+
+// Beam search's rows read their source's cross-attention K/V (nn/kv_cache.h): the step over
+// shared K/V and a row-to-source map equals, bit for bit, the step over K/V copied per row, for
+// multi-head and grouped-query heads, uneven and unsorted rows, a source no row reads, and
+// padded keys. Control: a different map gives a different result.
+TEST(CachedCrossAttention, RowsSharingTheirSourcesKeysAndValuesEqualPerRowCopiesBitForBit) {
+  for (DType dtype : {DType::F32, DType::F64})
+    for (int64_t kv : {4, 2}) {
+      Rng rng(11);
+      MultiHeadAttention mha(16, 4, 0.0, dtype, rng, gqa(kv));
+      mha.eval();
+      NoGradGuard no_grad;
+      const Tensor mem = test::random_tensor({3, 6, 16}, 7, dtype);  // 3 sources of 6 positions
+      const std::vector<int> pad_flags = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 1, 1};
+      const Tensor pad = Tensor::from_bools(pad_flags, {3, 6});
+      Tensor k, v;
+      mha.project_memory_kv(mem, k, v);  // [3, Hkv, 6, 4]
+      const std::vector<int64_t> sources = {2, 0, 2, 2, 0};  // source 1 unread, source 2 three rows
+      std::vector<int> row_pad;
+      for (int64_t s : sources) row_pad.insert(row_pad.end(), pad_flags.begin() + s * 6, pad_flags.begin() + s * 6 + 6);
+      const Tensor q = test::random_tensor({5, 1, 16}, 8, dtype);
+      const auto shared = mha.forward_step_cached(q, k, v, pad, sources).to_vector<double>();  // [5, 1, 16]
+      const auto copied = mha.forward_step_cached(q, gather_rows(k, sources), gather_rows(v, sources),
+                                                  Tensor::from_bools(row_pad, {5, 6}))
+                              .to_vector<double>();
+      EXPECT_EQ(shared, copied) << dtype_name(dtype) << " Hkv " << kv;
+      const auto other = mha.forward_step_cached(q, k, v, pad, {2, 0, 2, 0, 0}).to_vector<double>();
+      EXPECT_NE(other, copied) << dtype_name(dtype) << " Hkv " << kv;
+      EXPECT_THROW(mha.forward_step_cached(q, k, v, pad, {2, 0, 3, 2, 0}), Error);  // no source 3
+      EXPECT_THROW(mha.forward_step_cached(q, k, v, pad, {2, 0}), Error);           // one per row
+    }
 }
 
 }  // namespace

@@ -90,6 +90,10 @@ std::string dims_str(const Dims& d) {
   return os.str();
 }
 
+// The kernels' dimensions of d (multi-head: Hkv = H) and its packed layout.
+kernels::AttentionDims kernel_dims(const Dims& d) { return {d.B, d.H, d.H, d.Tq, d.Tk, d.Dh, d.Dv}; }
+kernels::AttentionLayout packed_layout(const Dims& d) { return kernels::AttentionLayout::packed(kernel_dims(d)); }
+
 // The masks of one comparison, built for given sizes and dtype.
 enum class MaskKind {
   None, Causal, CausalFewerQueries, CausalMoreQueries, Padding, CausalPadding, BoolFull,
@@ -314,17 +318,17 @@ template <class T>
   std::vector<T> work(probs.size());
   std::vector<T> dq_n(q.size(), T(0)), dk_n(k.size(), T(0)), dv_n(v.size(), T(0));
   kernels::attention_naive_forward<T>(out_n.data(), probs.data(), nullptr, q.data(), k.data(), v.data(),
-                                      mask, nullptr, d.B, d.H, d.Tq, d.Tk, d.Dh, d.Dv, scale);
+                                      mask, nullptr, kernel_dims(d), scale, packed_layout(d));
   kernels::attention_naive_backward<T>(dq_n.data(), dk_n.data(), dv_n.data(), work.data(), dout.data(),
-                                       probs.data(), nullptr, q.data(), k.data(), v.data(), d.B, d.H,
-                                       d.Tq, d.Tk, d.Dh, d.Dv, scale);
+                                       probs.data(), nullptr, q.data(), k.data(), v.data(), kernel_dims(d),
+                                       scale, packed_layout(d), packed_layout(d));
   std::vector<T> out_f(out_n.size(), T(7)), lse(static_cast<size_t>(nq), T(7));
   std::vector<T> dq_f(q.size(), T(0)), dk_f(k.size(), T(0)), dv_f(v.size(), T(0));
   kernels::attention_flash_forward<T>(out_f.data(), lse.data(), q.data(), k.data(), v.data(), mask,
-                                      d.B, d.H, d.Tq, d.Tk, d.Dh, d.Dv, scale, tiles);
+                                      kernel_dims(d), scale, tiles, packed_layout(d));
   kernels::attention_flash_backward<T>(dq_f.data(), dk_f.data(), dv_f.data(), dout.data(), out_f.data(),
-                                       lse.data(), q.data(), k.data(), v.data(), mask, d.B, d.H, d.Tq,
-                                       d.Tk, d.Dh, d.Dv, scale, tiles);
+                                       lse.data(), q.data(), k.data(), v.data(), mask, kernel_dims(d), scale,
+                                       tiles, packed_layout(d), packed_layout(d));
   for (auto [got, want, label] : {std::tuple{&out_f, &out_n, "out"}, std::tuple{&dq_f, &dq_n, "dq"},
                                   std::tuple{&dk_f, &dk_n, "dk"}, std::tuple{&dv_f, &dv_n, "dv"}}) {
     auto r = vec_close(*got, *want, tol, label);
@@ -368,7 +372,7 @@ TEST(AttentionFlashKernel, LogSumExpIsTheMaskedRowLogSumExpAndMinusInfinityForEm
   for (int64_t j = 0; j <= 4; ++j) m.padding[static_cast<size_t>(j)] = 1;
   std::vector<double> out(static_cast<size_t>(d.Tq * d.Dv)), lse(static_cast<size_t>(d.Tq));
   kernels::attention_flash_forward<double>(out.data(), lse.data(), q.data(), k.data(), v.data(), m.view,
-                                           1, 1, d.Tq, d.Tk, d.Dh, d.Dv, 0.5, {2, 3});
+                                           kernel_dims(d), 0.5, {2, 3}, packed_layout(d));
   int finite_rows = 0;
   for (int64_t i = 0; i < d.Tq; ++i) {
     double z = 0;
@@ -401,8 +405,9 @@ TEST(AttentionFlashKernel, CausalSkipsKeyTilesAboveTheDiagonal) {
   kernels::AttentionMask<float> mask;
   mask.causal = true;
   std::vector<float> out(static_cast<size_t>(T * Dh)), lse(static_cast<size_t>(T));
-  kernels::attention_flash_forward<float>(out.data(), lse.data(), q.data(), k.data(), v.data(), mask, 1,
-                                          1, T, T, Dh, Dh, 0.5f, {64, 64});
+  kernels::attention_flash_forward<float>(out.data(), lse.data(), q.data(), k.data(), v.data(), mask,
+                                          kernel_dims({1, 1, T, T, Dh, Dh}), 0.5f, {64, 64},
+                                          packed_layout({1, 1, T, T, Dh, Dh}));
   for (int64_t i = 0; i < 64; ++i) EXPECT_FALSE(std::isnan(out[static_cast<size_t>(i * Dh)])) << i;
   for (int64_t i = 64; i < T; ++i) EXPECT_TRUE(std::isnan(out[static_cast<size_t>(i * Dh)])) << i;
 }
@@ -415,8 +420,9 @@ TEST(AttentionFlashKernel, SlidingWindowSkipsKeyTilesLeftOfTheWindow) {
   mask.causal = true;
   mask.window = 16;  // query i sees keys i-15..i: rows >= 64 never reach keys < 32
   std::vector<float> out(static_cast<size_t>(T * Dh)), lse(static_cast<size_t>(T));
-  kernels::attention_flash_forward<float>(out.data(), lse.data(), q.data(), k.data(), v.data(), mask, 1,
-                                          1, T, T, Dh, Dh, 0.5f, {32, 32});
+  kernels::attention_flash_forward<float>(out.data(), lse.data(), q.data(), k.data(), v.data(), mask,
+                                          kernel_dims({1, 1, T, T, Dh, Dh}), 0.5f, {32, 32},
+                                          packed_layout({1, 1, T, T, Dh, Dh}));
   for (int64_t i = 0; i < 64; ++i) EXPECT_TRUE(std::isnan(out[static_cast<size_t>(i * Dh)])) << i;
   for (int64_t i = 64; i < T; ++i) EXPECT_FALSE(std::isnan(out[static_cast<size_t>(i * Dh)])) << i;
 }

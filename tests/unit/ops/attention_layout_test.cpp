@@ -94,7 +94,8 @@ AttentionLayout split_layout(const Problem& p) {
           HeadLayout::split(p.H, p.Tq, p.Dv)};
 }
 AttentionLayout padded_layout(const Problem& p) { return {padded(p.q()), padded(p.k()), padded(p.v()), padded(p.out())}; }
-AttentionLayout packed_layout(const Problem& p) { return AttentionLayout::packed(p.H, p.Hkv, p.Tq, p.Tk, p.Dh, p.Dv); }
+kernels::AttentionDims kernel_dims(const Problem& p) { return {p.B, p.H, p.Hkv, p.Tq, p.Tk, p.Dh, p.Dv}; }
+AttentionLayout packed_layout(const Problem& p) { return AttentionLayout::packed(kernel_dims(p)); }
 
 // Forward and backward results of one kernel pair, packed.
 template <class T>
@@ -126,17 +127,15 @@ KernelRun<T> run_kernels(Kernel kernel, const Problem& p, const AttentionMask<T>
   if (kernel == Kernel::Naive) {
     std::vector<T> probs(static_cast<size_t>(p.B * p.H * p.Tq * p.Tk)), work(probs.size());
     kernels::attention_naive_forward<T>(out.data(), probs.data(), nullptr, qs.data(), ks.data(), vs.data(), mask,
-                                        nullptr, p.B, p.H, p.Hkv, p.Tq, p.Tk, p.Dh, p.Dv, scale, read_in);
+                                        nullptr, kernel_dims(p), scale, read_in);
     kernels::attention_naive_backward<T>(dq.data(), dk.data(), dv.data(), work.data(), dos.data(), probs.data(), nullptr,
-                                         qs.data(), ks.data(), vs.data(), p.B, p.H, p.Hkv, p.Tq, p.Tk, p.Dh, p.Dv,
-                                         scale, read_in, read_grad);
+                                         qs.data(), ks.data(), vs.data(), kernel_dims(p), scale, read_in, read_grad);
   } else {
     std::vector<T> lse(static_cast<size_t>(p.B * p.H * p.Tq));
-    kernels::attention_flash_forward<T>(out.data(), lse.data(), qs.data(), ks.data(), vs.data(), mask, p.B, p.H, p.Hkv,
-                                        p.Tq, p.Tk, p.Dh, p.Dv, scale, tiles, read_in);
+    kernels::attention_flash_forward<T>(out.data(), lse.data(), qs.data(), ks.data(), vs.data(), mask,
+                                        kernel_dims(p), scale, tiles, read_in);
     kernels::attention_flash_backward<T>(dq.data(), dk.data(), dv.data(), dos.data(), out.data(), lse.data(), qs.data(),
-                                         ks.data(), vs.data(), mask, p.B, p.H, p.Hkv, p.Tq, p.Tk, p.Dh, p.Dv, scale,
-                                         tiles, read_in, read_grad);
+                                         ks.data(), vs.data(), mask, kernel_dims(p), scale, tiles, read_in, read_grad);
   }
   return {gather(out, p.out(), in.out), gather(dq, p.q(), grad.q), gather(dk, p.k(), grad.k),
           gather(dv, p.v(), grad.v)};

@@ -236,19 +236,21 @@ void kernels_agree_with_groups_and_alibi(double tol) {
       const T scale = static_cast<T>(0.5);
       std::vector<T> out_n(static_cast<size_t>(B * H * Tq * Dv)), probs(static_cast<size_t>(B * H * Tq * Tk));
       std::vector<T> work(probs.size()), dq_n(q.size(), T(0)), dk_n(k.size(), T(0)), dv_n(v.size(), T(0));
+      const kernels::AttentionDims dims{B, H, Hkv, Tq, Tk, Dh, Dv};
+      const kernels::AttentionLayout packed = kernels::AttentionLayout::packed(dims);
       kernels::attention_naive_forward<T>(out_n.data(), probs.data(), nullptr, q.data(), k.data(), v.data(), mask,
-                                          nullptr, B, H, Hkv, Tq, Tk, Dh, Dv, scale);
+                                          nullptr, dims, scale, packed);
       kernels::attention_naive_backward<T>(dq_n.data(), dk_n.data(), dv_n.data(), work.data(), dout.data(),
-                                           probs.data(), nullptr, q.data(), k.data(), v.data(), B, H, Hkv, Tq, Tk,
-                                           Dh, Dv, scale);
+                                           probs.data(), nullptr, q.data(), k.data(), v.data(), dims, scale, packed,
+                                           packed);
       for (kernels::FlashTiles tiles : {kernels::FlashTiles{1, 1}, kernels::FlashTiles{4, 3}, kernels::FlashTiles{64, 64}}) {
         std::vector<T> out_f(out_n.size()), lse(static_cast<size_t>(B * H * Tq));
         std::vector<T> dq_f(q.size(), T(0)), dk_f(k.size(), T(0)), dv_f(v.size(), T(0));
-        kernels::attention_flash_forward<T>(out_f.data(), lse.data(), q.data(), k.data(), v.data(), mask, B, H, Hkv,
-                                            Tq, Tk, Dh, Dv, scale, tiles);
+        kernels::attention_flash_forward<T>(out_f.data(), lse.data(), q.data(), k.data(), v.data(), mask, dims,
+                                            scale, tiles, packed);
         kernels::attention_flash_backward<T>(dq_f.data(), dk_f.data(), dv_f.data(), dout.data(), out_f.data(),
-                                             lse.data(), q.data(), k.data(), v.data(), mask, B, H, Hkv, Tq, Tk, Dh,
-                                             Dv, scale, tiles);
+                                             lse.data(), q.data(), k.data(), v.data(), mask, dims, scale, tiles,
+                                             packed, packed);
         for (auto [got, want, name] : {std::tuple{&out_f, &out_n, "out"}, std::tuple{&dq_f, &dq_n, "dq"},
                                        std::tuple{&dk_f, &dk_n, "dk"}, std::tuple{&dv_f, &dv_n, "dv"}})
           for (size_t i = 0; i < got->size(); ++i)

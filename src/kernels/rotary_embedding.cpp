@@ -1,8 +1,8 @@
-// kernels/attention_rope.cpp — the RoPE kernel pair (RoFormer, Eq. 34): the rotation of each
+// kernels/rotary_embedding.cpp — the rotary position embedding (RoPE) kernel pair (RoFormer, Eq. 34): the rotation of each
 // feature pair by a position-dependent angle and, for the backward, the inverse rotation. One
 // table of cos/sin per (batch row, position) is computed in double and shared by all heads.
 // Parallel over B*T rows with OpenMP; no SIMD of its own.
-#include "kernels/attention_rope.h"
+#include "kernels/rotary_embedding.h"
 
 #include <cmath>
 #include <vector>
@@ -41,7 +41,7 @@ void rotate_row(T* out, const T* x, const double* c, const double* s, double sig
 
 // Forward (sign +1, overwrite) or backward (sign -1, accumulate) over the whole tensor.
 template <class T>
-void rope_apply(T* out, const T* x, const int64_t* positions, int64_t pos_stride_b, int64_t B, int64_t H,
+void rotate_all(T* out, const T* x, const int64_t* positions, int64_t pos_stride_b, int64_t B, int64_t H,
                 int64_t T_, int64_t Dh, double theta, bool half, double sign, bool add) {
   const int64_t n = Dh / 2;
   // Inverse frequencies theta^(-2i / Dh), i = 0 .. Dh/2 - 1.
@@ -71,26 +71,26 @@ void rope_apply(T* out, const T* x, const int64_t* positions, int64_t pos_stride
 }  // namespace
 
 template <class T>
-void rope_forward(T* out, const T* x, const int64_t* positions, int64_t pos_stride_b, int64_t B, int64_t H,
-                  int64_t T_, int64_t Dh, double theta, bool half) {
-  rope_apply(out, x, positions, pos_stride_b, B, H, T_, Dh, theta, half, 1.0, false);
+void rotary_embedding_forward(T* out, const T* x, const int64_t* positions, int64_t pos_stride_b, int64_t B,
+                              int64_t H, int64_t T_, int64_t Dh, double theta, bool half) {
+  rotate_all(out, x, positions, pos_stride_b, B, H, T_, Dh, theta, half, 1.0, false);
 }
 
 // Backward of out = R(angle) x per pair: d out_a/d x_a = cos, d out_a/d x_b = -sin,
 // d out_b/d x_a = sin, d out_b/d x_b = cos, so dx = R^T dout = R(-angle) dout.
 template <class T>
-void rope_backward(T* dx, const T* dout, const int64_t* positions, int64_t pos_stride_b, int64_t B,
-                   int64_t H, int64_t T_, int64_t Dh, double theta, bool half) {
-  rope_apply(dx, dout, positions, pos_stride_b, B, H, T_, Dh, theta, half, -1.0, true);
+void rotary_embedding_backward(T* dx, const T* dout, const int64_t* positions, int64_t pos_stride_b, int64_t B,
+                               int64_t H, int64_t T_, int64_t Dh, double theta, bool half) {
+  rotate_all(dx, dout, positions, pos_stride_b, B, H, T_, Dh, theta, half, -1.0, true);
 }
 
-template void rope_forward<float>(float*, const float*, const int64_t*, int64_t, int64_t, int64_t, int64_t,
-                                  int64_t, double, bool);
-template void rope_forward<double>(double*, const double*, const int64_t*, int64_t, int64_t, int64_t, int64_t,
-                                   int64_t, double, bool);
-template void rope_backward<float>(float*, const float*, const int64_t*, int64_t, int64_t, int64_t, int64_t,
-                                   int64_t, double, bool);
-template void rope_backward<double>(double*, const double*, const int64_t*, int64_t, int64_t, int64_t, int64_t,
-                                    int64_t, double, bool);
+template void rotary_embedding_forward<float>(float*, const float*, const int64_t*, int64_t, int64_t, int64_t,
+                                              int64_t, int64_t, double, bool);
+template void rotary_embedding_forward<double>(double*, const double*, const int64_t*, int64_t, int64_t, int64_t,
+                                               int64_t, int64_t, double, bool);
+template void rotary_embedding_backward<float>(float*, const float*, const int64_t*, int64_t, int64_t, int64_t,
+                                               int64_t, int64_t, double, bool);
+template void rotary_embedding_backward<double>(double*, const double*, const int64_t*, int64_t, int64_t, int64_t,
+                                                int64_t, int64_t, double, bool);
 
 }  // namespace attn::kernels
