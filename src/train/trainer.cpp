@@ -78,15 +78,15 @@ double number_or_nan(const json& j, const char* key) {
 
 // The model configuration a dataset needs: vocabulary sizes and special ids from its vocab.
 // A single-stack model records 0 layers for the stack it does not have.
-models::ModelConfig model_config_for(const TrainConfig& c, const Vocab& vocab) {
+models::ModelConfig model_config_for(const TrainConfig& c, const io::Vocab& vocab) {
   models::ModelConfig m = c.model;
   m.src_vocab_size = vocab.size();
   m.tgt_vocab_size = vocab.size();
   if (m.arch == models::Arch::DecoderOnly) m.n_encoder_layers = 0;
   if (m.arch == models::Arch::EncoderOnly) m.n_decoder_layers = 0;
-  m.pad_id = Vocab::kPad;
-  m.bos_id = Vocab::kBos;
-  m.eos_id = Vocab::kEos;
+  m.pad_id = io::Vocab::kPad;
+  m.bos_id = io::Vocab::kBos;
+  m.eos_id = io::Vocab::kEos;
   m.seed = c.seed;
   return m;
 }
@@ -95,7 +95,7 @@ models::ModelConfig model_config_for(const TrainConfig& c, const Vocab& vocab) {
 int64_t longest_row(const Dataset& d) {
   int64_t n = 0;
   for (const auto* set : {&d.train, &d.valid})
-    for (const Example& e : *set) n = std::max(n, example_tokens(e));
+    for (const io::Example& e : *set) n = std::max(n, example_tokens(e));
   return n;
 }
 
@@ -125,7 +125,7 @@ uint64_t run_fingerprint(const TrainConfig& config, const Dataset& data) {
   const std::string text = c.dump() + data.vocab.to_json().dump();
   fnv_mix(h, text.data(), text.size());
   for (const auto* set : {&data.train, &data.valid})
-    for (const Example& e : *set) {
+    for (const io::Example& e : *set) {
       const int64_t sizes[2] = {static_cast<int64_t>(e.src.size()), static_cast<int64_t>(e.tgt.size())};
       fnv_mix(h, sizes, sizeof sizes);
       fnv_mix(h, e.src.data(), e.src.size() * sizeof(int64_t));
@@ -292,7 +292,7 @@ namespace {
 
 // An empty line of a TSV corpus is refused (read_tsv would skip it): in a parallel corpus it is
 // far more often a lost sentence, which shifts every later pair, than intended spacing.
-void check_no_empty_tsv_lines(const std::string& path, Tokenization tokens) {
+void check_no_empty_tsv_lines(const std::string& path, io::Tokenization tokens) {
   const TsvFile f = read_tsv(path, tokens);
   int64_t expected = 1;
   for (int64_t line : f.line_numbers) {
@@ -326,8 +326,8 @@ std::unique_ptr<CorpusStream> open_stream(const TrainConfig& c, Dataset& data) {
   so.max_length = c.max_length;
   so.max_cost = c.model.positional == nn::PositionalKind::Learned ? c.model.max_len : 0;
   so.batching = batching_options(c);
-  std::optional<Vocab> given;
-  if (c.tokens == Tokenization::SentencePiece || !c.vocab.empty()) given = load_given_vocab(c.tokens, c.vocab);
+  std::optional<io::Vocab> given;
+  if (c.tokens == io::Tokenization::SentencePiece || !c.vocab.empty()) given = load_given_vocab(c.tokens, c.vocab);
   auto stream = std::make_unique<CorpusStream>(so, std::move(given));
   data = Dataset{};
   data.vocab = stream->vocab();
@@ -369,8 +369,8 @@ void Trainer::build() {
     data_ = make_task_dataset(t, c.train_size, c.valid_size, c.data_seed);
   }
   if (c.max_length > 0 && !c.stream) {  // in memory: the same skipping as the stream's
-    std::vector<Example> kept;
-    for (Example& e : data_.train) {
+    std::vector<io::Example> kept;
+    for (io::Example& e : data_.train) {
       if (static_cast<int64_t>(std::max(e.src.size(), e.tgt.size())) > c.max_length) ++skipped_long_;
       else kept.push_back(std::move(e));
     }
@@ -426,9 +426,9 @@ void Trainer::build() {
 
 std::unique_ptr<Trainer> Trainer::resume(const std::string& out_dir, const json& overrides,
                                          const dist::Communicator& comm) {
-  const std::string tc_path = join(out_dir, kRunTrainConfigFileName);
+  const std::string tc_path = join(out_dir, io::kTrainConfigFileName);
   std::error_code ec;
-  ATTN_CHECK(fs::is_regular_file(tc_path, ec), kOp, "cannot resume: '", out_dir, "' has no ", kRunTrainConfigFileName,
+  ATTN_CHECK(fs::is_regular_file(tc_path, ec), kOp, "cannot resume: '", out_dir, "' has no ", io::kTrainConfigFileName,
              " (not a run folder of attn train)");
   const TrainConfig stored = TrainConfig::load(tc_path);
   TrainConfig config = stored;
@@ -442,25 +442,25 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& out_dir, const json&
 
   const auto latest = latest_checkpoint(out_dir);
   ATTN_CHECK(latest.has_value(), kOp, "cannot resume: '", out_dir, "' has no complete checkpoint in ",
-             kCheckpointsDirName, "/");
+             io::kCheckpointsDirName, "/");
   std::unique_ptr<Trainer> t(new Trainer(config, out_dir, false, comm));
-  const Vocab stored_vocab = Vocab::load(join(out_dir, kRunVocabFileName));
+  const io::Vocab stored_vocab = io::Vocab::load(join(out_dir, io::kVocabFileName));
   ATTN_CHECK(stored_vocab == t->data_.vocab, kOp, "cannot resume: the data's vocabulary (", t->data_.vocab.size(),
-             " tokens) differs from the run's ", kRunVocabFileName, " (", stored_vocab.size(), " tokens)");
+             " tokens) differs from the run's ", io::kVocabFileName, " (", stored_vocab.size(), " tokens)");
 
   std::shared_ptr<models::Model> saved = models::load_model(latest->path);
   ATTN_CHECK(saved->config().to_json() == t->model_->config().to_json(), kOp, "cannot resume: '", latest->path,
-             "' holds a model of another configuration than ", kRunTrainConfigFileName, " describes");
+             "' holds a model of another configuration than ", io::kTrainConfigFileName, " describes");
   t->model_->load_state_dict(saved->named_parameters());
-  const io::SafetensorsFile opt = io::SafetensorsFile::open(join(latest->path, kOptimizerFileName));
+  const io::SafetensorsFile opt = io::SafetensorsFile::open(join(latest->path, io::kOptimizerFileName));
   io::NamedTensors opt_state;
   for (const std::string& name : opt.names()) opt_state.emplace_back(name, opt.get(name));
   t->adam_->load_state(opt_state);
   json state;
   try {
-    state = json::parse(io::read_file(join(latest->path, kStateFileName)));
+    state = json::parse(io::read_file(join(latest->path, io::kStateFileName)));
   } catch (const json::exception& e) {
-    fail(kOp, "'", join(latest->path, kStateFileName), "' is not valid JSON: ", e.what());
+    fail(kOp, "'", join(latest->path, io::kStateFileName), "' is not valid JSON: ", e.what());
   }
   t->restore_state(state);
   t->restore_rank_rngs(state);
@@ -522,12 +522,12 @@ void Trainer::write_run_files() {
   std::error_code ec;
   fs::create_directories(out_dir_, ec);
   ATTN_CHECK(!ec, kOp, "cannot create '", out_dir_, "': ", ec.message());
-  io::write_file_atomic(join(out_dir_, kRunTrainConfigFileName), config_.to_json().dump(2) + "\n");
+  io::write_file_atomic(join(out_dir_, io::kTrainConfigFileName), config_.to_json().dump(2) + "\n");
   if (fresh_) {
-    data_.vocab.save(join(out_dir_, kRunVocabFileName));
-    models::save_model(out_dir_, *model_, {{kRunVocabFileName, data_.vocab.to_json().dump(1) + "\n"}});
+    data_.vocab.save(join(out_dir_, io::kVocabFileName));
+    models::save_model(out_dir_, *model_, {{io::kVocabFileName, data_.vocab.to_json().dump(1) + "\n"}});
   }
-  write_metrics_file(join(out_dir_, kRunMetricsFileName), metrics_);
+  write_metrics_file(join(out_dir_, io::kMetricsFileName), metrics_);
   prune_checkpoints(out_dir_, config_.keep);
   folder_ready_ = true;
 }
@@ -829,8 +829,8 @@ void Trainer::finish_epoch(double train_seconds) {
   epoch_seconds_ = 0;
   save_checkpoint();
   if (comm_.is_root()) {
-    models::save_model(out_dir_, *model_, {{kRunVocabFileName, data_.vocab.to_json().dump(1) + "\n"}});
-    write_metrics_file(join(out_dir_, kRunMetricsFileName), metrics_);
+    models::save_model(out_dir_, *model_, {{io::kVocabFileName, data_.vocab.to_json().dump(1) + "\n"}});
+    write_metrics_file(join(out_dir_, io::kMetricsFileName), metrics_);
   }
   if (epoch_cb_) epoch_cb_(m);
 }
