@@ -61,11 +61,11 @@ Options parse(int argc, char** argv) {
 }
 
 // Reverse-digits examples (8 symbols, ids 4..13 as the task vocabulary's), the same on every rank.
-std::vector<train::Example> reverse_examples(int64_t n) {
+std::vector<io::Example> reverse_examples(int64_t n) {
   Rng rng(1706);
-  std::vector<train::Example> out;
+  std::vector<io::Example> out;
   for (int64_t i = 0; i < n; ++i) {
-    train::Example e;
+    io::Example e;
     for (int k = 0; k < 8; ++k) e.src.push_back(4 + static_cast<int64_t>(rng.below(10)));
     e.tgt.assign(e.src.rbegin(), e.src.rend());
     out.push_back(e);
@@ -88,7 +88,7 @@ int run(int argc, char** argv) {
   dist::GradientReducer reducer(model.parameters(), world, {o.bucket_mb, dist::Reduction::Sum});
 
   const int64_t global_batch = o.batch * size, total = o.warmup + o.steps;
-  const std::vector<train::Example> data = reverse_examples(global_batch * total);
+  const std::vector<io::Example> data = reverse_examples(global_batch * total);
   double step_seconds = 0, collective_seconds = 0;
   for (int64_t s = 0; s < total; ++s) {
     if (s == o.warmup) {

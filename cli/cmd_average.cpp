@@ -8,6 +8,7 @@
 #include <string>
 
 #include "attn/core/error.h"
+#include "attn/io/run_files.h"
 #include "attn/train/checkpointing.h"
 #include "commands.h"
 
@@ -30,8 +31,8 @@ int run_average(const AverageOptions& o) {
   ATTN_CHECK(fs::is_directory(o.model_dir, ec), "average", "'", o.model_dir, "' is not a run folder");
   if (fs::exists(out, ec) && !fs::is_empty(out, ec)) {
     ATTN_CHECK(o.force, "average", "'", out, "' exists and is not empty; pass --force to overwrite it");
-    ATTN_CHECK(fs::is_regular_file(fs::path(out) / "config.json", ec), "average", "'", out,
-               "' is not a model folder (no config.json); refusing to overwrite it");
+    ATTN_CHECK(fs::is_regular_file(fs::path(out) / io::kConfigFileName, ec), "average", "'", out,
+               "' is not a model folder (no ", io::kConfigFileName, "); refusing to overwrite it");
   }
   const auto used = train::average_last_checkpoints(o.model_dir, o.last, out);
   std::printf("averaged %zu checkpoint%s into %s:\n", used.size(), used.size() == 1 ? "" : "s", out.c_str());

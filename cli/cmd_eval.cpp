@@ -20,15 +20,22 @@
 #include <vector>
 
 #include "attn/core/error.h"
+#include "attn/io/lines.h"
+#include "attn/io/run_files.h"
+#include "attn/io/tsv.h"
 #include "attn/models/checkpoint.h"
 #include "attn/models/decoder_only.h"
 #include "attn/models/encoder_only.h"
-#include "attn/train/objective.h"
-#include "attn/train/text_data.h"
+#include "attn/run/evaluate.h"
+#include "attn/run/model_folder.h"
+#include "attn/run/token_codec.h"
+#include "attn/run/translate.h"
 #include "attn/train/metrics.h"
+#include "attn/train/objective.h"
+#include "attn/train/run_record.h"
+#include "attn/train/text_data.h"
 #include "attn/train/trainer.h"
 #include "commands.h"
-#include "infer_io.h"
 
 namespace attn::cli {
 
@@ -48,7 +55,7 @@ struct EvalOptions {
   double mask_prob = 0;     // encoder-only: 0 = the run's (else 0.15)
   bool ids = false;
   int64_t batch_size = 64;
-  SearchSettings search;
+  run::SearchSettings search;
   int64_t max_len = 0;
   bool json = false;
   // Corpus metrics: of the model's outputs, or of --hyp against --ref without a model.
@@ -140,16 +147,16 @@ void print_scores(const CorpusScores& s, const char* indent) {
     if (*c) std::printf("%s%s  %s\n", indent, (*c)->format().c_str(), (*c)->signature().c_str());
 }
 
-// The lines of a text file (LineReader: no "\r", no byte-order mark); invalid UTF-8 is an error
+// The lines of a text file (io::LineReader: no "\r", no byte-order mark); invalid UTF-8 is an error
 // naming the file and line.
 std::vector<std::string> read_lines(const std::string& path, const char* flag) {
   std::ifstream in(path, std::ios::binary);
   ATTN_CHECK(in, "eval", "cannot read ", flag, " file '", path, "'");
   std::vector<std::string> out;
-  LineReader reader(in);
+  io::LineReader reader(in);
   std::string line;
   while (reader.next(line)) {
-    const int64_t bad = train::utf8_error_offset(line);
+    const int64_t bad = io::utf8_error_offset(line);
     ATTN_CHECK(bad < 0, "eval", flag, " '", path, "' line ", reader.line_number(), ": invalid UTF-8 at byte ", bad);
     out.push_back(line);
   }
@@ -189,12 +196,12 @@ int run_score_files(const EvalOptions& o) {
 }
 
 // The task's symbols must have the ids the model was trained with.
-void check_task_vocab(const ModelFolder& f, const train::TaskConfig& c) {
-  const int64_t top = train::Vocab::kNumSpecial + c.n_symbols;
+void check_task_vocab(const run::ModelFolder& f, const train::TaskConfig& c) {
+  const int64_t top = io::Vocab::kNumSpecial + c.n_symbols;
   ATTN_CHECK(top <= std::min(f.src_vocab_size, f.tgt_vocab_size), "eval", "the task's ", c.n_symbols, " symbols need ",
              top, " token ids but the model's vocabulary has ", std::min(f.src_vocab_size, f.tgt_vocab_size));
   if (!f.vocab) return;
-  const train::Vocab tv = train::task_vocab(c);
+  const io::Vocab tv = train::task_vocab(c);
   for (int64_t id = 0; id < top; ++id)
     ATTN_CHECK(id < f.vocab->size() && f.vocab->token(id) == tv.token(id), "eval", "the task's symbol '", tv.token(id),
                "' (id ", id, ") is not the model's token of that id: this model was not trained on the ",
@@ -208,36 +215,34 @@ void check_task_vocab(const ModelFolder& f, const train::TaskConfig& c) {
 struct UnknownCounts {
   int64_t source = 0, target = 0;
 };
-std::vector<train::Example> read_pairs(const ModelFolder& f, const std::string& path, bool ids,
-                                       std::vector<std::string>* ref_texts = nullptr,
-                                       UnknownCounts* unknown = nullptr) {
+std::vector<io::Example> read_pairs(const run::ModelFolder& f, const std::string& path, bool ids,
+                                    std::vector<std::string>* ref_texts = nullptr,
+                                    UnknownCounts* unknown = nullptr) {
   std::ifstream in(path);
   ATTN_CHECK(in, "eval", "cannot read --data file '", path, "'");
-  TokenCodec src_codec;
+  run::TokenCodec src_codec;
   src_codec.vocab = ids ? nullptr : &*f.vocab;
   src_codec.vocab_size = f.src_vocab_size;
   src_codec.pad = f.pad;
   src_codec.command = "eval";
   src_codec.source = "'" + path + "'";
-  TokenCodec tgt_codec = src_codec;
+  run::TokenCodec tgt_codec = src_codec;
   tgt_codec.vocab_size = f.tgt_vocab_size;
   if (unknown) {
     src_codec.unknown = &unknown->source;
     tgt_codec.unknown = &unknown->target;
   }
-  std::vector<train::Example> out;
-  LineReader reader(in);
+  std::vector<io::Example> out;
+  io::LineReader reader(in);
   std::string line;
   while (reader.next(line)) {
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    if (line.empty()) continue;
     const int64_t n = reader.line_number();
-    const size_t tab = line.find('\t');
-    ATTN_CHECK(tab != std::string::npos && line.find('\t', tab + 1) == std::string::npos, "eval", src_codec.source,
-               " line ", n, ": expected exactly one tab (source<TAB>target)");
-    train::Example ex;
-    ex.src = src_codec.read(line.substr(0, tab), n, "source");
-    ex.tgt = tgt_codec.read(line.substr(tab + 1), n, "target");
-    if (ref_texts) ref_texts->push_back(line.substr(tab + 1));
+    const io::TsvFields fields = io::split_tsv_line(line, n, "eval", src_codec.source);
+    io::Example ex;
+    ex.src = src_codec.read(std::string(fields.source), n, "source");
+    ex.tgt = tgt_codec.read(std::string(fields.target), n, "target");
+    if (ref_texts) ref_texts->emplace_back(fields.target);
     out.push_back(std::move(ex));
   }
   ATTN_CHECK(!out.empty(), "eval", "--data file '", path, "' holds no source<TAB>target pairs");
@@ -245,9 +250,9 @@ std::vector<train::Example> read_pairs(const ModelFolder& f, const std::string& 
 }
 
 // Detokenized outputs (as `attn translate` prints them, same search settings) of the sources.
-std::vector<std::string> translate_all(const ModelFolder& f, const std::vector<train::Example>& examples,
-                                       int64_t batch_size, const SearchSettings& search, bool ids) {
-  TokenCodec codec;
+std::vector<std::string> translate_all(const run::ModelFolder& f, const std::vector<io::Example>& examples,
+                                       int64_t batch_size, const run::SearchSettings& search, bool ids) {
+  run::TokenCodec codec;
   codec.vocab = ids ? nullptr : &*f.vocab;
   codec.vocab_size = f.tgt_vocab_size;
   codec.pad = f.pad;
@@ -257,7 +262,7 @@ std::vector<std::string> translate_all(const ModelFolder& f, const std::vector<t
     const size_t end = std::min(examples.size(), start + static_cast<size_t>(batch_size));
     std::vector<std::vector<int64_t>> srcs;
     for (size_t i = start; i < end; ++i) srcs.push_back(examples[i].src);
-    for (const auto& found : search_batch(f, srcs, search)) out.push_back(codec.write(found.front().tokens));
+    for (const auto& found : run::search_batch(f, srcs, search)) out.push_back(codec.write(found.front().tokens));
   }
   return out;
 }
@@ -270,31 +275,31 @@ std::vector<std::string> translate_all(const ModelFolder& f, const std::vector<t
 int run_eval_single_stack(const EvalOptions& o, models::Arch arch) {
   const char* kCmd = "eval";
   ATTN_CHECK(o.data.empty() && o.task.empty(), kCmd, "the model in '", o.model_dir, "' is ", models::arch_name(arch),
-             ": evaluate it on a text file (--text FILE), not --data or --task (its outputs: ",
+             ": run::evaluate it on a text file (--text FILE), not --data or --task (its outputs: ",
              arch == models::Arch::DecoderOnly ? "attn generate" : "attn fill-mask", ")");
   ATTN_CHECK(!o.ids && o.metric.empty(), kCmd, "--ids and --metric go with encoder-decoder models");
   ATTN_CHECK(o.batch_size >= 1, kCmd, "--batch-size must be >= 1, got ", o.batch_size);
-  const ModelFolder f = open_model_folder(o.model_dir, kCmd, true, arch);
-  const train::Vocab& vocab = *f.vocab;
-  const std::optional<train::TrainConfig> run = run_train_config(f.train_config);
+  const run::ModelFolder f = run::open_model_folder(o.model_dir, kCmd, true, arch);
+  const io::Vocab& vocab = *f.vocab;
+  const std::optional<train::TrainConfig> run = train::run_train_config(f.train_config);
   std::string path = o.text;
   if (path.empty() && run && !run->valid_text_path.empty()) {
     std::error_code ec;
     if (std::filesystem::is_regular_file(run->valid_text_path, ec)) path = run->valid_text_path;
   }
-  ATTN_CHECK(!path.empty(), kCmd, "nothing to evaluate on: give --text FILE ('", o.model_dir,
+  ATTN_CHECK(!path.empty(), kCmd, "nothing to run::evaluate on: give --text FILE ('", o.model_dir,
              "' records no validation text that still exists)");
   const train::TextFile file = train::read_text(path, vocab.tokenization());
   ATTN_CHECK(!file.lines.empty(), kCmd, "'", path, "' holds no text (every line is empty or blank)");
   int64_t unknown = 0;
-  std::vector<train::Example> examples;
+  std::vector<io::Example> examples;
   for (auto& ids : train::encode_text(file, vocab, true, &unknown)) examples.push_back(train::text_example(arch, ids));
   // Characters of the text: SentencePiece and character lines are one token; word lines are
   // joined back with single spaces.
   int64_t chars = 0;
   for (const auto& tokens : file.lines) {
-    for (const std::string& t : tokens) chars += static_cast<int64_t>(train::utf8_chars(t).size());
-    if (vocab.tokenization() == train::Tokenization::Whitespace && !tokens.empty())
+    for (const std::string& t : tokens) chars += static_cast<int64_t>(io::utf8_chars(t).size());
+    if (vocab.tokenization() == io::Tokenization::Whitespace && !tokens.empty())
       chars += static_cast<int64_t>(tokens.size()) - 1;
   }
   train::ValidationResult r;
@@ -307,7 +312,7 @@ int run_eval_single_stack(const EvalOptions& o, models::Arch arch) {
   } else {
     auto* model = dynamic_cast<models::EncoderOnlyModel*>(f.base.get());
     ATTN_CHECK(model != nullptr, kCmd, "the model in '", o.model_dir, "' is not encoder_only");
-    ATTN_CHECK(vocab.has_mask(), kCmd, "the vocabulary of '", o.model_dir, "' has no ", train::Vocab::kMaskToken);
+    ATTN_CHECK(vocab.has_mask(), kCmd, "the vocabulary of '", o.model_dir, "' has no ", io::Vocab::kMaskToken);
     train::MaskingOptions masking;
     masking.prob = o.mask_prob > 0 ? o.mask_prob : run ? run->mask_prob : masking.prob;
     masking.mask_id = vocab.mask_id();
@@ -369,17 +374,17 @@ int run_eval(const EvalOptions& o) {
   if (o.threads > 0) train::set_num_threads(o.threads);
   if (!o.hyp.empty()) return run_score_files(o);
   ATTN_CHECK(!o.model_dir.empty(), "eval",
-             "give --model DIR to evaluate a model, or --hyp FILE --ref FILE to score outputs");
+             "give --model DIR to run::evaluate a model, or --hyp FILE --ref FILE to score outputs");
   ATTN_CHECK(o.refs.empty(), "eval", "--ref goes with --hyp (a model is scored against its --data or task targets)");
   const MetricChoice metrics = o.metric.empty() ? MetricChoice{} : parse_metrics(o.metric);
   ATTN_CHECK(o.max_len >= 0, "eval", "--max-len must be >= 1 (0: source length + 50), got ", o.max_len);
-  SearchSettings search = o.search;
+  run::SearchSettings search = o.search;
   if (o.max_len > 0) search.max_len = o.max_len;
-  validate(search);
+  run::validate(search);
   ATTN_CHECK(o.count >= 0, "eval", "--count must be >= 1 (0: the run's validation size), got ", o.count);
   {
     std::error_code ec;
-    if (std::filesystem::is_regular_file(std::filesystem::path(o.model_dir) / models::kConfigFileName, ec)) {
+    if (std::filesystem::is_regular_file(std::filesystem::path(o.model_dir) / io::kConfigFileName, ec)) {
       const models::Arch arch = models::load_model_config(o.model_dir).arch;
       if (arch != models::Arch::EncoderDecoder) return run_eval_single_stack(o, arch);
     }
@@ -387,13 +392,13 @@ int run_eval(const EvalOptions& o) {
   ATTN_CHECK(o.text.empty(), "eval", "--text evaluates decoder-only and encoder-only models; give an encoder-decoder "
              "model --data FILE (source<TAB>target)");
   const bool text_data = !o.data.empty() && !o.ids;
-  const ModelFolder f = open_model_folder(o.model_dir, "eval", text_data);
+  const run::ModelFolder f = run::open_model_folder(o.model_dir, "eval", text_data);
   UnknownCounts unknown;
 
-  std::vector<train::Example> examples;
+  std::vector<io::Example> examples;
   std::vector<std::string> ref_texts;  // the references of --metric: raw target text of --data
   std::string what;
-  const std::optional<RunTask> run_task = task_from_train_config(f.train_config);
+  const std::optional<train::RunTask> run_task = train::task_from_train_config(f.train_config);
   if (!o.data.empty()) {
     examples = read_pairs(f, o.data, o.ids, &ref_texts, &unknown);
     what = o.data;
@@ -416,23 +421,23 @@ int run_eval(const EvalOptions& o) {
                    c.min_length > 0 ? str_cat(" (from ", c.min_length, ")") : std::string(), ", ", c.n_symbols,
                    " symbols, validation seed ", seed);
   } else {
-    const std::string valid = valid_path_from_train_config(f.train_config, f.dir);
-    ATTN_CHECK(!valid.empty(), "eval", "nothing to evaluate on: give --task NAME or --data FILE ('", o.model_dir,
+    const std::string valid = train::valid_path_from_train_config(f.train_config, f.dir);
+    ATTN_CHECK(!valid.empty(), "eval", "nothing to run::evaluate on: give --task NAME or --data FILE ('", o.model_dir,
                "' records no task or validation file)");
     ATTN_CHECK(f.vocab || o.ids, "eval", "'", o.model_dir, "' has no vocab.json to tokenize '", valid, "'");
     examples = read_pairs(f, valid, o.ids, &ref_texts, &unknown);
     what = valid;
   }
   if (ref_texts.empty()) {  // a task: its targets as the vocabulary writes them
-    TokenCodec codec;
+    run::TokenCodec codec;
     codec.vocab = f.vocab ? &*f.vocab : nullptr;
     codec.vocab_size = f.tgt_vocab_size;
     codec.pad = f.pad;
     codec.command = "eval";
-    for (const train::Example& ex : examples) ref_texts.push_back(codec.write(ex.tgt));
+    for (const io::Example& ex : examples) ref_texts.push_back(codec.write(ex.tgt));
   }
 
-  const EvalMetrics m = evaluate(f, examples, o.batch_size, search);
+  const run::EvalMetrics m = run::evaluate(f, examples, o.batch_size, search);
   CorpusScores scores;
   if (metrics.any()) {
     const bool ids = o.ids || !f.vocab;
@@ -480,7 +485,7 @@ void register_eval(CLI::App& app, Action* action) {
   CLI::Option* model =
       cmd->add_option("--model", o->model_dir, "model folder (config.json, model.safetensors, vocab.json)");
   CLI::Option* task = cmd->add_option("--task", o->task, "synthetic task: reverse, copy or sort (default: the run's)");
-  CLI::Option* data = cmd->add_option("--data", o->data, "source<TAB>target file to evaluate on");
+  CLI::Option* data = cmd->add_option("--data", o->data, "source<TAB>target file to run::evaluate on");
   task->excludes(data);
   CLI::Option* text = cmd->add_option("--text", o->text,
                                       "decoder-only / encoder-only models: a text file, one sequence per non-blank line "

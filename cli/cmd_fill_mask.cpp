@@ -12,10 +12,11 @@
 #include <vector>
 
 #include "attn/core/error.h"
+#include "attn/io/lines.h"
+#include "attn/run/fill_mask.h"
+#include "attn/run/model_folder.h"
 #include "attn/train/trainer.h"
 #include "commands.h"
-#include "infer_io.h"
-#include "lm_io.h"
 
 namespace attn::cli {
 
@@ -53,23 +54,23 @@ int run_fill_mask(const FillMaskOptions& o) {
   ATTN_CHECK(o.top_k >= 1, kCmd, "--top-k must be >= 1, got ", o.top_k);
   ATTN_CHECK(o.batch_size >= 1, kCmd, "--batch-size must be >= 1, got ", o.batch_size);
   ATTN_CHECK(o.texts.empty() || o.input.empty(), kCmd, "give texts with --text or --input, not both");
-  const ModelFolder folder = open_model_folder(o.model_dir, kCmd, true, models::Arch::EncoderOnly);
-  const train::Vocab& vocab = *folder.vocab;
-  ATTN_CHECK(vocab.has_mask(), kCmd, "the vocabulary of '", o.model_dir, "' has no ", train::Vocab::kMaskToken,
+  const run::ModelFolder folder = run::open_model_folder(o.model_dir, kCmd, true, models::Arch::EncoderOnly);
+  const io::Vocab& vocab = *folder.vocab;
+  ATTN_CHECK(vocab.has_mask(), kCmd, "the vocabulary of '", o.model_dir, "' has no ", io::Vocab::kMaskToken,
              " token: the model was not trained with the masked-LM objective");
 
   std::vector<std::vector<int64_t>> pending;
   std::vector<std::string> pending_text;
   const auto flush = [&] {
     if (pending.empty()) return;
-    const auto predictions = fill_masks(folder, pending, o.top_k);
+    const auto predictions = run::fill_masks(folder, pending, o.top_k);
     for (size_t i = 0; i < pending.size(); ++i) {
       std::vector<int64_t> filled = pending[i];
-      for (const MaskPrediction& m : predictions[i])
+      for (const run::MaskPrediction& m : predictions[i])
         if (!m.candidates.empty()) filled[static_cast<size_t>(m.position)] = m.candidates.front().first;
       std::printf("%s -> %s\n", pending_text[i].c_str(), vocab.decode(filled).c_str());
       for (size_t k = 0; k < predictions[i].size(); ++k) {
-        const MaskPrediction& m = predictions[i][k];
+        const run::MaskPrediction& m = predictions[i][k];
         std::printf("  mask %zu (token %lld):", k + 1, static_cast<long long>(m.position + 1));
         for (size_t j = 0; j < m.candidates.size(); ++j)
           std::printf("%s %s %.4f", j ? "," : "", shown(vocab.token(m.candidates[j].first)).c_str(),
@@ -83,7 +84,7 @@ int run_fill_mask(const FillMaskOptions& o) {
   };
   const auto add = [&](const std::string& text, const std::string& where) {
     try {
-      pending.push_back(read_masked_text(text, vocab, kCmd, where));
+      pending.push_back(run::read_masked_text(text, vocab, kCmd, where));
     } catch (const Error&) {
       flush();  // the texts before the bad one are still answered
       throw;
@@ -101,7 +102,7 @@ int run_fill_mask(const FillMaskOptions& o) {
       ATTN_CHECK(file.good(), kCmd, "cannot read --input '", o.input, "'");
     }
     const std::string source = o.input.empty() ? std::string("stdin") : "'" + o.input + "'";
-    LineReader reader(o.input.empty() ? std::cin : file);
+    io::LineReader reader(o.input.empty() ? std::cin : file);
     std::string line;
     int64_t n = 0;
     while (reader.next(line)) {

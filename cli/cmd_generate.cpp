@@ -19,11 +19,13 @@
 
 #include "attn/core/error.h"
 #include "attn/io/bpe.h"
+#include "attn/io/lines.h"
 #include "attn/models/gpt2.h"
+#include "attn/run/generate.h"
+#include "attn/run/model_folder.h"
+#include "attn/run/token_codec.h"
 #include "attn/train/trainer.h"
 #include "commands.h"
-#include "infer_io.h"
-#include "lm_io.h"
 
 namespace attn::cli {
 
@@ -35,7 +37,7 @@ struct GenerateOptions {
   std::string model_dir;
   std::vector<std::string> prompts;
   std::string input;  // a file of prompts, one per line
-  GenerateSettings settings;
+  run::GenerateSettings settings;
   // Which flags were given (CLI11 counts), to refuse contradictory choices.
   bool greedy = false, sample = false;
   bool beam_given = false, alpha_given = false, n_best_given = false;
@@ -48,8 +50,8 @@ struct GenerateOptions {
 };
 
 // The search the flags ask for; contradictions are errors naming both sides.
-GenerateSettings resolve_mode(const GenerateOptions& o) {
-  GenerateSettings s = o.settings;
+run::GenerateSettings resolve_mode(const GenerateOptions& o) {
+  run::GenerateSettings s = o.settings;
   const bool sampling = o.sample || !o.sampling_flags.empty();
   std::string sampling_names;
   for (const std::string& f : o.sampling_flags) sampling_names += (sampling_names.empty() ? "" : ", ") + f;
@@ -60,10 +62,10 @@ GenerateSettings resolve_mode(const GenerateOptions& o) {
   ATTN_CHECK(!(o.beam_given && sampling), kCmd, "--beam searches for the most probable continuation and cannot be "
              "combined with sampling (", sampling_names, ")");
   ATTN_CHECK(o.beam_given || !(o.alpha_given || o.n_best_given), kCmd, "--alpha and --n-best need --beam");
-  if (o.beam_given) s.mode = GenerateSettings::Mode::Beam;
-  else if (sampling) s.mode = GenerateSettings::Mode::Sample;
-  else s.mode = GenerateSettings::Mode::Greedy;
-  validate(s);
+  if (o.beam_given) s.mode = run::GenerateSettings::Mode::Beam;
+  else if (sampling) s.mode = run::GenerateSettings::Mode::Sample;
+  else s.mode = run::GenerateSettings::Mode::Greedy;
+  run::validate(s);
   return s;
 }
 
@@ -72,10 +74,10 @@ int run_generate(const GenerateOptions& o) {
   if (o.threads > 0) train::set_num_threads(o.threads);
   ATTN_CHECK(o.batch_size >= 1, kCmd, "--batch-size must be >= 1, got ", o.batch_size);
   ATTN_CHECK(o.prompts.empty() || o.input.empty(), kCmd, "give prompts with --prompt or --input, not both");
-  GenerateSettings settings = resolve_mode(o);
+  run::GenerateSettings settings = resolve_mode(o);
   // A GPT-2 checkpoint brings its own tokenizer; anything else is one of our model folders.
   std::optional<io::BpeTokenizer> bpe;
-  ModelFolder folder;
+  run::ModelFolder folder;
   if (models::is_gpt2_folder(o.model_dir)) {
     models::Gpt2 gpt2 = models::load_gpt2(o.model_dir);
     const models::ModelConfig& c = gpt2.model->config();
@@ -88,10 +90,10 @@ int run_generate(const GenerateOptions& o) {
     bpe = std::move(gpt2.tokenizer);
     settings.prepend_bos = false;
   } else {
-    folder = open_model_folder(o.model_dir, kCmd, !o.ids, models::Arch::DecoderOnly);
+    folder = run::open_model_folder(o.model_dir, kCmd, !o.ids, models::Arch::DecoderOnly);
   }
 
-  TokenCodec codec;
+  run::TokenCodec codec;
   codec.vocab = bpe || o.ids ? nullptr : &*folder.vocab;
   codec.vocab_size = folder.tgt_vocab_size;
   codec.pad = folder.pad;
@@ -113,7 +115,7 @@ int run_generate(const GenerateOptions& o) {
   int64_t done = 0;
   const auto flush = [&] {
     if (pending.empty()) return;
-    const auto found = generate_batch(folder, pending, settings);
+    const auto found = run::generate_batch(folder, pending, settings);
     for (size_t i = 0; i < found.size(); ++i) {
       for (size_t k = 0; k < found[i].size(); ++k) {
         const decode::Hypothesis& h = found[i][k];
@@ -129,10 +131,10 @@ int run_generate(const GenerateOptions& o) {
           all.insert(all.end(), h.tokens.begin(), h.tokens.end());
           text = decode(all);
         } else if (o.with_prompt) {
-          const bool words = !bpe && folder.vocab->tokenization() == train::Tokenization::Whitespace;
+          const bool words = !bpe && folder.vocab->tokenization() == io::Tokenization::Whitespace;
           text = pending_text[i] + (words && !text.empty() ? " " : "") + text;
         }
-        if (settings.mode == GenerateSettings::Mode::Beam && settings.n_best > 1)
+        if (settings.mode == run::GenerateSettings::Mode::Beam && settings.n_best > 1)
           std::printf("%lld\t%zu\t%.6f\t%s\n", static_cast<long long>(done + static_cast<int64_t>(i) + 1), k + 1,
                       h.score, text.c_str());
         else if (o.scores)
@@ -169,7 +171,7 @@ int run_generate(const GenerateOptions& o) {
       ATTN_CHECK(file.good(), kCmd, "cannot read --input '", o.input, "'");
       codec.source = "'" + o.input + "'";
     }
-    LineReader reader(o.input.empty() ? std::cin : file);
+    io::LineReader reader(o.input.empty() ? std::cin : file);
     std::string line;
     int64_t n = 0;
     while (reader.next(line)) {

@@ -12,9 +12,13 @@
 #include <vector>
 
 #include "attn/core/error.h"
+#include "attn/io/lines.h"
+#include "attn/io/tsv.h"
+#include "attn/run/model_folder.h"
+#include "attn/run/token_codec.h"
+#include "attn/run/translate.h"
 #include "attn/train/trainer.h"
 #include "commands.h"
-#include "infer_io.h"
 
 namespace attn::cli {
 
@@ -32,21 +36,21 @@ int run_score(const ScoreOptions& o) {
   ATTN_CHECK(o.threads >= 0, "score", "--threads must be >= 0, got ", o.threads);
   if (o.threads > 0) train::set_num_threads(o.threads);
   ATTN_CHECK(o.batch_size >= 1, "score", "--batch-size must be >= 1, got ", o.batch_size);
-  const ModelFolder folder = open_model_folder(o.model_dir, "score", !o.ids);
+  const run::ModelFolder folder = run::open_model_folder(o.model_dir, "score", !o.ids);
   ATTN_CHECK(folder.eos >= 0, "score", "the model in '", o.model_dir, "' has no EOS token (eos_id = -1)");
 
-  TokenCodec src_codec;
+  run::TokenCodec src_codec;
   src_codec.vocab = o.ids ? nullptr : &*folder.vocab;
   src_codec.vocab_size = folder.src_vocab_size;
   src_codec.pad = folder.pad;
   src_codec.command = "score";
-  TokenCodec tgt_codec = src_codec;
+  run::TokenCodec tgt_codec = src_codec;
   tgt_codec.vocab_size = folder.tgt_vocab_size;
 
   std::vector<std::vector<int64_t>> srcs, tgts;
   const auto flush = [&] {
     if (srcs.empty()) return;
-    for (const ForcedScores& s : teacher_forced(folder, srcs, tgts)) {
+    for (const run::ForcedScores& s : run::teacher_forced(folder, srcs, tgts)) {
       std::printf("%.6f", s.total());
       if (o.per_token) {
         std::printf("\t");
@@ -61,19 +65,15 @@ int run_score(const ScoreOptions& o) {
 
   // At a terminal every line is answered at once; from a pipe or file, lines are batched.
   const int64_t batch = ::isatty(STDIN_FILENO) ? 1 : o.batch_size;
-  LineReader reader(std::cin);
+  io::LineReader reader(std::cin);
   std::string line;
   while (reader.next(line)) {
     try {
       const int64_t n = reader.line_number();
-      const size_t tab = line.find('\t');
-      if (line.find_first_not_of(" \t") == std::string::npos)
-        fail("score", "stdin line ", n, ": the line is empty (expected source<TAB>target)");
-      if (tab == std::string::npos) fail("score", "stdin line ", n, ": no tab (expected source<TAB>target)");
-      if (line.find('\t', tab + 1) != std::string::npos)
-        fail("score", "stdin line ", n, ": more than one tab (expected source<TAB>target)");
-      std::vector<int64_t> src = src_codec.read(line.substr(0, tab), n, "source");
-      std::vector<int64_t> tgt = tgt_codec.read(line.substr(tab + 1), n, "target");
+      if (line.empty()) fail("score", "stdin line ", n, ": the line is empty (expected source<TAB>target)");
+      const io::TsvFields fields = io::split_tsv_line(line, n, "score", "stdin");
+      std::vector<int64_t> src = src_codec.read(std::string(fields.source), n, "source");
+      std::vector<int64_t> tgt = tgt_codec.read(std::string(fields.target), n, "target");
       srcs.push_back(std::move(src));
       tgts.push_back(std::move(tgt));
     } catch (const Error&) {

@@ -25,12 +25,15 @@
 #include "attn/core/error.h"
 #include "attn/dist/communicator.h"
 #include "attn/io/atomic_file.h"
+#include "attn/io/run_files.h"
+#include "attn/run/fill_mask.h"
+#include "attn/run/generate.h"
+#include "attn/run/model_folder.h"
+#include "attn/run/translate.h"
 #include "attn/train/checkpointing.h"
 #include "attn/train/text_data.h"
 #include "attn/train/trainer.h"
 #include "commands.h"
-#include "infer_io.h"
-#include "lm_io.h"
 #include "run_report.h"
 
 namespace attn::cli {
@@ -221,27 +224,27 @@ void merge_keys(json& dst, const json& src) {
 
 // Up to `count` lines of the run's validation text (else its training text) as ids, skipping
 // lines with tokens the vocabulary lacks and lines shorter than `min_tokens`.
-std::vector<std::vector<int64_t>> sample_lines(const train::TrainConfig& config, const train::Vocab& vocab,
+std::vector<std::vector<int64_t>> sample_lines(const train::TrainConfig& config, const io::Vocab& vocab,
                                                int64_t count, size_t min_tokens) {
   const std::string path = config.valid_text_path.empty() ? config.text_path : config.valid_text_path;
   const train::TextFile file = train::read_text(path, config.tokens);
   std::vector<std::vector<int64_t>> out;
   for (const auto& ids : train::encode_text(file, vocab, true)) {
     if (static_cast<int64_t>(out.size()) >= count) break;
-    if (ids.size() < min_tokens || std::find(ids.begin(), ids.end(), train::Vocab::kUnk) != ids.end()) continue;
+    if (ids.size() < min_tokens || std::find(ids.begin(), ids.end(), io::Vocab::kUnk) != ids.end()) continue;
     out.push_back(ids);
   }
   return out;
 }
 
-std::string decoded(const train::Vocab& vocab, const std::vector<int64_t>& ids) {
+std::string decoded(const io::Vocab& vocab, const std::vector<int64_t>& ids) {
   return "\"" + vocab.decode(ids) + "\"";
 }
 
 // Decoder-only: the first half of a few lines, continued greedily from the saved folder.
 void print_continuations(const std::string& out, const train::TrainConfig& config, int64_t count) {
-  const ModelFolder folder = open_model_folder(out, "train", true, models::Arch::DecoderOnly);
-  const train::Vocab& vocab = *folder.vocab;
+  const run::ModelFolder folder = run::open_model_folder(out, "train", true, models::Arch::DecoderOnly);
+  const io::Vocab& vocab = *folder.vocab;
   const auto lines = sample_lines(config, vocab, count, 2);
   if (lines.empty()) return;
   std::vector<std::vector<int64_t>> prompts, rests;
@@ -250,11 +253,11 @@ void print_continuations(const std::string& out, const train::TrainConfig& confi
     prompts.emplace_back(ids.begin(), ids.begin() + half);
     rests.emplace_back(ids.begin() + half, ids.end());
   }
-  GenerateSettings settings;
+  run::GenerateSettings settings;
   size_t longest = 0;
   for (const auto& r : rests) longest = std::max(longest, r.size());
   settings.max_tokens = static_cast<int64_t>(longest) + 1;
-  const auto found = generate_batch(folder, prompts, settings);
+  const auto found = run::generate_batch(folder, prompts, settings);
   std::printf("\ncontinuations of the first half of %s lines (greedy, attn generate --model %s):\n",
               config.valid_text_path.empty() ? "training" : "validation", out.c_str());
   int64_t right = 0;
@@ -270,8 +273,8 @@ void print_continuations(const std::string& out, const train::TrainConfig& confi
 
 // Encoder-only: the middle token of a few lines masked and predicted from the saved folder.
 void print_fills(const std::string& out, const train::TrainConfig& config, int64_t count) {
-  const ModelFolder folder = open_model_folder(out, "train", true, models::Arch::EncoderOnly);
-  const train::Vocab& vocab = *folder.vocab;
+  const run::ModelFolder folder = run::open_model_folder(out, "train", true, models::Arch::EncoderOnly);
+  const io::Vocab& vocab = *folder.vocab;
   const auto lines = sample_lines(config, vocab, count, 1);
   if (lines.empty()) return;
   std::vector<std::vector<int64_t>> masked;
@@ -282,7 +285,7 @@ void print_fills(const std::string& out, const train::TrainConfig& config, int64
     masked.back()[mid] = vocab.mask_id();
     truth.push_back(ids[mid]);
   }
-  const auto predictions = fill_masks(folder, masked, 1);
+  const auto predictions = run::fill_masks(folder, masked, 1);
   std::printf("\nthe middle token of %s lines masked and filled (attn fill-mask --model %s):\n",
               config.valid_text_path.empty() ? "training" : "validation", out.c_str());
   int64_t right = 0;
@@ -305,9 +308,9 @@ void print_samples(const std::string& out, const train::TrainConfig& config, int
   if (config.stream && (config.uses_tsv() ? config.valid_path : config.valid_text_path).empty()) return;
   if (config.model.arch == models::Arch::DecoderOnly) return print_continuations(out, config, count);
   if (config.model.arch == models::Arch::EncoderOnly) return print_fills(out, config, count);
-  const ModelFolder folder = open_model_folder(out, "train", true);
-  const train::Vocab& vocab = *folder.vocab;
-  std::vector<train::Example> examples;
+  const run::ModelFolder folder = run::open_model_folder(out, "train", true);
+  const io::Vocab& vocab = *folder.vocab;
+  std::vector<io::Example> examples;
   if (!config.uses_tsv()) {
     train::TaskConfig t;
     t.kind = train::parse_task_kind(config.task);
@@ -325,7 +328,7 @@ void print_samples(const std::string& out, const train::TrainConfig& config, int
   if (examples.empty()) return;
   std::vector<std::vector<int64_t>> srcs;
   for (const auto& e : examples) srcs.push_back(e.src);
-  const auto found = search_batch(folder, srcs, SearchSettings{});
+  const auto found = run::search_batch(folder, srcs, run::SearchSettings{});
   std::printf("\n%s (greedy decoding, attn translate --model %s):\n",
               config.uses_tsv() ? "translations" : "translations of random inputs", out.c_str());
   int64_t right = 0;
@@ -362,7 +365,7 @@ int run_train(const TrainOptions& o) {
     if (overrides.contains("model") && overrides["model"].contains("arch") && overrides["model"]["arch"].is_string())
       arch = overrides["model"]["arch"].get<std::string>();
     else if (o.resume)
-      arch = models::arch_name(train::TrainConfig::load((fs::path(o.out) / train::kRunTrainConfigFileName).string())
+      arch = models::arch_name(train::TrainConfig::load((fs::path(o.out) / io::kTrainConfigFileName).string())
                                    .model.arch);
     if (arch != "decoder_only") overrides["model"]["n_encoder_layers"] = *o.layers;
     if (arch != "encoder_only") overrides["model"]["n_decoder_layers"] = *o.layers;
@@ -422,7 +425,7 @@ int run_train(const TrainOptions& o) {
                    static_cast<long long>(d.train_unknown_tokens));
     if (d.vocab.has_mask())
       std::fprintf(stderr, "  masked LM: %g of each line's tokens chosen (80%% %s = id %lld, 10%% random, 10%% kept)\n",
-                   c.mask_prob, train::Vocab::kMaskToken, static_cast<long long>(d.vocab.mask_id()));
+                   c.mask_prob, io::Vocab::kMaskToken, static_cast<long long>(d.vocab.mask_id()));
     const std::string layers =
         arch == models::Arch::EncoderDecoder
             ? str_cat(c.model.n_encoder_layers, "+", c.model.n_decoder_layers, " layers")
@@ -483,9 +486,9 @@ int run_train(const TrainOptions& o) {
   std::printf("\n");
   std::printf("  model        %s  (config.json, model.safetensors, vocab.json%s)\n", o.out.c_str(),
               trainer->data().vocab.sentencepiece() ? ", sentencepiece.model" : "");
-  std::printf("  metrics      %s\n", (fs::path(o.out) / train::kRunMetricsFileName).string().c_str());
+  std::printf("  metrics      %s\n", (fs::path(o.out) / io::kMetricsFileName).string().c_str());
   std::printf("  checkpoints  %s  (the last %s; attn average --model %s)\n",
-              (fs::path(o.out) / train::kCheckpointsDirName).string().c_str(),
+              (fs::path(o.out) / io::kCheckpointsDirName).string().c_str(),
               c.keep > 0 ? std::to_string(c.keep).c_str() : "all", o.out.c_str());
   if (!o.no_report) {
     try {

@@ -12,9 +12,12 @@
 #include <vector>
 
 #include "attn/core/error.h"
+#include "attn/io/lines.h"
+#include "attn/run/model_folder.h"
+#include "attn/run/token_codec.h"
+#include "attn/run/translate.h"
 #include "attn/train/trainer.h"
 #include "commands.h"
-#include "infer_io.h"
 
 namespace attn::cli {
 
@@ -23,7 +26,7 @@ namespace {
 struct TranslateOptions {
   int64_t threads = 0;  // 0: the runtime default
   std::string model_dir;
-  SearchSettings search;
+  run::SearchSettings search;
   int64_t max_len = 0;  // 0: source length + 50
   int64_t batch_size = 32;
   bool ids = false;
@@ -34,13 +37,13 @@ int run_translate(const TranslateOptions& o) {
   ATTN_CHECK(o.threads >= 0, "translate", "--threads must be >= 0, got ", o.threads);
   if (o.threads > 0) train::set_num_threads(o.threads);
   ATTN_CHECK(o.max_len >= 0, "translate", "--max-len must be >= 1 (0: source length + 50), got ", o.max_len);
-  SearchSettings search = o.search;
+  run::SearchSettings search = o.search;
   if (o.max_len > 0) search.max_len = o.max_len;
-  validate(search);
+  run::validate(search);
   ATTN_CHECK(o.batch_size >= 1, "translate", "--batch-size must be >= 1, got ", o.batch_size);
-  const ModelFolder folder = open_model_folder(o.model_dir, "translate", !o.ids);
+  const run::ModelFolder folder = run::open_model_folder(o.model_dir, "translate", !o.ids);
 
-  TokenCodec codec;
+  run::TokenCodec codec;
   codec.vocab = o.ids ? nullptr : &*folder.vocab;
   codec.vocab_size = folder.src_vocab_size;
   codec.pad = folder.pad;
@@ -50,7 +53,7 @@ int run_translate(const TranslateOptions& o) {
   std::vector<int64_t> pending_lines;
   const auto flush = [&] {
     if (pending.empty()) return;
-    const auto found = search_batch(folder, pending, search);
+    const auto found = run::search_batch(folder, pending, search);
     for (size_t i = 0; i < found.size(); ++i) {
       for (size_t k = 0; k < found[i].size(); ++k) {
         const decode::Hypothesis& h = found[i][k];
@@ -70,7 +73,7 @@ int run_translate(const TranslateOptions& o) {
 
   // At a terminal every line is answered at once; from a pipe or file, lines are batched.
   const int64_t batch = ::isatty(STDIN_FILENO) ? 1 : o.batch_size;
-  LineReader reader(std::cin);
+  io::LineReader reader(std::cin);
   std::string line;
   while (reader.next(line)) {
     try {

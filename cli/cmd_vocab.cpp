@@ -11,9 +11,10 @@
 #include <vector>
 
 #include "attn/core/error.h"
+#include "attn/io/lines.h"
 #include "attn/io/sentencepiece_vocab.h"
+#include "attn/run/token_codec.h"
 #include "commands.h"
-#include "infer_io.h"
 
 namespace attn::cli {
 
@@ -77,7 +78,7 @@ int run_vocab_train(const VocabTrainOptions& o) {
 // stdin lines to space-separated ids (or pieces); an empty line gives an empty line.
 int run_vocab_encode(const VocabUseOptions& o) {
   const io::SentencePieceVocab vocab = io::SentencePieceVocab::load(o.vocab);
-  LineReader reader(std::cin);
+  io::LineReader reader(std::cin);
   std::string line;
   while (reader.next(line)) {
     std::vector<int64_t> ids;
@@ -99,12 +100,12 @@ int run_vocab_encode(const VocabUseOptions& o) {
 // stdin lines of space-separated ids to detokenized text.
 int run_vocab_decode(const VocabUseOptions& o) {
   const io::SentencePieceVocab vocab = io::SentencePieceVocab::load(o.vocab);
-  LineReader reader(std::cin);
+  io::LineReader reader(std::cin);
   std::string line;
   while (reader.next(line)) {
     std::string text;
     try {
-      text = vocab.decode(parse_ids(line));
+      text = vocab.decode(run::parse_ids(line));
     } catch (const Error& e) {
       fail("vocab", "stdin line ", reader.line_number(), ": ", e.what());
     }

@@ -14,9 +14,12 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/core/error.h"
 #include "attn/io/atomic_file.h"
+#include "attn/io/lines.h"
+#include "attn/io/run_files.h"
+#include "attn/io/tsv.h"
 #include "attn/models/checkpoint.h"
 #include "attn/models/decoder_only.h"
 #include "attn/models/encoder_only.h"
@@ -24,9 +27,14 @@
 #include "attn/report/attention_stats.h"
 #include "attn/report/figures.h"
 #include "attn/report/html_report.h"
+#include "attn/run/attention.h"
+#include "attn/run/fill_mask.h"
+#include "attn/run/generate.h"
+#include "attn/run/model_folder.h"
+#include "attn/run/token_codec.h"
+#include "attn/run/translate.h"
+#include "attn/train/run_record.h"
 #include "attn/train/text_data.h"
-#include "infer_io.h"
-#include "lm_io.h"
 
 namespace attn::cli {
 
@@ -43,87 +51,18 @@ std::string fixed(double v, int decimals = 4) {
   return buf;
 }
 
-// ---- attention capture --------------------------------------------------------------------
+// ---- captured attention as figure matrices ------------------------------------------------
 
-// One attention module's weights [B, H, Tq, Tk] as doubles.
-struct Weights {
-  std::vector<double> v;
-  int64_t B = 0, H = 0, Tq = 0, Tk = 0;
-
-  // Rows [0, rows) and columns [0, cols) of batch row b for head h, or the head mean when h < 0.
-  Matrix matrix(int64_t b, int64_t h, int64_t rows, int64_t cols) const {
-    std::vector<double> out(static_cast<size_t>(rows * cols), 0.0);
-    const int64_t h0 = h < 0 ? 0 : h, h1 = h < 0 ? H : h + 1;
-    for (int64_t hh = h0; hh < h1; ++hh)
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c) out[r * cols + c] += v[((b * H + hh) * Tq + r) * Tk + c];
-    const double n = static_cast<double>(h1 - h0);
-    for (double& x : out) x /= n;
-    return Matrix(std::move(out), rows, cols);
-  }
-};
-
-struct Captured {
-  std::vector<Weights> enc_self, dec_self, cross;  // one per layer, in layer order
-};
-
-// Turns capture off again however the pass ends.
-struct CaptureScope {
-  models::Model& model;
-  explicit CaptureScope(models::Model& m) : model(m) { model.set_capture_attention(true); }
-  ~CaptureScope() { model.set_capture_attention(false); }
-};
-
-// "decoder.layers.3.multihead_attn" -> (kind, 3); kind 0 encoder self, 1 decoder self, 2 cross.
-bool parse_attention_name(const std::string& name, int* kind, size_t* layer) {
-  const std::string enc = "encoder.layers.", dec = "decoder.layers.";
-  std::string rest;
-  bool decoder = false;
-  if (name.rfind(enc, 0) == 0)
-    rest = name.substr(enc.size());
-  else if (name.rfind(dec, 0) == 0)
-    rest = name.substr(dec.size()), decoder = true;
-  else
-    return false;
-  const size_t dot = rest.find('.');
-  if (dot == std::string::npos || dot == 0) return false;
-  *layer = static_cast<size_t>(std::stoul(rest.substr(0, dot)));
-  const std::string module = rest.substr(dot + 1);
-  if (module == "self_attn")
-    *kind = decoder ? 1 : 0;
-  else if (module == "multihead_attn" && decoder)
-    *kind = 2;
-  else
-    return false;
-  return true;
-}
-
-// A teacher-forced pass over (src [B, S], tgt_in [B, T]) with every attention captured.
-Captured capture_attention(const ModelFolder& f, const Tensor& src, const Tensor& tgt_in) {
-  NoGradGuard no_grad;
-  std::vector<std::pair<std::string, Tensor>> caps;
-  {
-    CaptureScope scope(*f.model);
-    f.model->forward(src, tgt_in);
-    caps = f.model->captured_attention();
-  }
-  Captured out;
-  for (const auto& [name, t] : caps) {
-    int kind = 0;
-    size_t layer = 0;
-    if (!parse_attention_name(name, &kind, &layer)) continue;
-    std::vector<Weights>& list = kind == 0 ? out.enc_self : kind == 1 ? out.dec_self : out.cross;
-    if (list.size() <= layer) list.resize(layer + 1);
-    Weights& w = list[layer];
-    w.v = t.to_vector<double>();
-    w.B = t.size(0), w.H = t.size(1), w.Tq = t.size(2), w.Tk = t.size(3);
-  }
-  const auto complete = [](const std::vector<Weights>& l) {
-    return !l.empty() && std::all_of(l.begin(), l.end(), [](const Weights& w) { return !w.v.empty(); });
-  };
-  ATTN_CHECK(complete(out.enc_self) && complete(out.dec_self) && complete(out.cross), "report",
-             "the model did not capture attention weights for every layer");
-  return out;
+// Rows [0, rows) and columns [0, cols) of batch row b of `w` for head h, or the head mean when h < 0.
+Matrix matrix(const run::AttentionWeights& w, int64_t b, int64_t h, int64_t rows, int64_t cols) {
+  std::vector<double> out(static_cast<size_t>(rows * cols), 0.0);
+  const int64_t h0 = h < 0 ? 0 : h, h1 = h < 0 ? w.heads : h + 1;
+  for (int64_t hh = h0; hh < h1; ++hh)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) out[r * cols + c] += w.at(b, hh, r, c);
+  const double n = static_cast<double>(h1 - h0);
+  for (double& x : out) x /= n;
+  return Matrix(std::move(out), rows, cols);
 }
 
 // ---- the run's files ----------------------------------------------------------------------
@@ -157,7 +96,7 @@ Metrics read_metrics(const std::string& path) {
   m.present = true;
   std::ifstream in(path);
   ATTN_CHECK(in, "report", "cannot read '", path, "'");
-  LineReader reader(in);
+  io::LineReader reader(in);
   std::string line;
   while (reader.next(line)) {
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
@@ -189,15 +128,15 @@ Metrics read_metrics(const std::string& path) {
 
 // Up to `count` validation examples of the run: the synthetic task's validation stream, or the
 // first pairs of the recorded validation corpus (unknown tokens as <unk>). `origin` names the set.
-std::vector<train::Example> validation_examples(const ModelFolder& f, int64_t count, std::string* origin) {
-  std::vector<train::Example> out;
+std::vector<io::Example> validation_examples(const run::ModelFolder& f, int64_t count, std::string* origin) {
+  std::vector<io::Example> out;
   if (count <= 0) return out;
-  if (const auto run = task_from_train_config(f.train_config)) {
+  if (const auto run = train::task_from_train_config(f.train_config)) {
     const train::TaskConfig& task = run->task;
-    const int64_t top = train::Vocab::kNumSpecial + task.n_symbols;
+    const int64_t top = io::Vocab::kNumSpecial + task.n_symbols;
     if (top > std::min(f.src_vocab_size, f.tgt_vocab_size)) return out;
     if (f.vocab) {
-      const train::Vocab tv = train::task_vocab(task);
+      const io::Vocab tv = train::task_vocab(task);
       for (int64_t id = 0; id < top; ++id)
         if (id >= f.vocab->size() || f.vocab->token(id) != tv.token(id)) return out;
     }
@@ -207,26 +146,25 @@ std::vector<train::Example> validation_examples(const ModelFolder& f, int64_t co
     *origin = str_cat("the ", train::task_kind_name(task.kind), " task's validation set (seed ", run->data_seed, ")");
     return out;
   }
-  const std::string path = valid_path_from_train_config(f.train_config, f.dir);
+  const std::string path = train::valid_path_from_train_config(f.train_config, f.dir);
   if (path.empty() || !f.vocab) return out;
-  std::ifstream in(path);
-  if (!in) return out;
-  LineReader reader(in);
-  std::string line;
-  while (static_cast<int64_t>(out.size()) < count && reader.next(line)) {
-    const size_t tab = line.find('\t');
-    if (tab == std::string::npos || line.find('\t', tab + 1) != std::string::npos) continue;
-    train::Example ex;
-    try {
-      if (f.vocab->sentencepiece()) {
-        ex.src = f.vocab->encode(line.substr(0, tab));
-        ex.tgt = f.vocab->encode(line.substr(tab + 1));
-      } else {
-        for (const std::string& t : split_tokens(line.substr(0, tab), *f.vocab)) ex.src.push_back(f.vocab->id(t, true));
-        for (const std::string& t : split_tokens(line.substr(tab + 1), *f.vocab)) ex.tgt.push_back(f.vocab->id(t, true));
-      }
-    } catch (const Error&) {
-      continue;  // invalid UTF-8: training would have rejected the line too
+  // The pairs under io/tsv.h's rule. A file that no longer reads under it gives no examples:
+  // training read it under the same rule, so it has changed since.
+  io::TsvLines lines;
+  try {
+    lines = io::read_tsv_lines(path, "report");
+  } catch (const Error&) {
+    return out;
+  }
+  for (const io::TsvLine& pair : lines.pairs) {
+    if (static_cast<int64_t>(out.size()) >= count) break;
+    io::Example ex;
+    if (f.vocab->sentencepiece()) {
+      ex.src = f.vocab->encode(pair.source);
+      ex.tgt = f.vocab->encode(pair.target);
+    } else {
+      for (const std::string& t : run::split_tokens(pair.source, *f.vocab)) ex.src.push_back(f.vocab->id(t, true));
+      for (const std::string& t : run::split_tokens(pair.target, *f.vocab)) ex.tgt.push_back(f.vocab->id(t, true));
     }
     if (!ex.src.empty()) out.push_back(std::move(ex));
   }
@@ -288,12 +226,12 @@ std::string join(const std::vector<std::string>& parts, const std::string& sep) 
 
 // The config table: the run folder, vocabulary, parameter count, every model key, every
 // training key (nested values as compact JSON).
-std::vector<std::pair<std::string, std::string>> config_table(const ModelFolder& f) {
+std::vector<std::pair<std::string, std::string>> config_table(const run::ModelFolder& f) {
   std::vector<std::pair<std::string, std::string>> out;
   out.emplace_back("model folder", f.dir);
   out.emplace_back("parameters", std::to_string(f.base->num_parameters()));
   out.emplace_back("vocabulary", f.vocab ? str_cat(f.vocab->size(), " tokens (",
-                                                   train::tokenization_name(f.vocab->tokenization()), ")")
+                                                   io::tokenization_name(f.vocab->tokenization()), ")")
                                          : std::string("none (token ids only)"));
   const auto text = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
   const nlohmann::json model_config = f.base->config().to_json();
@@ -306,38 +244,10 @@ std::vector<std::pair<std::string, std::string>> config_table(const ModelFolder&
 
 // ---- decoder-only and encoder-only models -------------------------------------------------
 
-// The self-attention weights of every block of a single-stack model ("layers.N.self_attn") for
-// one pass over ids [1, T], in layer order.
-std::vector<Weights> capture_self_attention(models::Model& model, const Tensor& ids) {
-  NoGradGuard no_grad;
-  std::vector<std::pair<std::string, Tensor>> caps;
-  {
-    CaptureScope scope(model);
-    if (auto* lm = dynamic_cast<models::DecoderOnlyModel*>(&model)) lm->forward(ids);
-    else if (auto* mlm = dynamic_cast<models::EncoderOnlyModel*>(&model)) mlm->forward(ids);
-    caps = model.captured_attention();
-  }
-  std::vector<Weights> out;
-  const std::string prefix = "layers.", suffix = ".self_attn";
-  for (const auto& [name, t] : caps) {
-    if (name.rfind(prefix, 0) != 0 || name.size() <= prefix.size() + suffix.size() ||
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
-      continue;
-    const size_t layer = static_cast<size_t>(std::stoul(name.substr(prefix.size())));
-    if (out.size() <= layer) out.resize(layer + 1);
-    Weights& w = out[layer];
-    w.v = t.to_vector<double>();
-    w.B = t.size(0), w.H = t.size(1), w.Tq = t.size(2), w.Tk = t.size(3);
-  }
-  ATTN_CHECK(!out.empty() && std::all_of(out.begin(), out.end(), [](const Weights& w) { return !w.v.empty(); }),
-             "report", "the model did not capture attention weights for every layer");
-  return out;
-}
-
 // The first usable line of a text run's validation text (else its training text) as ids;
 // empty when the run records none or the file is gone. `origin` names the file.
-std::vector<int64_t> first_text_line(const ModelFolder& f, std::string* origin) {
-  const auto c = run_train_config(f.train_config);
+std::vector<int64_t> first_text_line(const run::ModelFolder& f, std::string* origin) {
+  const auto c = train::run_train_config(f.train_config);
   if (!c || !c->uses_text() || !f.vocab) return {};
   std::error_code ec;
   for (const std::string& path : {c->valid_text_path, c->text_path}) {
@@ -360,11 +270,11 @@ RunReportResult write_single_stack_report(const std::string& run_dir, const RunR
                                           models::Arch arch) {
   const char* cmd = options.command.c_str();
   const bool lm = arch == models::Arch::DecoderOnly;
-  const ModelFolder f = open_model_folder(run_dir, cmd, true, arch);
+  const run::ModelFolder f = run::open_model_folder(run_dir, cmd, true, arch);
   const std::string out_dir = options.out_dir.empty() ? run_dir : options.out_dir;
-  const train::Vocab& vocab = *f.vocab;
+  const io::Vocab& vocab = *f.vocab;
   RunReportResult result;
-  TokenCodec codec;
+  run::TokenCodec codec;
   codec.vocab = options.src_ids ? nullptr : &vocab;
   codec.vocab_size = f.tgt_vocab_size;
   codec.pad = f.pad;
@@ -376,7 +286,7 @@ RunReportResult write_single_stack_report(const std::string& run_dir, const RunR
   std::vector<int64_t> input;  // the prompt, or the masked text
   if (options.src) {
     input = options.src_ids || lm ? codec.read(*options.src, 0, lm ? "prompt" : "text")
-                                  : read_masked_text(*options.src, vocab, options.command, "--src");
+                                  : run::read_masked_text(*options.src, vocab, options.command, "--src");
   } else {
     std::vector<int64_t> line = first_text_line(f, &origin);
     ATTN_CHECK(!line.empty(), cmd, "'", run_dir,
@@ -390,9 +300,9 @@ RunReportResult write_single_stack_report(const std::string& run_dir, const RunR
   }
   std::vector<int64_t> shown;  // what the figures show: <bos> + prompt + continuation, or the masked text
   if (lm) {
-    GenerateSettings g;
+    run::GenerateSettings g;
     g.max_tokens = options.max_len.value_or(50);
-    const decode::Hypothesis h = generate_batch(f, {input}, g).front().front();
+    const decode::Hypothesis h = run::generate_batch(f, {input}, g).front().front();
     result.example_source = vocab.decode(input);
     result.example_output = vocab.decode(h.tokens);
     shown.push_back(f.bos);
@@ -400,30 +310,31 @@ RunReportResult write_single_stack_report(const std::string& run_dir, const RunR
     shown.insert(shown.end(), h.tokens.begin(), h.tokens.end());
   } else {
     ATTN_CHECK(std::find(input.begin(), input.end(), vocab.mask_id()) != input.end(), cmd,
-               "--src: the text has no ", kMaskMarker, " to fill");
+               "--src: the text has no ", run::kMaskMarker, " to fill");
     std::vector<int64_t> filled = input;
-    const std::vector<std::vector<MaskPrediction>> predicted = fill_masks(f, {input}, 1);
-    for (const MaskPrediction& m : predicted.front()) filled[static_cast<size_t>(m.position)] = m.candidates.front().first;
+    const std::vector<std::vector<run::MaskPrediction>> predicted = run::fill_masks(f, {input}, 1);
+    for (const run::MaskPrediction& m : predicted.front())
+      filled[static_cast<size_t>(m.position)] = m.candidates.front().first;
     result.example_source = vocab.decode(input);
     result.example_output = vocab.decode(filled);
     shown = input;
   }
   const int64_t T = static_cast<int64_t>(shown.size());
-  const std::vector<Weights> att =
-      capture_self_attention(*f.base, Tensor::from_vector<int64_t>(shown, {1, T}));  // [1, H, T, T] per layer
+  const std::vector<run::AttentionWeights> att =
+      run::capture_self_attention(f, Tensor::from_vector<int64_t>(shown, {1, T})).self;  // [1, H, T, T] per layer
   const int64_t H = f.base->config().n_heads;
   const std::vector<std::string> labels = vocab.labels(shown);
 
   std::vector<report::FigureRef> refs;
   FigureWriter fig{out_dir, &refs, &result.figure_paths};
   fs::create_directories(fs::path(out_dir) / "figures");
-  const Metrics metrics = read_metrics((fs::path(run_dir) / kMetricsFileName).string());
+  const Metrics metrics = read_metrics((fs::path(run_dir) / io::kMetricsFileName).string());
   if (!metrics.rows.empty())
     fig.add("01_training_curve.svg", report::training_curve_figure(metrics.history), "Training curve",
             str_cat("Training and validation loss (left) and validation accuracy (right: ",
                     lm ? "the argmax of the next-token distribution, teacher-forced"
                        : "the argmax at the masked positions, with the same masks every epoch",
-                    ") per epoch, from ", kMetricsFileName, " (", metrics.rows.size(), " epochs)."));
+                    ") per epoch, from ", io::kMetricsFileName, " (", metrics.rows.size(), " epochs)."));
   const int64_t t = std::min<int64_t>(T, 24);
   const std::vector<std::string> first_labels(labels.begin(), labels.begin() + t);
   if (lm) {
@@ -433,7 +344,7 @@ RunReportResult write_single_stack_report(const std::string& run_dir, const RunR
     report::MaskFigureOptions mo;
     mo.title = "Causal mask and self-attention weights (layer 1, mean of heads)";
     mo.labels = first_labels;
-    fig.add("02_causal_mask.svg", report::mask_figure(Matrix(std::move(mask), t, t), att[0].matrix(0, -1, t, t), mo),
+    fig.add("02_causal_mask.svg", report::mask_figure(Matrix(std::move(mask), t, t), matrix(att[0], 0, -1, t, t), mo),
             "Causal mask and its softmax weights",
             str_cat("Left: the causal mask over <bos> + prompt + greedy continuation", t < T ? " (first 24 positions)" : "",
                     "; 1 = masked out. Right: the first block's self-attention weights, averaged over its ", H,
@@ -447,14 +358,14 @@ RunReportResult write_single_stack_report(const std::string& run_dir, const RunR
     ho.y_title = "query";
     ho.vmin = 0.0;
     ho.colorbar_title = "weight";
-    fig.add("02_self_attention.svg", report::heatmap(att.back().matrix(0, -1, t, t), ho), "Bidirectional self-attention",
+    fig.add("02_self_attention.svg", report::heatmap(matrix(att.back(), 0, -1, t, t), ho), "Bidirectional self-attention",
             str_cat("The last block's self-attention over ", result.example_source,
                     ", averaged over heads: every position (the masks included) reads the whole text."));
   }
   {
     std::vector<std::vector<Matrix>> grid(att.size());
     for (size_t l = 0; l < att.size(); ++l)
-      for (int64_t h = 0; h < H; ++h) grid[l].push_back(att[l].matrix(0, h, t, t));
+      for (int64_t h = 0; h < H; ++h) grid[l].push_back(matrix(att[l], 0, h, t, t));
     report::HeatmapGridOptions go;
     go.title = "Self-attention by layer and head";
     go.row_titles = layer_titles(att.size());
@@ -482,12 +393,12 @@ RunReportResult write_single_stack_report(const std::string& run_dir, const RunR
   std::string body = lm ? str_cat("prompt        ", result.example_source, "\ncontinuation  ", result.example_output,
                                   "   (greedy)\n")
                         : str_cat("text    ", result.example_source, "\nfilled  ", result.example_output,
-                                  "   (the most probable token at each ", kMaskMarker, ")\n");
+                                  "   (the most probable token at each ", run::kMaskMarker, ")\n");
   if (!origin.empty())
     body += str_cat("taken from the first line of ", origin, lm ? " (its first half)" : " (its middle token masked)", "\n");
   in.sections.push_back({"Example", body, true});
   if (!metrics.present)
-    in.sections.push_back({"Notes", str_cat("No ", kMetricsFileName, " in ", run_dir, ": no training curve."), false});
+    in.sections.push_back({"Notes", str_cat("No ", io::kMetricsFileName, " in ", run_dir, ": no training curve."), false});
   result.report_path = (fs::path(out_dir) / "report.html").string();
   report::write_report(result.report_path, in);
   return result;
@@ -499,9 +410,9 @@ RunReportResult write_run_report(const std::string& run_dir, const RunReportOpti
   const char* cmd = options.command.c_str();
   {
     // A decoder-only or encoder-only folder gets the single-stack report; anything else
-    // (missing folder or config) is reported by open_model_folder below.
+    // (missing folder or config) is reported by run::open_model_folder below.
     std::error_code ec;
-    if (fs::is_regular_file(fs::path(run_dir) / models::kConfigFileName, ec)) {
+    if (fs::is_regular_file(fs::path(run_dir) / io::kConfigFileName, ec)) {
       const models::Arch arch = models::load_model_config(run_dir).arch;
       if (arch != models::Arch::EncoderDecoder) {
         RunReportResult r = write_single_stack_report(run_dir, options, arch);
@@ -510,27 +421,27 @@ RunReportResult write_run_report(const std::string& run_dir, const RunReportOpti
       }
     }
   }
-  const ModelFolder f = open_model_folder(run_dir, cmd, options.src && !options.src_ids);
+  const run::ModelFolder f = run::open_model_folder(run_dir, cmd, options.src && !options.src_ids);
   const std::string out_dir = options.out_dir.empty() ? run_dir : options.out_dir;
   const models::ModelConfig& mc = f.model->config();
   RunReportResult result;
-  const auto run_task = task_from_train_config(f.train_config);
+  const auto run_task = train::task_from_train_config(f.train_config);
   result.reversal_task = run_task && run_task->task.kind == train::TaskKind::Reverse;
 
-  TokenCodec codec;
+  run::TokenCodec codec;
   codec.vocab = f.vocab ? &*f.vocab : nullptr;
   codec.vocab_size = f.src_vocab_size;
   codec.pad = f.pad;
   codec.command = options.command;
   codec.source = "--src";
   if (options.src_ids) codec.vocab = nullptr;
-  TokenCodec out_codec = codec;
+  run::TokenCodec out_codec = codec;
   out_codec.vocab = f.vocab ? &*f.vocab : nullptr;  // outputs are shown as text when possible
 
   // The example: --src, else the first validation example.
   std::string origin;
   const int64_t n_valid = std::max<int64_t>({options.n_samples, options.n_score_examples, 1});
-  const std::vector<train::Example> valid = validation_examples(f, n_valid, &origin);
+  const std::vector<io::Example> valid = validation_examples(f, n_valid, &origin);
   std::vector<int64_t> src;
   std::optional<std::vector<int64_t>> reference;
   if (options.src) {
@@ -543,9 +454,9 @@ RunReportResult write_run_report(const std::string& run_dir, const RunReportOpti
     reference = valid.front().tgt;
   }
 
-  SearchSettings greedy;
+  run::SearchSettings greedy;
   greedy.max_len = options.max_len;
-  const decode::Hypothesis hyp = search_batch(f, {src}, greedy).front().front();
+  const decode::Hypothesis hyp = run::search_batch(f, {src}, greedy).front().front();
   result.example_source = out_codec.write(src);
   result.example_output = out_codec.write(hyp.tokens);
 
@@ -559,11 +470,12 @@ RunReportResult write_run_report(const std::string& run_dir, const RunReportOpti
   } else {
     dec_in.insert(dec_in.end(), hyp.tokens.begin(), hyp.tokens.end() - 1);
   }
-  const Captured cap = capture_attention(f, pad_batch({src}, f.pad), pad_batch({dec_in}, f.pad));
+  const run::CapturedAttention cap =
+      run::capture_attention(f, run::pad_batch({src}, f.pad), run::pad_batch({dec_in}, f.pad));
   const int64_t S = static_cast<int64_t>(src.size());
   const int64_t T = static_cast<int64_t>(dec_in.size());
   const int64_t H = mc.n_heads;
-  const size_t n_enc = cap.enc_self.size(), n_dec = cap.cross.size();
+  const size_t n_enc = cap.encoder_self.size(), n_dec = cap.cross.size();
 
   const std::vector<std::string> src_labels = out_codec.labels(src);
   std::vector<std::string> pred_labels = out_codec.labels(predicted);
@@ -576,13 +488,13 @@ RunReportResult write_run_report(const std::string& run_dir, const RunReportOpti
   fs::create_directories(fs::path(out_dir) / "figures");
 
   // 1. Training curve.
-  const std::string metrics_path = (fs::path(run_dir) / kMetricsFileName).string();
+  const std::string metrics_path = (fs::path(run_dir) / io::kMetricsFileName).string();
   const Metrics metrics = read_metrics(metrics_path);
   if (!metrics.rows.empty())
     fig.add("01_training_curve.svg", report::training_curve_figure(metrics.history), "Training curve",
             str_cat("Training and validation loss (left) and validation token / exact-sequence accuracy under "
                     "greedy decoding (right) per epoch, from ",
-                    kMetricsFileName, " (", metrics.rows.size(), " epochs)."));
+                    io::kMetricsFileName, " (", metrics.rows.size(), " epochs)."));
 
   // 2. Sinusoidal positional encoding (§3.5): 50 positions of the model's D (at most 128 shown).
   {
@@ -614,7 +526,7 @@ RunReportResult write_run_report(const std::string& run_dir, const RunReportOpti
     mo.labels.assign(in_labels.begin(), in_labels.begin() + t);
     fig.add(
         "03_causal_mask.svg",
-        report::mask_figure(Matrix(std::move(mask), t, t), cap.dec_self[0].matrix(0, -1, t, t), mo),
+        report::mask_figure(Matrix(std::move(mask), t, t), matrix(cap.decoder_self[0], 0, -1, t, t), mo),
         "Causal mask and its softmax weights",
         str_cat("Left: the decoder's causal mask over its input (BOS + the greedy output",
                 t < T ? ", first 16 positions" : "",
@@ -624,10 +536,10 @@ RunReportResult write_run_report(const std::string& run_dir, const RunReportOpti
   }
 
   // 4. Encoder self-attention and decoder cross-attention of the last layers, head average.
-  const Matrix cross_last = cap.cross.back().matrix(0, -1, static_cast<int64_t>(predicted.size()), S);
+  const Matrix cross_last = matrix(cap.cross.back(), 0, -1, static_cast<int64_t>(predicted.size()), S);
   {
     report::HeatmapPanel enc, cross;
-    enc.matrix = cap.enc_self.back().matrix(0, -1, S, S);
+    enc.matrix = matrix(cap.encoder_self.back(), 0, -1, S, S);
     enc.options.title = str_cat("Encoder self-attention, layer ", n_enc);
     enc.options.row_labels = src_labels;
     enc.options.col_labels = src_labels;
@@ -659,7 +571,7 @@ RunReportResult write_run_report(const std::string& run_dir, const RunReportOpti
     std::vector<std::vector<Matrix>> grid(n_dec);
     for (size_t l = 0; l < n_dec; ++l)
       for (int64_t h = 0; h < H; ++h)
-        grid[l].push_back(cap.cross[l].matrix(0, h, static_cast<int64_t>(predicted.size()), S));
+        grid[l].push_back(matrix(cap.cross[l], 0, h, static_cast<int64_t>(predicted.size()), S));
     report::HeatmapGridOptions go;
     go.title = "Decoder cross-attention by layer and head";
     go.row_titles = layer_titles(n_dec);
@@ -678,7 +590,7 @@ RunReportResult write_run_report(const std::string& run_dir, const RunReportOpti
   {
     std::vector<std::vector<Matrix>> grid(n_enc);
     for (size_t l = 0; l < n_enc; ++l)
-      for (int64_t h = 0; h < H; ++h) grid[l].push_back(cap.enc_self[l].matrix(0, h, S, S));
+      for (int64_t h = 0; h < H; ++h) grid[l].push_back(matrix(cap.encoder_self[l], 0, h, S, S));
     report::HeatmapGridOptions go;
     go.title = "Encoder self-attention by layer and head";
     go.row_titles = layer_titles(n_enc);
@@ -701,9 +613,9 @@ RunReportResult write_run_report(const std::string& run_dir, const RunReportOpti
   std::vector<double> last_layer_heads;
   if (n_out > 0) {
     for (size_t l = 0; l < n_dec; ++l)
-      result.anti_diagonal_per_layer.push_back(report::anti_diagonal_score(cap.cross[l].matrix(0, -1, n_out, S)));
+      result.anti_diagonal_per_layer.push_back(report::anti_diagonal_score(matrix(cap.cross[l], 0, -1, n_out, S)));
     for (int64_t h = 0; h < H; ++h)
-      last_layer_heads.push_back(report::anti_diagonal_score(cap.cross.back().matrix(0, h, n_out, S)));
+      last_layer_heads.push_back(report::anti_diagonal_score(matrix(cap.cross.back(), 0, h, n_out, S)));
   }
   std::vector<decode::Hypothesis> valid_out;
   if (!valid.empty()) {
@@ -711,7 +623,7 @@ RunReportResult write_run_report(const std::string& run_dir, const RunReportOpti
     for (size_t start = 0; start < n; start += 32) {
       std::vector<std::vector<int64_t>> srcs;
       for (size_t i = start; i < std::min(n, start + 32); ++i) srcs.push_back(valid[i].src);
-      for (auto& hs : search_batch(f, srcs, greedy)) valid_out.push_back(hs.front());
+      for (auto& hs : run::search_batch(f, srcs, greedy)) valid_out.push_back(hs.front());
     }
   }
   int64_t scored = 0;
@@ -723,8 +635,9 @@ RunReportResult write_run_report(const std::string& run_dir, const RunReportOpti
       if (h.tokens.empty()) continue;
       std::vector<int64_t> in{f.bos};
       in.insert(in.end(), h.tokens.begin(), h.tokens.end());
-      const Captured c = capture_attention(f, pad_batch({valid[i].src}, f.pad), pad_batch({in}, f.pad));
-      sum += report::anti_diagonal_score(c.cross.back().matrix(0, -1, static_cast<int64_t>(h.tokens.size()),
+      const run::CapturedAttention c =
+          run::capture_attention(f, run::pad_batch({valid[i].src}, f.pad), run::pad_batch({in}, f.pad));
+      sum += report::anti_diagonal_score(matrix(c.cross.back(), 0, -1, static_cast<int64_t>(h.tokens.size()),
                                                                static_cast<int64_t>(valid[i].src.size())));
       ++scored;
     }
@@ -789,7 +702,7 @@ RunReportResult write_run_report(const std::string& run_dir, const RunReportOpti
     in.sections.push_back({"Sample translations", body, true});
   }
   if (!metrics.present)
-    in.sections.push_back({"Notes", str_cat("No ", kMetricsFileName, " in ", run_dir, ": no training curve."), false});
+    in.sections.push_back({"Notes", str_cat("No ", io::kMetricsFileName, " in ", run_dir, ": no training curve."), false});
 
   result.report_path = (fs::path(out_dir) / "report.html").string();
   report::write_report(result.report_path, in);

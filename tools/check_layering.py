@@ -25,7 +25,7 @@ LAYERS = {
     "core": ([], "Tensor, storage, dtypes, RNG, errors, the autograd tape, views"),
     "kernels": (["core"], "raw-pointer kernels, BLAS, per-ISA vector code (private to ops)"),
     "ops": (["core", "kernels"], "shape-checked differentiable operations"),
-    "io": (["core"], "safetensors, atomic files, lines, JSON fields, BPE, SentencePiece"),
+    "io": (["core"], "safetensors, atomic files, lines and TSV, vocabularies, run-folder names, JSON fields, BPE, SentencePiece"),
     "dist": (["core"], "data parallelism on MPI, or a one-process stand-in"),
     "report": (["core"], "SVG figures and the HTML report"),
     "nn": (["ops"], "the paper's layers and their descendants"),

@@ -1,6 +1,7 @@
 // attn/attn.h — the umbrella header: tensors, autograd, ops, layers and models.
-// Training, decoding, checkpoints and figures have their own headers under attn/train,
-// attn/decode, attn/models/checkpoint.h and attn/report; include those where needed.
+// Training, decoding, running model folders, checkpoints and figures have their own headers
+// under attn/train, attn/decode, attn/run, attn/models/checkpoint.h and attn/report; include
+// those where needed.
 #pragma once
 
 #include "attn/core/autograd.h"

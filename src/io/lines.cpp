@@ -3,9 +3,13 @@
 
 namespace attn::io {
 
+namespace {
+constexpr std::string_view kByteOrderMark = "\xEF\xBB\xBF";  // UTF-8's, dropped at the start
+}  // namespace
+
 std::vector<NumberedLine> split_lines(std::string_view text) {
   std::vector<NumberedLine> out;
-  size_t pos = text.substr(0, 3) == "\xEF\xBB\xBF" ? 3 : 0;  // UTF-8 byte-order mark
+  size_t pos = text.substr(0, 3) == kByteOrderMark ? 3 : 0;
   int64_t number = 0;
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
@@ -16,6 +20,14 @@ std::vector<NumberedLine> split_lines(std::string_view text) {
     pos = end + 1;
   }
   return out;
+}
+
+bool LineReader::next(std::string& line) {
+  if (!std::getline(in_, line)) return false;
+  ++line_;
+  if (line_ == 1 && line.rfind(kByteOrderMark, 0) == 0) line.erase(0, 3);
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  return true;
 }
 
 }  // namespace attn::io

@@ -194,7 +194,7 @@ SentencePieceVocab SentencePieceVocab::train(const SentencePieceTrainOptions& o,
       {"shuffle_input_sentence", "true"},
       {"max_sentence_length", std::to_string(o.max_sentence_bytes)},
       {"num_threads", std::to_string(o.threads)},
-      // attn's ids and names of the special tokens (train::Vocab), and "<unk>" in decoded text.
+      // attn's ids and names of the special tokens (io::Vocab), and "<unk>" in decoded text.
       {"pad_id", "0"},
       {"bos_id", "1"},
       {"eos_id", "2"},
@@ -206,7 +206,7 @@ SentencePieceVocab SentencePieceVocab::train(const SentencePieceTrainOptions& o,
       {"unk_surface", kSpecialPieces[3]},
       {"minloglevel", "1"},  // no progress log on stderr
   };
-  // User-defined pieces follow the control pieces, so [MASK] gets id 4, as in train::Vocab.
+  // User-defined pieces follow the control pieces, so [MASK] gets id 4, as in io::Vocab.
   if (o.mask_symbol) args["user_defined_symbols"] = kMaskPiece;
   spm::SetRandomGeneratorSeed(static_cast<unsigned int>(o.seed));
   std::string bytes;

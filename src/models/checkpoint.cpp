@@ -62,12 +62,12 @@ void check_model_folder(const std::string& dir) {
   std::error_code ec;
   const fs::file_status st = fs::status(dir, ec);
   if (!fs::exists(st)) {
-    fail(kLoad, "'", dir, "': no such model folder (a model is a folder holding ", kConfigFileName, " and ",
-         kWeightsFileName, ")");
+    fail(kLoad, "'", dir, "': no such model folder (a model is a folder holding ", io::kConfigFileName, " and ",
+         io::kWeightsFileName, ")");
   }
   if (!fs::is_directory(st)) {
-    fail(kLoad, "'", dir, "': not a folder (a model is a folder holding ", kConfigFileName, " and ",
-         kWeightsFileName, ")");
+    fail(kLoad, "'", dir, "': not a folder (a model is a folder holding ", io::kConfigFileName, " and ",
+         io::kWeightsFileName, ")");
   }
 }
 
@@ -162,7 +162,7 @@ void save_model(const std::string& dir, const Model& model, const ExtraFiles& ex
     ATTN_CHECK(!name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
                    name.find('\0') == std::string::npos,
                kSave, "extra file name '", name, "' must be a plain file name");
-    ATTN_CHECK(name != kConfigFileName && name != kWeightsFileName, kSave, "extra file name '", name,
+    ATTN_CHECK(name != io::kConfigFileName && name != io::kWeightsFileName, kSave, "extra file name '", name,
                "' is reserved for the model itself");
   }
   std::error_code ec;
@@ -170,8 +170,8 @@ void save_model(const std::string& dir, const Model& model, const ExtraFiles& ex
   if (!fs::is_directory(dir)) {
     fail(kSave, "'", dir, "': cannot create the model folder", ec ? ": " + ec.message() : std::string());
   }
-  const std::string config_path = join_path(dir, kConfigFileName);
-  const std::string weights_path = join_path(dir, kWeightsFileName);
+  const std::string config_path = join_path(dir, io::kConfigFileName);
+  const std::string weights_path = join_path(dir, io::kWeightsFileName);
   // Until the new config.json lands, the folder must not describe the new weights with the old
   // config: drop the old one first (the weights' directory fsync makes the removal durable).
   if (fs::exists(fs::symlink_status(config_path, ec))) {
@@ -186,10 +186,10 @@ void save_model(const std::string& dir, const Model& model, const ExtraFiles& ex
 
 ModelConfig load_model_config(const std::string& dir) {
   check_model_folder(dir);
-  const std::string path = join_path(dir, kConfigFileName);
+  const std::string path = join_path(dir, io::kConfigFileName);
   std::error_code ec;
   if (!fs::exists(fs::status(path, ec))) {
-    fail(kLoad, "'", path, "': missing (a model folder holds ", kConfigFileName, " and ", kWeightsFileName,
+    fail(kLoad, "'", path, "': missing (a model folder holds ", io::kConfigFileName, " and ", io::kWeightsFileName,
          "; weights without a config are an interrupted save)");
   }
   const uintmax_t size = fs::file_size(path, ec);
@@ -219,8 +219,8 @@ ModelConfig load_model_config(const std::string& dir) {
 LoadedCheckpoint load_checkpoint(const std::string& dir) {
   LoadedCheckpoint out;
   const ModelConfig config = load_model_config(dir);
-  out.config_path = join_path(dir, kConfigFileName);
-  out.weights_path = join_path(dir, kWeightsFileName);
+  out.config_path = join_path(dir, io::kConfigFileName);
+  out.weights_path = join_path(dir, io::kWeightsFileName);
   std::error_code ec;
   if (!fs::exists(fs::status(out.weights_path, ec))) {
     fail(kLoad, "'", out.weights_path, "': missing (", out.config_path, " is there, the weights are not)");

@@ -27,6 +27,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 constexpr const char* kOp = "gpt2";
+// Hugging Face's file names, which are their format's (attn's own are in io/run_files.h).
 constexpr const char* kConfigFile = "config.json";
 constexpr const char* kWeightsFile = "model.safetensors";
 constexpr std::string_view kPrefix = "transformer.";  // GPT2LMHeadModel's name for the body

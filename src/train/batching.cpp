@@ -24,18 +24,18 @@ void shuffle_in_place(std::vector<T>& v, Rng& rng) {
 
 }  // namespace
 
-int64_t example_tokens(const Example& example) {
+int64_t example_tokens(const io::Example& example) {
   return std::max(static_cast<int64_t>(example.src.size()), static_cast<int64_t>(example.tgt.size()) + 1);
 }
 
-Batch make_batch(const std::vector<Example>& dataset, const std::vector<int64_t>& indices, SpecialIds ids) {
+Batch make_batch(const std::vector<io::Example>& dataset, const std::vector<int64_t>& indices, SpecialIds ids) {
   const char* op = "make_batch";
   ATTN_CHECK(!indices.empty(), op, "a batch needs at least one example");
   const int64_t n = static_cast<int64_t>(dataset.size());
   int64_t S = 0, T = 0;
   for (int64_t k : indices) {
     ATTN_CHECK(k >= 0 && k < n, op, "example index ", k, " out of range [0, ", n, ")");
-    const Example& ex = dataset[static_cast<size_t>(k)];
+    const io::Example& ex = dataset[static_cast<size_t>(k)];
     ATTN_CHECK(!ex.src.empty(), op, "example ", k, " has an empty source");
     for (const auto* seq : {&ex.src, &ex.tgt})
       for (int64_t id : *seq) ATTN_CHECK(id >= 0, op, "example ", k, " holds a negative id ", id);
@@ -51,7 +51,7 @@ Batch make_batch(const std::vector<Example>& dataset, const std::vector<int64_t>
   int64_t* tin = b.tgt_in.data<int64_t>();
   int64_t* tout = b.tgt_out.data<int64_t>();
   for (int64_t r = 0; r < B; ++r) {
-    const Example& ex = dataset[static_cast<size_t>(indices[static_cast<size_t>(r)])];
+    const io::Example& ex = dataset[static_cast<size_t>(indices[static_cast<size_t>(r)])];
     const int64_t ls = static_cast<int64_t>(ex.src.size());
     const int64_t lt = static_cast<int64_t>(ex.tgt.size());
     std::copy(ex.src.begin(), ex.src.end(), src + r * S);
@@ -68,14 +68,14 @@ Batch make_batch(const std::vector<Example>& dataset, const std::vector<int64_t>
   return b;
 }
 
-Batch make_lm_batch(const std::vector<Example>& dataset, const std::vector<int64_t>& indices, SpecialIds ids) {
+Batch make_lm_batch(const std::vector<io::Example>& dataset, const std::vector<int64_t>& indices, SpecialIds ids) {
   const char* op = "make_lm_batch";
   ATTN_CHECK(!indices.empty(), op, "a batch needs at least one example");
   const int64_t n = static_cast<int64_t>(dataset.size());
   int64_t T = 0;
   for (int64_t k : indices) {
     ATTN_CHECK(k >= 0 && k < n, op, "example index ", k, " out of range [0, ", n, ")");
-    const Example& ex = dataset[static_cast<size_t>(k)];
+    const io::Example& ex = dataset[static_cast<size_t>(k)];
     ATTN_CHECK(!ex.tgt.empty(), op, "example ", k, " has no tokens (a language-model example holds them in tgt)");
     for (int64_t id : ex.tgt) ATTN_CHECK(id >= 0, op, "example ", k, " holds a negative id ", id);
     T = std::max(T, static_cast<int64_t>(ex.tgt.size()) + 1);
@@ -87,7 +87,7 @@ Batch make_lm_batch(const std::vector<Example>& dataset, const std::vector<int64
   int64_t* tin = b.tgt_in.data<int64_t>();
   int64_t* tout = b.tgt_out.data<int64_t>();
   for (int64_t r = 0; r < B; ++r) {
-    const Example& ex = dataset[static_cast<size_t>(indices[static_cast<size_t>(r)])];
+    const io::Example& ex = dataset[static_cast<size_t>(indices[static_cast<size_t>(r)])];
     const int64_t len = static_cast<int64_t>(ex.tgt.size());
     tin[r * T] = ids.bos;  // <bos> x1 ... xn
     std::copy(ex.tgt.begin(), ex.tgt.end(), tin + r * T + 1);
@@ -101,7 +101,7 @@ Batch make_lm_batch(const std::vector<Example>& dataset, const std::vector<int64
   return b;
 }
 
-Batch make_batch(const std::vector<Example>& examples, SpecialIds ids) {
+Batch make_batch(const std::vector<io::Example>& examples, SpecialIds ids) {
   std::vector<int64_t> all(examples.size());
   std::iota(all.begin(), all.end(), int64_t{0});
   return make_batch(examples, all, ids);
@@ -142,7 +142,7 @@ bool BatchPosition::operator==(const BatchPosition& o) const {
 
 // ---- BatchIterator ------------------------------------------------------------------------
 
-BatchIterator::BatchIterator(const std::vector<Example>& dataset, BatchingOptions options, SpecialIds ids)
+BatchIterator::BatchIterator(const std::vector<io::Example>& dataset, BatchingOptions options, SpecialIds ids)
     : dataset_(&dataset), options_(options), ids_(ids), rng_(options.seed) {
   const char* op = "BatchIterator";
   ATTN_CHECK(!dataset.empty(), op, "the dataset is empty");
@@ -152,7 +152,7 @@ BatchIterator::BatchIterator(const std::vector<Example>& dataset, BatchingOption
   ATTN_CHECK(options.batch_size > 0 || options.max_tokens > 0, op,
              "batch_size and max_tokens are both 0 (set at least one)");
   for (size_t k = 0; k < dataset.size(); ++k) {
-    const Example& ex = dataset[k];
+    const io::Example& ex = dataset[k];
     ATTN_CHECK(!ex.src.empty() || !ex.tgt.empty(), op, "example ", k, " has no tokens");
     if (options.max_tokens > 0)
       ATTN_CHECK(example_tokens(ex) <= options.max_tokens, op, "example ", k, " alone costs ",
@@ -163,7 +163,7 @@ BatchIterator::BatchIterator(const std::vector<Example>& dataset, BatchingOption
 }
 
 void BatchIterator::plan_epoch() {
-  const std::vector<Example>& data = *dataset_;
+  const std::vector<io::Example>& data = *dataset_;
   epoch_state_ = rng_.state();
   std::vector<int64_t> order(data.size());
   std::iota(order.begin(), order.end(), int64_t{0});
@@ -179,8 +179,8 @@ void BatchIterator::plan_epoch() {
     if (options_.group_by_length)
       std::stable_sort(order.begin() + static_cast<std::ptrdiff_t>(begin),
                        order.begin() + static_cast<std::ptrdiff_t>(end), [&](int64_t a, int64_t b) {
-                         const Example& ea = data[static_cast<size_t>(a)];
-                         const Example& eb = data[static_cast<size_t>(b)];
+                         const io::Example& ea = data[static_cast<size_t>(a)];
+                         const io::Example& eb = data[static_cast<size_t>(b)];
                          if (ea.src.size() != eb.src.size()) return ea.src.size() < eb.src.size();
                          return ea.tgt.size() < eb.tgt.size();
                        });

@@ -42,7 +42,7 @@ int64_t parse_step_name(const std::string& name) {
 
 bool is_complete(const fs::path& dir) {
   std::error_code ec;
-  for (const char* f : {kStateFileName, kOptimizerFileName, models::kConfigFileName, models::kWeightsFileName})
+  for (const char* f : {io::kStateFileName, io::kOptimizerFileName, io::kConfigFileName, io::kWeightsFileName})
     if (!fs::is_regular_file(dir / f, ec)) return false;
   return true;
 }
@@ -76,7 +76,7 @@ std::string checkpoint_name(int64_t step) {
 
 std::vector<CheckpointInfo> list_checkpoints(const std::string& run_dir) {
   std::vector<CheckpointInfo> out;
-  const fs::path root = fs::path(run_dir) / kCheckpointsDirName;
+  const fs::path root = fs::path(run_dir) / io::kCheckpointsDirName;
   std::error_code ec;
   if (!fs::is_directory(root, ec)) return out;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
@@ -96,7 +96,7 @@ std::optional<CheckpointInfo> latest_checkpoint(const std::string& run_dir) {
 
 void prune_checkpoints(const std::string& run_dir, int64_t keep) {
   ATTN_CHECK(keep >= 0, kOp, "keep must not be negative, got ", keep);
-  const fs::path root = fs::path(run_dir) / kCheckpointsDirName;
+  const fs::path root = fs::path(run_dir) / io::kCheckpointsDirName;
   std::error_code ec;
   if (!fs::is_directory(root, ec)) return;
   // Temporary folders of interrupted writes (ours are renamed away before this runs).
@@ -111,7 +111,7 @@ void prune_checkpoints(const std::string& run_dir, int64_t keep) {
 
 std::string write_checkpoint(const std::string& run_dir, const models::Model& model,
                              const CheckpointContents& contents, int64_t keep) {
-  const fs::path root = fs::path(run_dir) / kCheckpointsDirName;
+  const fs::path root = fs::path(run_dir) / io::kCheckpointsDirName;
   const fs::path final_dir = root / checkpoint_name(contents.step);
   static std::atomic<int> counter{0};
   const fs::path tmp = root / (std::string(kTmpPrefix) + checkpoint_name(contents.step) + "-" +
@@ -122,12 +122,12 @@ std::string write_checkpoint(const std::string& run_dir, const models::Model& mo
   try {
     models::ExtraFiles extra;
     if (contents.vocab) {
-      extra.emplace_back(kRunVocabFileName, contents.vocab->to_json().dump(1) + "\n");
+      extra.emplace_back(io::kVocabFileName, contents.vocab->to_json().dump(1) + "\n");
       for (auto& file : contents.vocab->companion_files()) extra.push_back(std::move(file));  // sentencepiece.model
     }
     models::save_model(tmp.string(), model, extra);
-    io::save_safetensors((tmp / kOptimizerFileName).string(), contents.optimizer_state, {{"format", "attn-adam"}});
-    io::write_file_atomic((tmp / kStateFileName).string(), contents.state.dump(1) + "\n");
+    io::save_safetensors((tmp / io::kOptimizerFileName).string(), contents.optimizer_state, {{"format", "attn-adam"}});
+    io::write_file_atomic((tmp / io::kStateFileName).string(), contents.state.dump(1) + "\n");
     if (fs::exists(final_dir, ec)) remove_all_or_fail(final_dir);
     fs::rename(tmp, final_dir, ec);
     ATTN_CHECK(!ec, kOp, "cannot rename '", tmp.string(), "' to '", final_dir.string(), "': ", ec.message());
@@ -217,16 +217,16 @@ std::shared_ptr<models::Model> average_models(const std::vector<std::string>& ch
 std::vector<std::string> average_last_checkpoints(const std::string& run_dir, int64_t last, const std::string& out_dir) {
   ATTN_CHECK(last >= 1, "average", "--last must be at least 1, got ", last);
   const auto all = list_checkpoints(run_dir);
-  ATTN_CHECK(!all.empty(), "average", "'", run_dir, "' holds no checkpoints (expected ", kCheckpointsDirName,
+  ATTN_CHECK(!all.empty(), "average", "'", run_dir, "' holds no checkpoints (expected ", io::kCheckpointsDirName,
              "/step_NNNNNNNN folders written by attn train)");
   std::vector<std::string> dirs;
   const size_t n = std::min(all.size(), static_cast<size_t>(last));
   for (size_t i = all.size() - n; i < all.size(); ++i) dirs.push_back(all[i].path);
   std::shared_ptr<models::Model> avg = average_models(dirs);
   models::ExtraFiles extra;
-  const fs::path vocab = fs::path(run_dir) / kRunVocabFileName;
+  const fs::path vocab = fs::path(run_dir) / io::kVocabFileName;
   std::error_code ec;
-  if (fs::is_regular_file(vocab, ec)) extra.emplace_back(kRunVocabFileName, io::read_file(vocab.string()));
+  if (fs::is_regular_file(vocab, ec)) extra.emplace_back(io::kVocabFileName, io::read_file(vocab.string()));
   const fs::path subwords = fs::path(run_dir) / io::kSentencePieceFileName;  // a SentencePiece vocabulary's model
   if (fs::is_regular_file(subwords, ec)) extra.emplace_back(io::kSentencePieceFileName, io::read_file(subwords.string()));
   models::save_model(out_dir, *avg, extra);
@@ -240,13 +240,13 @@ void check_fresh_run_dir(const std::string& dir, bool force) {
   ATTN_CHECK(fs::is_directory(p, ec), "train", "'", dir, "' exists and is not a folder");
   if (fs::is_empty(p, ec)) return;
   const bool run_folder =
-      fs::exists(p / kRunTrainConfigFileName, ec) || fs::is_directory(p / kCheckpointsDirName, ec);
+      fs::exists(p / io::kTrainConfigFileName, ec) || fs::is_directory(p / io::kCheckpointsDirName, ec);
   if (!force) {
     fail("train", "'", dir, "' is not empty; pass --resume to continue ",
          run_folder ? "that run" : "a run there", " or --force to start over");
   }
-  ATTN_CHECK(run_folder, "train", "'", dir, "' is not empty and is not a run folder (no ", kRunTrainConfigFileName,
-             " or ", kCheckpointsDirName, "/); refusing to delete it even with --force");
+  ATTN_CHECK(run_folder, "train", "'", dir, "' is not empty and is not a run folder (no ", io::kTrainConfigFileName,
+             " or ", io::kCheckpointsDirName, "/); refusing to delete it even with --force");
 }
 
 void clear_run_dir(const std::string& dir) {

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "attn/core/error.h"
+#include "attn/io/tsv.h"
 #include "attn/train/text_data.h"
 
 namespace attn::train {
@@ -169,7 +170,7 @@ bool StreamPosition::operator==(const StreamPosition& o) const {
 
 // ---- CorpusStream -------------------------------------------------------------------------
 
-CorpusStream::CorpusStream(StreamOptions options, std::optional<Vocab> vocab)
+CorpusStream::CorpusStream(StreamOptions options, std::optional<io::Vocab> vocab)
     : options_(std::move(options)), reader_(options_.path, options_.read_block) {
   const StreamOptions& o = options_;
   ATTN_CHECK(o.chunk_lines >= 1, kOp, "chunk_lines must be at least 1, got ", o.chunk_lines);
@@ -187,11 +188,11 @@ CorpusStream::CorpusStream(StreamOptions options, std::optional<Vocab> vocab)
                "a text corpus trains decoder_only or encoder_only models, not encoder_decoder");
   const bool with_mask = o.arch == models::Arch::EncoderOnly;
   if (vocab) {
-    ATTN_CHECK(!with_mask || vocab->has_mask(), kOp, "the given vocabulary has no ", Vocab::kMaskToken,
+    ATTN_CHECK(!with_mask || vocab->has_mask(), kOp, "the given vocabulary has no ", io::Vocab::kMaskToken,
                " token, which the masked LM (encoder_only) needs");
     vocab_ = std::move(*vocab);
   } else {
-    vocab_ = Vocab(o.tokenization, with_mask);
+    vocab_ = io::Vocab(o.tokenization, with_mask);
   }
   scan(!vocab.has_value());
   start_epoch(Rng(stream_seed(o.batching.seed, 0)).state());
@@ -199,44 +200,38 @@ CorpusStream::CorpusStream(StreamOptions options, std::optional<Vocab> vocab)
 
 bool CorpusStream::parse_line(const std::string& line, int64_t line_no, Sides& sides) const {
   const std::string& path = options_.path;
-  const Tokenization tok = vocab_.tokenization();
+  const io::Tokenization tok = vocab_.tokenization();
   if (options_.format == CorpusFormat::Text) {
     if (is_blank(line)) return false;
-    const int64_t bad = utf8_error_offset(line);
+    const int64_t bad = io::utf8_error_offset(line);
     ATTN_CHECK(bad < 0, "text", "'", path, "' line ", line_no, ": invalid UTF-8 at byte ", bad + 1, " of the line");
     sides.src = line;
-    sides.src_tokens = tokenize(line, tok);
+    sides.src_tokens = io::tokenize(line, tok);
     sides.tgt.clear();
     sides.tgt_tokens.clear();
     return true;
   }
-  // TSV: the checks and messages of read_tsv (tasks.h); an empty line is refused as the
+  // TSV: the rule of io/tsv.h, as read_tsv (tasks.h) applies it; an empty line is refused as the
   // in-memory trainer refuses it (in a parallel corpus it is most often a lost sentence).
   ATTN_CHECK(!line.empty(), "tsv", "'", path, "' line ", line_no,
              " is empty (every line must be source<TAB>target)");
-  const int64_t bad = utf8_error_offset(line);
-  ATTN_CHECK(bad < 0, "tsv", "'", path, "' line ", line_no, ": invalid UTF-8 at byte ", bad + 1, " of the line");
-  const size_t tab = line.find('\t');
-  ATTN_CHECK(tab != std::string::npos, "tsv", "'", path, "' line ", line_no,
-             ": no tab (expected source<TAB>target)");
-  ATTN_CHECK(line.find('\t', tab + 1) == std::string::npos, "tsv", "'", path, "' line ", line_no,
-             ": more than one tab (expected source<TAB>target)");
-  sides.src = line.substr(0, tab);
-  sides.tgt = line.substr(tab + 1);
-  sides.src_tokens = tokenize(sides.src, tok);
-  sides.tgt_tokens = tokenize(sides.tgt, tok);
+  const io::TsvFields fields = io::split_tsv_line(line, line_no, "tsv", "'" + path + "'");
+  sides.src = fields.source;
+  sides.tgt = fields.target;
+  sides.src_tokens = io::tokenize(sides.src, tok);
+  sides.tgt_tokens = io::tokenize(sides.tgt, tok);
   ATTN_CHECK(!sides.src_tokens.empty(), "tsv", "'", path, "' line ", line_no, ": empty source side");
   ATTN_CHECK(!sides.tgt_tokens.empty(), "tsv", "'", path, "' line ", line_no, ": empty target side");
   return true;
 }
 
-Example CorpusStream::encode(const Sides& sides, int64_t* unknown) const {
+io::Example CorpusStream::encode(const Sides& sides, int64_t* unknown) const {
   const bool subwords = vocab_.sentencepiece() != nullptr;
   auto ids = [&](const std::string& text, const std::vector<std::string>& tokens) {
     std::vector<int64_t> out;
     if (subwords) {  // the model splits the text; what it lacks is <unk>
       out = vocab_.encode(text, true);
-      if (unknown) *unknown += std::count(out.begin(), out.end(), Vocab::kUnk);
+      if (unknown) *unknown += std::count(out.begin(), out.end(), io::Vocab::kUnk);
       return out;
     }
     out.reserve(tokens.size());
@@ -247,10 +242,10 @@ Example CorpusStream::encode(const Sides& sides, int64_t* unknown) const {
     return out;
   };
   if (options_.format == CorpusFormat::Text) return text_example(options_.arch, ids(sides.src, sides.src_tokens));
-  return Example{ids(sides.src, sides.src_tokens), ids(sides.tgt, sides.tgt_tokens)};
+  return io::Example{ids(sides.src, sides.src_tokens), ids(sides.tgt, sides.tgt_tokens)};
 }
 
-bool CorpusStream::too_long(const Example& e) const {
+bool CorpusStream::too_long(const io::Example& e) const {
   const int64_t L = options_.max_length;
   if (L > 0 && (static_cast<int64_t>(e.src.size()) > L || static_cast<int64_t>(e.tgt.size()) > L)) return true;
   const int64_t cost = example_tokens(e);
@@ -267,7 +262,7 @@ void CorpusStream::scan(bool build_vocab) {
   int64_t cur_bytes = 0;
   // The current chunk's examples, for counting its batches: each of the real example's lengths,
   // its ids <unk> while the vocabulary is still being built (batch planning reads only lengths).
-  std::vector<Example> shapes;
+  std::vector<io::Example> shapes;
   auto close_chunk = [&] {
     if (cur.lines == 0) return;
     if (!shapes.empty()) {
@@ -294,15 +289,15 @@ void CorpusStream::scan(bool build_vocab) {
     fnv_mix(h, line.data(), line.size());
     fnv_mix(h, "\n", 1);
     if (parse_line(line, r.line_number(), sides)) {
-      Example shape;  // only its lengths matter here
+      io::Example shape;  // only its lengths matter here
       if (build_vocab) {
         symbols.insert(sides.src_tokens.begin(), sides.src_tokens.end());
         symbols.insert(sides.tgt_tokens.begin(), sides.tgt_tokens.end());
         if (o.format == CorpusFormat::Text) {
-          shape = text_example(o.arch, std::vector<int64_t>(sides.src_tokens.size(), Vocab::kUnk));
+          shape = text_example(o.arch, std::vector<int64_t>(sides.src_tokens.size(), io::Vocab::kUnk));
         } else {
-          shape.src.assign(sides.src_tokens.size(), Vocab::kUnk);
-          shape.tgt.assign(sides.tgt_tokens.size(), Vocab::kUnk);
+          shape.src.assign(sides.src_tokens.size(), io::Vocab::kUnk);
+          shape.tgt.assign(sides.tgt_tokens.size(), io::Vocab::kUnk);
         }
       } else {
         shape = encode(sides, &stats_.unknown_tokens);
@@ -363,7 +358,7 @@ void CorpusStream::load_chunk(int64_t k) {
     ATTN_CHECK(reader_.next(line), kOp, "'", options_.path, "' ended at line ", reader_.line_number(),
                ", before the ", ch.lines_before + ch.lines, " lines it held when training began (the file changed)");
     if (!parse_line(line, reader_.line_number(), sides)) continue;
-    Example e = encode(sides, nullptr);
+    io::Example e = encode(sides, nullptr);
     if (!too_long(e)) examples_.push_back(std::move(e));
   }
   if (examples_.empty()) return;

@@ -64,7 +64,7 @@ uint64_t masking_seed(uint64_t seed, int64_t epoch, int64_t index) {
   return stream_seed(stream_seed(run, static_cast<uint64_t>(epoch + 1)), static_cast<uint64_t>(index));
 }
 
-MaskedBatch make_masked_batch(const std::vector<Example>& dataset, const std::vector<int64_t>& indices,
+MaskedBatch make_masked_batch(const std::vector<io::Example>& dataset, const std::vector<int64_t>& indices,
                               const MaskingOptions& options, uint64_t seed, int64_t epoch, int64_t pad) {
   validate(options);
   ATTN_CHECK(!indices.empty(), kOp, "a batch needs at least one example");
@@ -72,7 +72,7 @@ MaskedBatch make_masked_batch(const std::vector<Example>& dataset, const std::ve
   int64_t S = 0;
   for (int64_t k : indices) {
     ATTN_CHECK(k >= 0 && k < n, kOp, "example index ", k, " out of range [0, ", n, ")");
-    const Example& ex = dataset[static_cast<size_t>(k)];
+    const io::Example& ex = dataset[static_cast<size_t>(k)];
     ATTN_CHECK(!ex.src.empty(), kOp, "example ", k, " is empty (a masked-LM example holds its line in src)");
     S = std::max(S, static_cast<int64_t>(ex.src.size()));
   }

@@ -11,7 +11,7 @@
 #include <unordered_map>
 
 #include "attn/core/error.h"
-#include "attn/train/vocab.h"
+#include "attn/io/vocab.h"
 
 namespace attn::train {
 
@@ -27,7 +27,7 @@ bool is_unicode_space(char32_t c) {
 }
 
 void check_utf8(std::string_view text, const char* op) {
-  const int64_t bad = utf8_error_offset(std::string(text));
+  const int64_t bad = io::utf8_error_offset(std::string(text));
   ATTN_CHECK(bad < 0, op, "invalid UTF-8 at byte ", bad);
 }
 
@@ -145,10 +145,10 @@ Corpus check_corpus(const std::vector<std::string>& hyps, const std::vector<std:
   Corpus c;
   c.refs.resize(hyps.size());
   for (size_t i = 0; i < hyps.size(); ++i) {
-    const int64_t bad = utf8_error_offset(hyps[i]);
+    const int64_t bad = io::utf8_error_offset(hyps[i]);
     ATTN_CHECK(bad < 0, op, "hypothesis line ", i + 1, ": invalid UTF-8 at byte ", bad);
     for (size_t k = 0; k < refs.size(); ++k) {
-      const int64_t rbad = utf8_error_offset(refs[k][i]);
+      const int64_t rbad = io::utf8_error_offset(refs[k][i]);
       ATTN_CHECK(rbad < 0, op, "reference stream ", k + 1, " line ", i + 1, ": invalid UTF-8 at byte ", rbad);
       if (!refs[k][i].empty()) c.refs[i].push_back(&refs[k][i]);
     }

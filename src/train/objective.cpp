@@ -12,6 +12,7 @@
 #include "attn/core/autograd.h"
 #include "attn/core/error.h"
 #include "attn/decode/greedy.h"
+#include "attn/decode/sequence_score.h"
 #include "attn/decode/transformer_decoder.h"
 #include "attn/ops/ops.h"
 
@@ -58,19 +59,7 @@ void check_batch_size(int64_t batch_size) {
 
 // ---- validation ---------------------------------------------------------------------------
 
-SequenceScore score_sequence(const std::vector<int64_t>& reference, const decode::Hypothesis& output) {
-  SequenceScore s;
-  const std::vector<int64_t>& out = output.tokens;
-  s.positions = static_cast<int64_t>(reference.size()) + 1;
-  for (size_t i = 0; i < reference.size(); ++i)
-    if (i < out.size() && out[i] == reference[i]) ++s.right;
-  // The EOS position: right when the output stopped exactly after the reference's length.
-  if (output.finished && out.size() == reference.size()) ++s.right;
-  s.exact = output.finished && out == reference;
-  return s;
-}
-
-ValidationResult validate_model(models::EncoderDecoderModel& model, const std::vector<Example>& examples,
+ValidationResult validate_model(models::EncoderDecoderModel& model, const std::vector<io::Example>& examples,
                                 int64_t batch_size, double label_smoothing, SpecialIds ids) {
   check_batch_size(batch_size);
   ValidationResult r;
@@ -78,11 +67,11 @@ ValidationResult validate_model(models::EncoderDecoderModel& model, const std::v
   EvalScope eval(model);
   NoGradGuard no_grad;
   double loss_sum = 0, nll_sum = 0;
-  int64_t right = 0, positions = 0, exact = 0;
+  decode::AccuracyCounts greedy;
   for (size_t begin = 0; begin < examples.size(); begin += static_cast<size_t>(batch_size)) {
     const size_t end = std::min(examples.size(), begin + static_cast<size_t>(batch_size));
-    const std::vector<Example> chunk(examples.begin() + static_cast<std::ptrdiff_t>(begin),
-                                     examples.begin() + static_cast<std::ptrdiff_t>(end));
+    const std::vector<io::Example> chunk(examples.begin() + static_cast<std::ptrdiff_t>(begin),
+                                         examples.begin() + static_cast<std::ptrdiff_t>(end));
     const Batch b = make_batch(chunk, ids);
     // Teacher-forced loss, the training criterion and plain NLL, per non-PAD target.
     const Tensor logits = model.forward(b.src, b.tgt_in);  // [B, T, V]
@@ -95,31 +84,26 @@ ValidationResult validate_model(models::EncoderDecoderModel& model, const std::v
     r.tokens += b.n_tgt_tokens;
 
     // Greedy decoding, stopped after the longest reference + EOS (later tokens cannot count).
-    int64_t longest = 0;
-    for (const Example& e : chunk) longest = std::max(longest, static_cast<int64_t>(e.tgt.size()));
+    std::vector<std::vector<int64_t>> references;
+    for (const io::Example& e : chunk) references.push_back(e.tgt);
     decode::TransformerDecoder decoder(model);
     decode::GreedyOptions g;
     g.bos = ids.bos;
     g.eos = ids.eos;
     g.pad = ids.pad;
-    g.max_len = longest + 1;
+    g.max_len = decode::scoring_max_len(references);
     const std::vector<decode::Hypothesis> hyps = decode::greedy_search(decoder, b.src, g);
-    for (size_t k = 0; k < chunk.size(); ++k) {
-      const SequenceScore s = score_sequence(chunk[k].tgt, hyps[k]);
-      right += s.right;
-      positions += s.positions;
-      exact += s.exact ? 1 : 0;
-      ++r.sequences;
-    }
+    for (size_t k = 0; k < chunk.size(); ++k) greedy.add(decode::score_sequence(references[k], hyps[k]));
   }
   r.loss = loss_sum / static_cast<double>(r.tokens);
   r.nll = nll_sum / static_cast<double>(r.tokens);
-  r.token_acc = static_cast<double>(right) / static_cast<double>(positions);
-  r.exact_acc = static_cast<double>(exact) / static_cast<double>(r.sequences);
+  r.sequences = greedy.sequences;
+  r.token_acc = greedy.token_acc();
+  r.exact_acc = greedy.exact_acc();
   return r;
 }
 
-ValidationResult validate_language_model(models::DecoderOnlyModel& model, const std::vector<Example>& examples,
+ValidationResult validate_language_model(models::DecoderOnlyModel& model, const std::vector<io::Example>& examples,
                                          int64_t batch_size, double label_smoothing, SpecialIds ids) {
   check_batch_size(batch_size);
   ValidationResult r;
@@ -151,7 +135,7 @@ ValidationResult validate_language_model(models::DecoderOnlyModel& model, const 
   return r;
 }
 
-ValidationResult validate_masked_lm(models::EncoderOnlyModel& model, const std::vector<Example>& examples,
+ValidationResult validate_masked_lm(models::EncoderOnlyModel& model, const std::vector<io::Example>& examples,
                                     int64_t batch_size, double label_smoothing, const MaskingOptions& masking,
                                     uint64_t seed, int64_t pad) {
   check_batch_size(batch_size);
@@ -215,11 +199,11 @@ class Seq2SeqObjective : public Objective {
  public:
   Seq2SeqObjective(models::EncoderDecoderModel& model, const ObjectiveOptions& o) : model_(model), o_(o) {}
 
-  BatchLoss loss(const std::vector<Example>& dataset, const std::vector<int64_t>& indices, int64_t) override {
+  BatchLoss loss(const std::vector<io::Example>& dataset, const std::vector<int64_t>& indices, int64_t) override {
     const Batch b = make_batch(dataset, indices, o_.ids);
     return next_token_loss(model_, model_.forward(b.src, b.tgt_in), b.tgt_out, b.n_tgt_tokens, o_);
   }
-  ValidationResult validate(const std::vector<Example>& examples, int64_t batch_size) override {
+  ValidationResult validate(const std::vector<io::Example>& examples, int64_t batch_size) override {
     return validate_model(model_, examples, batch_size, o_.label_smoothing, o_.ids);
   }
   const char* validation_method() const override { return "greedy decoding"; }
@@ -234,11 +218,11 @@ class CausalLmObjective : public Objective {
  public:
   CausalLmObjective(models::DecoderOnlyModel& model, const ObjectiveOptions& o) : model_(model), o_(o) {}
 
-  BatchLoss loss(const std::vector<Example>& dataset, const std::vector<int64_t>& indices, int64_t) override {
+  BatchLoss loss(const std::vector<io::Example>& dataset, const std::vector<int64_t>& indices, int64_t) override {
     const Batch b = make_lm_batch(dataset, indices, o_.ids);
     return next_token_loss(model_, model_.forward(b.tgt_in), b.tgt_out, b.n_tgt_tokens, o_);
   }
-  ValidationResult validate(const std::vector<Example>& examples, int64_t batch_size) override {
+  ValidationResult validate(const std::vector<io::Example>& examples, int64_t batch_size) override {
     return validate_language_model(model_, examples, batch_size, o_.label_smoothing, o_.ids);
   }
   const char* validation_method() const override { return "next-token loss"; }
@@ -255,12 +239,13 @@ class MaskedLmObjective : public Objective {
     validate_options(o_.masking);
   }
 
-  BatchLoss loss(const std::vector<Example>& dataset, const std::vector<int64_t>& indices, int64_t epoch) override {
+  BatchLoss loss(const std::vector<io::Example>& dataset, const std::vector<int64_t>& indices,
+                 int64_t epoch) override {
     const MaskedBatch b = make_masked_batch(dataset, indices, o_.masking, o_.seed, epoch, o_.ids.pad);
     const Tensor logits = model_.forward(b.input);  // [B, S, V]
     return with_moe_aux(model_, {masked_lm_loss(logits, b.labels, o_.ids.pad, o_.label_smoothing), b.n_chosen});
   }
-  ValidationResult validate(const std::vector<Example>& examples, int64_t batch_size) override {
+  ValidationResult validate(const std::vector<io::Example>& examples, int64_t batch_size) override {
     return validate_masked_lm(model_, examples, batch_size, o_.label_smoothing, o_.masking, o_.seed, o_.ids.pad);
   }
   const char* validation_method() const override { return "masked tokens"; }

@@ -81,7 +81,7 @@ void ReplicaEngine::drop_replica_grads() {
     for (const Tensor& p : replica) p.zero_grad();
 }
 
-double ReplicaEngine::backward(const std::vector<Example>& examples, int64_t epoch,
+double ReplicaEngine::backward(const std::vector<io::Example>& examples, int64_t epoch,
                                const std::vector<int64_t>& indices, Adam& adam, bool fuse_adam, int64_t* tokens,
                                int64_t step, double lr) {
   const int S = static_cast<int>(shards_);

@@ -35,7 +35,7 @@ class ReplicaEngine {
   // applied Adam at rate `lr` to each parameter right after its sum, on the same thread, and
   // ended the optimizer step. Returns the batch's mean loss and counts its tokens; a non-finite
   // loss (naming `step` and `lr`) or a failed shard throws with every gradient dropped.
-  double backward(const std::vector<Example>& examples, int64_t epoch, const std::vector<int64_t>& indices,
+  double backward(const std::vector<io::Example>& examples, int64_t epoch, const std::vector<int64_t>& indices,
                   Adam& adam, bool fuse_adam, int64_t* tokens, int64_t step, double lr);
 
  private:

@@ -13,7 +13,9 @@
 
 #include "attn/core/error.h"
 #include "attn/io/atomic_file.h"
+#include "attn/io/run_files.h"
 #include "attn/io/safetensors.h"
+#include "attn/io/vocab.h"
 #include "attn/models/checkpoint.h"
 #include "attn/train/checkpointing.h"
 
@@ -80,9 +82,9 @@ void Trainer::restore_rank_rngs(const json& state) {
 
 std::unique_ptr<Trainer> Trainer::resume(const std::string& out_dir, const json& overrides,
                                          const dist::Communicator& comm) {
-  const std::string tc_path = run_file(out_dir, kRunTrainConfigFileName);
+  const std::string tc_path = run_file(out_dir, io::kTrainConfigFileName);
   std::error_code ec;
-  ATTN_CHECK(fs::is_regular_file(tc_path, ec), kOp, "cannot resume: '", out_dir, "' has no ", kRunTrainConfigFileName,
+  ATTN_CHECK(fs::is_regular_file(tc_path, ec), kOp, "cannot resume: '", out_dir, "' has no ", io::kTrainConfigFileName,
              " (not a run folder of attn train)");
   const TrainConfig stored = TrainConfig::load(tc_path);
   TrainConfig config = stored;
@@ -96,25 +98,25 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& out_dir, const json&
 
   const auto latest = latest_checkpoint(out_dir);
   ATTN_CHECK(latest.has_value(), kOp, "cannot resume: '", out_dir, "' has no complete checkpoint in ",
-             kCheckpointsDirName, "/");
+             io::kCheckpointsDirName, "/");
   std::unique_ptr<Trainer> t(new Trainer(config, out_dir, false, comm));
-  const Vocab stored_vocab = Vocab::load(run_file(out_dir, kRunVocabFileName));
+  const io::Vocab stored_vocab = io::Vocab::load(run_file(out_dir, io::kVocabFileName));
   ATTN_CHECK(stored_vocab == t->data_.vocab, kOp, "cannot resume: the data's vocabulary (", t->data_.vocab.size(),
-             " tokens) differs from the run's ", kRunVocabFileName, " (", stored_vocab.size(), " tokens)");
+             " tokens) differs from the run's ", io::kVocabFileName, " (", stored_vocab.size(), " tokens)");
 
   std::shared_ptr<models::Model> saved = models::load_model(latest->path);
   ATTN_CHECK(saved->config().to_json() == t->model_->config().to_json(), kOp, "cannot resume: '", latest->path,
-             "' holds a model of another configuration than ", kRunTrainConfigFileName, " describes");
+             "' holds a model of another configuration than ", io::kTrainConfigFileName, " describes");
   t->model_->load_state_dict(saved->named_parameters());
-  const io::SafetensorsFile opt = io::SafetensorsFile::open(run_file(latest->path, kOptimizerFileName));
+  const io::SafetensorsFile opt = io::SafetensorsFile::open(run_file(latest->path, io::kOptimizerFileName));
   io::NamedTensors opt_state;
   for (const std::string& name : opt.names()) opt_state.emplace_back(name, opt.get(name));
   t->adam_->load_state(opt_state);
   json state;
   try {
-    state = json::parse(io::read_file(run_file(latest->path, kStateFileName)));
+    state = json::parse(io::read_file(run_file(latest->path, io::kStateFileName)));
   } catch (const json::exception& e) {
-    fail(kOp, "'", run_file(latest->path, kStateFileName), "' is not valid JSON: ", e.what());
+    fail(kOp, "'", run_file(latest->path, io::kStateFileName), "' is not valid JSON: ", e.what());
   }
   t->restore_state(state);
   t->restore_rank_rngs(state);
@@ -176,12 +178,12 @@ void Trainer::write_run_files() {
   std::error_code ec;
   fs::create_directories(out_dir_, ec);
   ATTN_CHECK(!ec, kOp, "cannot create '", out_dir_, "': ", ec.message());
-  io::write_file_atomic(run_file(out_dir_, kRunTrainConfigFileName), config_.to_json().dump(2) + "\n");
+  io::write_file_atomic(run_file(out_dir_, io::kTrainConfigFileName), config_.to_json().dump(2) + "\n");
   if (fresh_) {
-    data_.vocab.save(run_file(out_dir_, kRunVocabFileName));
-    models::save_model(out_dir_, *model_, {{kRunVocabFileName, data_.vocab.to_json().dump(1) + "\n"}});
+    data_.vocab.save(run_file(out_dir_, io::kVocabFileName));
+    models::save_model(out_dir_, *model_, {{io::kVocabFileName, data_.vocab.to_json().dump(1) + "\n"}});
   }
-  write_metrics_file(run_file(out_dir_, kRunMetricsFileName), metrics_);
+  write_metrics_file(run_file(out_dir_, io::kMetricsFileName), metrics_);
   prune_checkpoints(out_dir_, config_.keep);
   folder_ready_ = true;
 }

@@ -15,7 +15,7 @@
 
 namespace attn::train {
 
-// The path of the run file `name` (kRun*FileName) in the run folder `dir`.
+// The path of the run file `name` (io::k*FileName) in the run folder `dir`.
 std::string run_file(const std::string& dir, const char* name);
 // Writes metrics.jsonl at `path` atomically: one EpochMetrics::to_json line per epoch.
 void write_metrics_file(const std::string& path, const std::vector<EpochMetrics>& metrics);

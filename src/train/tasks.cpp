@@ -8,8 +8,7 @@
 #include <set>
 
 #include "attn/core/error.h"
-#include "attn/io/atomic_file.h"
-#include "attn/io/lines.h"
+#include "attn/io/tsv.h"
 
 namespace attn::train {
 
@@ -47,11 +46,11 @@ void validate(const TaskConfig& c) {
              kTaskAlphabetSize, "], got ", c.n_symbols);
 }
 
-Vocab task_vocab(const TaskConfig& config) {
+io::Vocab task_vocab(const TaskConfig& config) {
   validate(config);
   std::vector<std::string> symbols;
   for (int64_t k = 0; k < config.n_symbols; ++k) symbols.emplace_back(1, kTaskAlphabet[k]);
-  return Vocab(symbols, Tokenization::Chars);
+  return io::Vocab(symbols, io::Tokenization::Chars);
 }
 
 std::vector<int64_t> task_target(TaskKind kind, const std::vector<int64_t>& src) {
@@ -64,23 +63,23 @@ std::vector<int64_t> task_target(TaskKind kind, const std::vector<int64_t>& src)
   return tgt;
 }
 
-Example make_task_example(const TaskConfig& config, Rng& rng) {
+io::Example make_task_example(const TaskConfig& config, Rng& rng) {
   validate(config);
   int64_t len = config.length;
   if (config.min_length > 0 && config.min_length < config.length)
     len = config.min_length +
           static_cast<int64_t>(rng.below(static_cast<uint64_t>(config.length - config.min_length + 1)));
-  Example ex;
+  io::Example ex;
   ex.src.resize(static_cast<size_t>(len));
   for (auto& id : ex.src)
-    id = Vocab::kNumSpecial + static_cast<int64_t>(rng.below(static_cast<uint64_t>(config.n_symbols)));
+    id = io::Vocab::kNumSpecial + static_cast<int64_t>(rng.below(static_cast<uint64_t>(config.n_symbols)));
   ex.tgt = task_target(config.kind, ex.src);
   return ex;
 }
 
-std::vector<Example> make_task_examples(const TaskConfig& config, int64_t count, Rng& rng) {
+std::vector<io::Example> make_task_examples(const TaskConfig& config, int64_t count, Rng& rng) {
   ATTN_CHECK(count >= 0, "task", "example count must be >= 0, got ", count);
-  std::vector<Example> out;
+  std::vector<io::Example> out;
   out.reserve(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) out.push_back(make_task_example(config, rng));
   return out;
@@ -98,40 +97,28 @@ Dataset make_task_dataset(const TaskConfig& config, int64_t n_train, int64_t n_v
 
 // ---- TSV parallel corpus -------------------------------------------------------------------
 
-TsvFile read_tsv(const std::string& path, Tokenization tokenization) {
-  const std::string text = io::read_file(path);
+TsvFile read_tsv(const std::string& path, io::Tokenization tokenization) {
+  const io::TsvLines lines = io::read_tsv_lines(path, "tsv");  // the one rule for bad lines
   TsvFile f;
   f.path = path;
-  for (const io::NumberedLine& numbered : io::split_lines(text)) {
-    const std::string line(numbered.text);
-    const int64_t line_no = numbered.number;
-    if (line.empty()) {
-      ++f.empty_lines;
-      continue;
-    }
-    auto where = [&]() { return str_cat("'", path, "' line ", line_no, ": "); };
-    const int64_t bad = utf8_error_offset(line);
-    ATTN_CHECK(bad < 0, "tsv", where(), "invalid UTF-8 at byte ", bad + 1, " of the line");
-    const size_t tab = line.find('\t');
-    ATTN_CHECK(tab != std::string::npos, "tsv", where(), "no tab (expected source<TAB>target)");
-    ATTN_CHECK(line.find('\t', tab + 1) == std::string::npos, "tsv", where(),
-               "more than one tab (expected source<TAB>target)");
-    std::vector<std::string> src = tokenize(line.substr(0, tab), tokenization);
-    std::vector<std::string> tgt = tokenize(line.substr(tab + 1), tokenization);
-    ATTN_CHECK(!src.empty(), "tsv", where(), "empty source side");
-    ATTN_CHECK(!tgt.empty(), "tsv", where(), "empty target side");
+  f.empty_lines = lines.empty_lines;
+  for (const io::TsvLine& line : lines.pairs) {
+    std::vector<std::string> src = io::tokenize(line.source, tokenization);
+    std::vector<std::string> tgt = io::tokenize(line.target, tokenization);
+    ATTN_CHECK(!src.empty(), "tsv", "'", path, "' line ", line.number, ": empty source side");
+    ATTN_CHECK(!tgt.empty(), "tsv", "'", path, "' line ", line.number, ": empty target side");
     f.src.push_back(std::move(src));
     f.tgt.push_back(std::move(tgt));
-    f.line_numbers.push_back(line_no);
+    f.line_numbers.push_back(line.number);
   }
   return f;
 }
 
-Vocab build_vocab(const TsvFile& file, Tokenization tokenization) {
+io::Vocab build_vocab(const TsvFile& file, io::Tokenization tokenization) {
   std::set<std::string> symbols;  // bytewise order
   for (const auto* side : {&file.src, &file.tgt})
     for (const auto& tokens : *side) symbols.insert(tokens.begin(), tokens.end());
-  Vocab v(tokenization);
+  io::Vocab v(tokenization);
   for (const std::string& s : symbols) {
     try {
       v.add(s);
@@ -142,18 +129,18 @@ Vocab build_vocab(const TsvFile& file, Tokenization tokenization) {
   return v;
 }
 
-std::vector<Example> encode_tsv(const TsvFile& file, const Vocab& vocab, bool map_unknown,
-                                int64_t* unknown_tokens) {
-  std::vector<Example> out;
+std::vector<io::Example> encode_tsv(const TsvFile& file, const io::Vocab& vocab, bool map_unknown,
+                                    int64_t* unknown_tokens) {
+  std::vector<io::Example> out;
   out.reserve(file.src.size());
   int64_t unknown = 0;
   for (size_t i = 0; i < file.src.size(); ++i) {
-    Example ex;
+    io::Example ex;
     for (auto [tokens, ids] : {std::pair{&file.src[i], &ex.src}, std::pair{&file.tgt[i], &ex.tgt}}) {
       if (vocab.sentencepiece()) {  // one token per side: its text, split by the model
         for (const std::string& t : *tokens)
           for (int64_t id : vocab.encode(t)) {
-            unknown += id == Vocab::kUnk;
+            unknown += id == io::Vocab::kUnk;
             ids->push_back(id);
           }
         continue;
@@ -173,19 +160,19 @@ std::vector<Example> encode_tsv(const TsvFile& file, const Vocab& vocab, bool ma
   return out;
 }
 
-Vocab load_given_vocab(Tokenization tokenization, const std::string& vocab_path) {
-  ATTN_CHECK(tokenization == Tokenization::SentencePiece, "vocab", "a vocabulary file ('", vocab_path,
-             "') needs tokens 'sentencepiece', not '", tokenization_name(tokenization), "'");
+io::Vocab load_given_vocab(io::Tokenization tokenization, const std::string& vocab_path) {
+  ATTN_CHECK(tokenization == io::Tokenization::SentencePiece, "vocab", "a vocabulary file ('", vocab_path,
+             "') needs tokens 'sentencepiece', not '", io::tokenization_name(tokenization), "'");
   ATTN_CHECK(!vocab_path.empty(), "vocab", "tokens 'sentencepiece' need a SentencePiece model (attn vocab train)");
-  return Vocab::load_sentencepiece(vocab_path);
+  return io::Vocab::load_sentencepiece(vocab_path);
 }
 
 Dataset load_tsv_dataset(const std::string& train_path, const std::string& valid_path,
-                         Tokenization tokenization, const std::string& vocab_path) {
+                         io::Tokenization tokenization, const std::string& vocab_path) {
   const TsvFile train = read_tsv(train_path, tokenization);
   ATTN_CHECK(!train.src.empty(), "tsv", "'", train_path, "' holds no source<TAB>target pair");
   Dataset d;
-  const bool given = tokenization == Tokenization::SentencePiece || !vocab_path.empty();
+  const bool given = tokenization == io::Tokenization::SentencePiece || !vocab_path.empty();
   d.vocab = given ? load_given_vocab(tokenization, vocab_path) : build_vocab(train, tokenization);
   d.train = encode_tsv(train, d.vocab, given, &d.train_unknown_tokens);
   d.empty_lines = train.empty_lines;

@@ -25,7 +25,7 @@ bool is_blank(const std::string& line) {
 
 }  // namespace
 
-TextFile read_text(const std::string& path, Tokenization tokenization) {
+TextFile read_text(const std::string& path, io::Tokenization tokenization) {
   const std::string text = io::read_file(path);
   TextFile f;
   f.path = path;
@@ -36,18 +36,18 @@ TextFile read_text(const std::string& path, Tokenization tokenization) {
       ++f.blank_lines;
       continue;
     }
-    const int64_t bad = utf8_error_offset(line);
+    const int64_t bad = io::utf8_error_offset(line);
     ATTN_CHECK(bad < 0, kOp, "'", path, "' line ", line_no, ": invalid UTF-8 at byte ", bad + 1, " of the line");
-    f.lines.push_back(tokenize(line, tokenization));
+    f.lines.push_back(io::tokenize(line, tokenization));
     f.line_numbers.push_back(line_no);
   }
   return f;
 }
 
-Vocab build_text_vocab(const TextFile& file, Tokenization tokenization, bool with_mask) {
+io::Vocab build_text_vocab(const TextFile& file, io::Tokenization tokenization, bool with_mask) {
   std::set<std::string> symbols;  // bytewise order
   for (const auto& tokens : file.lines) symbols.insert(tokens.begin(), tokens.end());
-  Vocab v(tokenization, with_mask);
+  io::Vocab v(tokenization, with_mask);
   for (const std::string& s : symbols) {
     try {
       v.add(s);
@@ -58,7 +58,7 @@ Vocab build_text_vocab(const TextFile& file, Tokenization tokenization, bool wit
   return v;
 }
 
-std::vector<std::vector<int64_t>> encode_text(const TextFile& file, const Vocab& vocab, bool map_unknown,
+std::vector<std::vector<int64_t>> encode_text(const TextFile& file, const io::Vocab& vocab, bool map_unknown,
                                               int64_t* unknown_tokens) {
   std::vector<std::vector<int64_t>> out;
   out.reserve(file.lines.size());
@@ -69,7 +69,7 @@ std::vector<std::vector<int64_t>> encode_text(const TextFile& file, const Vocab&
     if (vocab.sentencepiece()) {  // one token per line: its text, split by the model
       for (const std::string& t : file.lines[i])
         for (int64_t id : vocab.encode(t)) {
-          unknown += id == Vocab::kUnk;
+          unknown += id == io::Vocab::kUnk;
           ids.push_back(id);
         }
       out.push_back(std::move(ids));
@@ -88,8 +88,8 @@ std::vector<std::vector<int64_t>> encode_text(const TextFile& file, const Vocab&
   return out;
 }
 
-Example text_example(models::Arch arch, std::vector<int64_t> ids) {
-  Example ex;
+io::Example text_example(models::Arch arch, std::vector<int64_t> ids) {
+  io::Example ex;
   switch (arch) {
     case models::Arch::DecoderOnly: ex.tgt = std::move(ids); break;
     case models::Arch::EncoderOnly: ex.src = std::move(ids); break;
@@ -99,7 +99,7 @@ Example text_example(models::Arch arch, std::vector<int64_t> ids) {
   return ex;
 }
 
-const std::vector<int64_t>& text_ids(const Example& example) {
+const std::vector<int64_t>& text_ids(const io::Example& example) {
   return example.src.empty() ? example.tgt : example.src;
 }
 
@@ -126,7 +126,7 @@ std::vector<std::vector<int64_t>> pack_blocks(const std::vector<std::vector<int6
   return blocks;
 }
 
-Dataset load_text_dataset(const std::string& train_path, const std::string& valid_path, Tokenization tokenization,
+Dataset load_text_dataset(const std::string& train_path, const std::string& valid_path, io::Tokenization tokenization,
                           models::Arch arch, const std::string& vocab_path, int64_t pack) {
   ATTN_CHECK(arch != models::Arch::EncoderDecoder, kOp,
              "a text corpus trains decoder_only or encoder_only models, not encoder_decoder");
@@ -136,8 +136,8 @@ Dataset load_text_dataset(const std::string& train_path, const std::string& vali
              pack);
   // Every line's ids become one example, or the lines are packed into blocks of pack - 1 ids.
   const auto examples = [&](std::vector<std::vector<int64_t>> lines) {
-    if (pack > 0) lines = pack_blocks(lines, pack - 1, Vocab::kEos);
-    std::vector<Example> out;
+    if (pack > 0) lines = pack_blocks(lines, pack - 1, io::Vocab::kEos);
+    std::vector<io::Example> out;
     out.reserve(lines.size());
     for (auto& ids : lines) out.push_back(text_example(arch, std::move(ids)));
     return out;
@@ -145,11 +145,11 @@ Dataset load_text_dataset(const std::string& train_path, const std::string& vali
   const TextFile train = read_text(train_path, tokenization);
   ATTN_CHECK(!train.lines.empty(), kOp, "'", train_path, "' holds no text (every line is empty or blank)");
   Dataset d;
-  const bool given = tokenization == Tokenization::SentencePiece || !vocab_path.empty();
+  const bool given = tokenization == io::Tokenization::SentencePiece || !vocab_path.empty();
   if (given) {
     d.vocab = load_given_vocab(tokenization, vocab_path);
     ATTN_CHECK(arch != models::Arch::EncoderOnly || d.vocab.has_mask(), kOp, "the SentencePiece model '", vocab_path,
-               "' has no ", Vocab::kMaskToken, " piece at id ", Vocab::kMask,
+               "' has no ", io::Vocab::kMaskToken, " piece at id ", io::Vocab::kMask,
                ", which the encoder-only objective needs (train it with `attn vocab train --mask`)");
   } else {
     d.vocab = build_text_vocab(train, tokenization, arch == models::Arch::EncoderOnly);

@@ -77,7 +77,7 @@ void TrainConfig::validate() const {
   if (arch != models::Arch::EncoderOnly)
     ATTN_CHECK(model.n_decoder_layers >= 1, kOp, "the model needs at least one decoder layer, got ",
                model.n_decoder_layers);
-  ATTN_CHECK((tokens == Tokenization::SentencePiece) == !vocab.empty(), kOp,
+  ATTN_CHECK((tokens == io::Tokenization::SentencePiece) == !vocab.empty(), kOp,
              vocab.empty() ? "tokens 'sentencepiece' needs a SentencePiece model (vocab)"
                            : "a SentencePiece model (vocab) needs tokens 'sentencepiece'");
   ATTN_CHECK(vocab.empty() || task.empty(), kOp, "a SentencePiece model (vocab) does not fit the synthetic task '",
@@ -95,10 +95,10 @@ void TrainConfig::validate() const {
   // Vocabulary sizes and special ids come from the data (the trainer sets them); validate the
   // rest with placeholders that satisfy the id checks.
   models::ModelConfig m = model;
-  m.src_vocab_size = m.tgt_vocab_size = Vocab::kNumSpecial + 1;
-  m.pad_id = Vocab::kPad;
-  m.bos_id = Vocab::kBos;
-  m.eos_id = Vocab::kEos;
+  m.src_vocab_size = m.tgt_vocab_size = io::Vocab::kNumSpecial + 1;
+  m.pad_id = io::Vocab::kPad;
+  m.bos_id = io::Vocab::kBos;
+  m.eos_id = io::Vocab::kEos;
   m.validate();
   ATTN_CHECK(epochs >= 1, kOp, "epochs must be at least 1, got ", epochs);
   ATTN_CHECK(batch_size >= 0 && max_tokens >= 0, kOp, "batch_size and max_tokens must not be negative, got ",
@@ -146,7 +146,7 @@ json TrainConfig::to_json() const {
   j["valid"] = valid_path;
   j["text"] = text_path;
   j["valid_text"] = valid_text_path;
-  j["tokens"] = tokenization_name(tokens);
+  j["tokens"] = io::tokenization_name(tokens);
   j["vocab"] = vocab;
   j["mask_prob"] = mask_prob;
   j["pack"] = pack;
@@ -205,7 +205,7 @@ void TrainConfig::update_from_json(const json& j) {
       {"valid", str_field(c.valid_path)},
       {"text", str_field(c.text_path)},
       {"valid_text", str_field(c.valid_text_path)},
-      {"tokens", [&](const std::string& k, const json& v) { c.tokens = read_enum(k, v, parse_tokenization); }},
+      {"tokens", [&](const std::string& k, const json& v) { c.tokens = read_enum(k, v, io::parse_tokenization); }},
       {"vocab", str_field(c.vocab)},
       {"mask_prob", num_field(c.mask_prob)},
       {"pack", int_field(c.pack)},

@@ -53,15 +53,15 @@ double number_or_nan(const json& j, const char* key) {
 
 // The model configuration a dataset needs: vocabulary sizes and special ids from its vocab.
 // A single-stack model records 0 layers for the stack it does not have.
-models::ModelConfig model_config_for(const TrainConfig& c, const Vocab& vocab) {
+models::ModelConfig model_config_for(const TrainConfig& c, const io::Vocab& vocab) {
   models::ModelConfig m = c.model;
   m.src_vocab_size = vocab.size();
   m.tgt_vocab_size = vocab.size();
   if (m.arch == models::Arch::DecoderOnly) m.n_encoder_layers = 0;
   if (m.arch == models::Arch::EncoderOnly) m.n_decoder_layers = 0;
-  m.pad_id = Vocab::kPad;
-  m.bos_id = Vocab::kBos;
-  m.eos_id = Vocab::kEos;
+  m.pad_id = io::Vocab::kPad;
+  m.bos_id = io::Vocab::kBos;
+  m.eos_id = io::Vocab::kEos;
   m.seed = c.seed;
   return m;
 }
@@ -70,7 +70,7 @@ models::ModelConfig model_config_for(const TrainConfig& c, const Vocab& vocab) {
 int64_t longest_row(const Dataset& d) {
   int64_t n = 0;
   for (const auto* set : {&d.train, &d.valid})
-    for (const Example& e : *set) n = std::max(n, example_tokens(e));
+    for (const io::Example& e : *set) n = std::max(n, example_tokens(e));
   return n;
 }
 
@@ -92,7 +92,7 @@ uint64_t run_fingerprint(const TrainConfig& config, const Dataset& data) {
   const std::string text = c.dump() + data.vocab.to_json().dump();
   fnv_mix(h, text.data(), text.size());
   for (const auto* set : {&data.train, &data.valid})
-    for (const Example& e : *set) {
+    for (const io::Example& e : *set) {
       const int64_t sizes[2] = {static_cast<int64_t>(e.src.size()), static_cast<int64_t>(e.tgt.size())};
       fnv_mix(h, sizes, sizeof sizes);
       fnv_mix(h, e.src.data(), e.src.size() * sizeof(int64_t));
@@ -201,7 +201,7 @@ namespace {
 
 // An empty line of a TSV corpus is refused (read_tsv would skip it): in a parallel corpus it is
 // far more often a lost sentence, which shifts every later pair, than intended spacing.
-void check_no_empty_tsv_lines(const std::string& path, Tokenization tokens) {
+void check_no_empty_tsv_lines(const std::string& path, io::Tokenization tokens) {
   const TsvFile f = read_tsv(path, tokens);
   int64_t expected = 1;
   for (int64_t line : f.line_numbers) {
@@ -235,8 +235,8 @@ std::unique_ptr<CorpusStream> open_stream(const TrainConfig& c, Dataset& data) {
   so.max_length = c.max_length;
   so.max_cost = c.model.positional == nn::PositionalKind::Learned ? c.model.max_len : 0;
   so.batching = batching_options(c);
-  std::optional<Vocab> given;
-  if (c.tokens == Tokenization::SentencePiece || !c.vocab.empty()) given = load_given_vocab(c.tokens, c.vocab);
+  std::optional<io::Vocab> given;
+  if (c.tokens == io::Tokenization::SentencePiece || !c.vocab.empty()) given = load_given_vocab(c.tokens, c.vocab);
   auto stream = std::make_unique<CorpusStream>(so, std::move(given));
   data = Dataset{};
   data.vocab = stream->vocab();
@@ -278,8 +278,8 @@ void Trainer::build() {
     data_ = make_task_dataset(t, c.train_size, c.valid_size, c.data_seed);
   }
   if (c.max_length > 0 && !c.stream) {  // in memory: the same skipping as the stream's
-    std::vector<Example> kept;
-    for (Example& e : data_.train) {
+    std::vector<io::Example> kept;
+    for (io::Example& e : data_.train) {
       if (static_cast<int64_t>(std::max(e.src.size(), e.tgt.size())) > c.max_length) ++skipped_long_;
       else kept.push_back(std::move(e));
     }
@@ -417,8 +417,8 @@ void Trainer::finish_epoch(double train_seconds) {
   epoch_seconds_ = 0;
   save_checkpoint();
   if (comm_.is_root()) {
-    models::save_model(out_dir_, *model_, {{kRunVocabFileName, data_.vocab.to_json().dump(1) + "\n"}});
-    write_metrics_file(run_file(out_dir_, kRunMetricsFileName), metrics_);
+    models::save_model(out_dir_, *model_, {{io::kVocabFileName, data_.vocab.to_json().dump(1) + "\n"}});
+    write_metrics_file(run_file(out_dir_, io::kMetricsFileName), metrics_);
   }
   if (epoch_cb_) epoch_cb_(m);
 }

@@ -20,7 +20,7 @@
 #include "attn/models/factory.h"
 #include "attn/train/tasks.h"
 #include "attn/train/trainer.h"
-#include "attn/train/vocab.h"
+#include "attn/io/vocab.h"
 #include "support/cli_run.h"
 #include "unit/models/broken_checkpoints.h"
 
@@ -186,7 +186,7 @@ TEST_F(InferCli, TranslateBeamPrintsOneLinePerInputAndNBestPrintsRankedLines) {
 }
 
 TEST_F(InferCli, IdsRoundTripMatchesTextMode) {
-  const train::Vocab vocab = train::task_vocab(run_task());
+  const io::Vocab vocab = train::task_vocab(run_task());
   const Result text = run_attn(tmp_, "translate " + m(), kSources);
   ASSERT_EQ(text.exit_code, 0) << text.err;
   std::string id_input;

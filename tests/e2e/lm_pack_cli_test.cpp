@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "attn/io/atomic_file.h"
-#include "attn/train/vocab.h"
+#include "attn/io/vocab.h"
 #include "support/cli_run.h"
 #include "unit/models/broken_checkpoints.h"
 
@@ -69,8 +69,8 @@ class LmPackCli : public ::testing::Test {
   }
   // The trained folder, as an argument.
   static std::string model() { return "--model '" + run_->file("lm") + "'"; }
-  static train::Vocab vocab() {
-    return train::Vocab::from_json(nlohmann::json::parse(io::read_file(run_->file("lm/vocab.json"))));
+  static io::Vocab vocab() {
+    return io::Vocab::from_json(nlohmann::json::parse(io::read_file(run_->file("lm/vocab.json"))));
   }
 
   static TempDir* run_;
@@ -108,7 +108,7 @@ TEST_F(LmPackCli, PackedRunReportsItsBlocksTrainsAndGenerates) {
 }
 
 TEST_F(LmPackCli, GenerateIdsOutputDecodesToTheTextOutput) {
-  const train::Vocab v = vocab();
+  const io::Vocab v = vocab();
   std::string prompt_ids;
   for (char ch : std::string("cdef")) prompt_ids += (prompt_ids.empty() ? "" : " ") + std::to_string(v.id(std::string(1, ch)));
   const std::string opts = " --max-tokens 6 --beam 2";

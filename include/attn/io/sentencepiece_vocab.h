@@ -2,8 +2,8 @@
 // library: trained from text files, encoding text to ids and decoding ids back to detokenized text,
 // stored as SentencePiece's own model file inside a model folder. The paper (§5.1) shares one BPE
 // vocabulary between source and target; this is that vocabulary. Ids 0..3 are <pad> <bos> <eos>
-// <unk>, as in train::Vocab, so batching, masking and decoding need no change.
-// With mask_symbol, "[MASK]" is reserved as a user-defined piece at id 4 (train::Vocab::kMask),
+// <unk>, as in io::Vocab, so batching, masking and decoding need no change.
+// With mask_symbol, "[MASK]" is reserved as a user-defined piece at id 4 (io::Vocab::kMask),
 // so that one vocabulary also serves encoder-only models (BERT's masked LM).
 // Not here: subword regularization (sampling), n-best segmentations, other user-defined symbols.
 #pragma once
@@ -13,10 +13,9 @@
 #include <string>
 #include <vector>
 
-namespace attn::io {
+#include "attn/io/run_files.h"
 
-// The file a model folder keeps its subword vocabulary in.
-inline constexpr const char* kSentencePieceFileName = "sentencepiece.model";
+namespace attn::io {
 
 enum class SubwordModel { Bpe, Unigram };
 const char* subword_model_name(SubwordModel m);     // "bpe", "unigram"

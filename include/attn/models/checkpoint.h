@@ -12,15 +12,13 @@
 #include <vector>
 
 #include "attn/core/shape.h"
+#include "attn/io/run_files.h"
 #include "attn/io/safetensors.h"
 #include "attn/models/config.h"
 #include "attn/models/model.h"
 
 namespace attn::models {
 
-// The two files every model folder holds.
-inline constexpr const char* kConfigFileName = "config.json";
-inline constexpr const char* kWeightsFileName = "model.safetensors";
 // "__metadata__" of the weights file we write: {"format": "attn", "attn_version": "<version>"}.
 inline constexpr const char* kCheckpointFormat = "attn";
 

@@ -16,15 +16,15 @@
 #include "attn/core/rng.h"
 #include "attn/core/tensor.h"
 #include "attn/train/tasks.h"
-#include "attn/train/vocab.h"
+#include "attn/io/vocab.h"
 
 namespace attn::train {
 
-// The ids make_batch inserts (the Vocab's by default).
+// The ids make_batch inserts (the io::Vocab's by default).
 struct SpecialIds {
-  int64_t pad = Vocab::kPad;
-  int64_t bos = Vocab::kBos;
-  int64_t eos = Vocab::kEos;
+  int64_t pad = io::Vocab::kPad;
+  int64_t bos = io::Vocab::kBos;
+  int64_t eos = io::Vocab::kEos;
 };
 
 // A padded batch of B examples. S = longest source, T = longest target + 1.
@@ -40,20 +40,20 @@ struct Batch {
 };
 
 // The padded batch of `examples` (at least one; every source non-empty; ids >= 0).
-Batch make_batch(const std::vector<Example>& examples, SpecialIds ids = {});
+Batch make_batch(const std::vector<io::Example>& examples, SpecialIds ids = {});
 // The batch of dataset[indices[0]], dataset[indices[1]], ... (indices checked).
-Batch make_batch(const std::vector<Example>& dataset, const std::vector<int64_t>& indices,
+Batch make_batch(const std::vector<io::Example>& dataset, const std::vector<int64_t>& indices,
                  SpecialIds ids = {});
 // A decoder-only (language-model) batch of examples that hold their sequence as a target
 // without a source (text_data.h): tgt_in = <bos> x1 ... xn, tgt_out = x1 ... xn <eos>, padded;
 // src is left undefined and n_src_tokens 0. Every target non-empty, ids >= 0, indices checked.
-Batch make_lm_batch(const std::vector<Example>& dataset, const std::vector<int64_t>& indices,
+Batch make_lm_batch(const std::vector<io::Example>& dataset, const std::vector<int64_t>& indices,
                     SpecialIds ids = {});
 
 // An example's cost toward max_tokens: max(source length, target length + 1), the longer
 // of its rows in src and tgt_in/tgt_out (for a text example: its row length in a decoder-only
 // or masked-LM batch). A batch's cost is B times its largest example cost, its padded size.
-int64_t example_tokens(const Example& example);
+int64_t example_tokens(const io::Example& example);
 
 struct BatchingOptions {
   int64_t batch_size = 32;  // at most this many examples per batch; 0 = no limit
@@ -87,7 +87,7 @@ class BatchIterator {
  public:
   // Errors: an empty dataset, an example with neither source nor target tokens, both caps 0, a
   // negative option, or an example whose own cost exceeds max_tokens (named by its index).
-  BatchIterator(const std::vector<Example>& dataset, BatchingOptions options, SpecialIds ids = {});
+  BatchIterator(const std::vector<io::Example>& dataset, BatchingOptions options, SpecialIds ids = {});
 
   // The next batch of the current epoch, as dataset indices; std::nullopt when the epoch is
   // exhausted, and the iterator then moves to the next epoch (epoch() + 1, newly planned).
@@ -109,7 +109,7 @@ class BatchIterator {
 
  private:
   void plan_epoch();
-  const std::vector<Example>* dataset_;
+  const std::vector<io::Example>* dataset_;
   BatchingOptions options_;
   SpecialIds ids_;
   Rng rng_;
@@ -134,7 +134,7 @@ class BatchSource {
   virtual std::vector<int64_t> next() = 0;
   // Moves to the start of the next epoch (once has_next() is false).
   virtual void next_epoch() = 0;
-  virtual const std::vector<Example>& examples() const = 0;
+  virtual const std::vector<io::Example>& examples() const = 0;
   // The epoch number the objective is given for this batch (the masked LM seeds masks with it).
   virtual int64_t objective_epoch() const = 0;
   virtual nlohmann::json position_json() const = 0;
@@ -144,7 +144,7 @@ class BatchSource {
 // A BatchIterator over a dataset as a BatchSource (the dataset must outlive it).
 class DatasetBatches : public BatchSource {
  public:
-  DatasetBatches(const std::vector<Example>& dataset, BatchingOptions options, SpecialIds ids = {})
+  DatasetBatches(const std::vector<io::Example>& dataset, BatchingOptions options, SpecialIds ids = {})
       : dataset_(&dataset), it_(dataset, options, ids) {}
   int64_t epoch() const override { return it_.epoch(); }
   int64_t index() const override { return it_.index(); }
@@ -152,14 +152,14 @@ class DatasetBatches : public BatchSource {
   bool has_next() override { return it_.index() < it_.num_batches(); }
   std::vector<int64_t> next() override;
   void next_epoch() override;
-  const std::vector<Example>& examples() const override { return *dataset_; }
+  const std::vector<io::Example>& examples() const override { return *dataset_; }
   int64_t objective_epoch() const override { return it_.epoch(); }
   nlohmann::json position_json() const override { return it_.position().to_json(); }
   void set_position_json(const nlohmann::json& j) override { it_.set_position(BatchPosition::from_json(j)); }
   const BatchIterator& iterator() const { return it_; }
 
  private:
-  const std::vector<Example>* dataset_;
+  const std::vector<io::Example>* dataset_;
   BatchIterator it_;
 };
 

@@ -24,18 +24,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attn/io/run_files.h"
 #include "attn/io/safetensors.h"
 #include "attn/models/model.h"
-#include "attn/train/vocab.h"
+#include "attn/io/vocab.h"
 
 namespace attn::train {
-
-inline constexpr const char* kCheckpointsDirName = "checkpoints";
-inline constexpr const char* kRunVocabFileName = "vocab.json";
-inline constexpr const char* kRunTrainConfigFileName = "train_config.json";
-inline constexpr const char* kRunMetricsFileName = "metrics.jsonl";
-inline constexpr const char* kOptimizerFileName = "optimizer.safetensors";
-inline constexpr const char* kStateFileName = "state.json";
 
 // "step_00001234": zero-padded to 8 digits so that names sort by step.
 std::string checkpoint_name(int64_t step);
@@ -53,7 +47,7 @@ std::optional<CheckpointInfo> latest_checkpoint(const std::string& run_dir);
 // What one checkpoint holds besides the model.
 struct CheckpointContents {
   int64_t step = 0;
-  const Vocab* vocab = nullptr;          // written as vocab.json when given
+  const io::Vocab* vocab = nullptr;          // written as vocab.json when given
   io::NamedTensors optimizer_state;      // optimizer.safetensors
   nlohmann::json state;                  // state.json
 };

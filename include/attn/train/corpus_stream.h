@@ -20,7 +20,7 @@
 #include "attn/models/config.h"
 #include "attn/train/batching.h"
 #include "attn/train/tasks.h"
-#include "attn/train/vocab.h"
+#include "attn/io/vocab.h"
 
 namespace attn::train {
 
@@ -64,7 +64,7 @@ struct StreamOptions {
   std::string path;
   CorpusFormat format = CorpusFormat::Tsv;
   models::Arch arch = models::Arch::EncoderDecoder;  // Text: decoder_only or encoder_only
-  Tokenization tokenization = Tokenization::Chars;
+  io::Tokenization tokenization = io::Tokenization::Chars;
   int64_t chunk_lines = 100000;  // lines per chunk (>= 1)
   int64_t chunk_bytes = 0;       // also end a chunk once it holds this many bytes (0: lines only)
   // Examples skipped (and counted) instead of trained on: a side longer than max_length tokens
@@ -116,9 +116,9 @@ class CorpusStream : public BatchSource {
   // a SentencePiece model encodes each side), tokens it lacks are read as <unk> and counted. Errors: the in-memory readers' (a TSV line without a tab or with two,
   // an empty side, invalid UTF-8, naming path and line), an empty TSV line, a file without any
   // usable example, an invalid option.
-  CorpusStream(StreamOptions options, std::optional<Vocab> vocab = std::nullopt);
+  CorpusStream(StreamOptions options, std::optional<io::Vocab> vocab = std::nullopt);
 
-  const Vocab& vocab() const { return vocab_; }
+  const io::Vocab& vocab() const { return vocab_; }
   const StreamStats& stats() const { return stats_; }
   const StreamOptions& options() const { return options_; }
 
@@ -130,7 +130,7 @@ class CorpusStream : public BatchSource {
   bool has_next() override;
   std::vector<int64_t> next() override;
   void next_epoch() override;
-  const std::vector<Example>& examples() const override { return examples_; }
+  const std::vector<io::Example>& examples() const override { return examples_; }
   // epoch * chunks + chunk: distinct for every chunk of every epoch (the masked LM's masks).
   int64_t objective_epoch() const override;
   nlohmann::json position_json() const override { return position().to_json(); }
@@ -159,12 +159,12 @@ class CorpusStream : public BatchSource {
   };
   // One line checked and split; false for a line that yields no example (a blank text line).
   bool parse_line(const std::string& line, int64_t line_no, Sides& sides) const;
-  bool too_long(const Example& e) const;
+  bool too_long(const io::Example& e) const;
   // The example of a parsed line; tokens the vocabulary lacks become <unk>, counted in *unknown.
-  Example encode(const Sides& sides, int64_t* unknown) const;
+  io::Example encode(const Sides& sides, int64_t* unknown) const;
 
   StreamOptions options_;
-  Vocab vocab_;
+  io::Vocab vocab_;
   StreamStats stats_;
   std::vector<Chunk> chunks_;
   LineChunkReader reader_;
@@ -172,7 +172,7 @@ class CorpusStream : public BatchSource {
   Rng::State epoch_state_{};
   std::vector<int64_t> order_;  // this epoch's chunk order
   int64_t current_ = -1;        // position in order_ of the loaded chunk
-  std::vector<Example> examples_;
+  std::vector<io::Example> examples_;
   std::vector<std::vector<int64_t>> plan_;
   int64_t index_ = 0;  // batches of the chunk handed out
   int64_t taken_ = 0;  // batches of the epoch handed out

@@ -56,7 +56,7 @@ struct MaskedBatch {
 // text_data.h): example k is masked with Rng(masking_seed(seed, epoch, k)), so its masks do
 // not depend on the batch it lands in. An empty index list or sequence, or an index out of
 // range, is an error.
-MaskedBatch make_masked_batch(const std::vector<Example>& dataset, const std::vector<int64_t>& indices,
+MaskedBatch make_masked_batch(const std::vector<io::Example>& dataset, const std::vector<int64_t>& indices,
                               const MaskingOptions& options, uint64_t seed, int64_t epoch, int64_t pad);
 
 // Cross entropy of logits [B, S, V] against labels I64 [B, S] at the positions whose label is

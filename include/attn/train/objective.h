@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "attn/core/tensor.h"
-#include "attn/decode/hypothesis.h"
 #include "attn/models/decoder_only.h"
 #include "attn/models/encoder_decoder.h"
 #include "attn/models/encoder_only.h"
@@ -35,36 +34,28 @@ struct ValidationResult {
   int64_t tokens = 0, sequences = 0;
 };
 
-// How one greedy output scores against its reference of L tokens: `positions` = L + 1 (the
-// tokens, then EOS), `right` = the positions where the output holds the reference's token (at
-// position L: the output ended with EOS exactly there), exact = the output is the reference.
-struct SequenceScore {
-  int64_t right = 0, positions = 0;
-  bool exact = false;
-};
-SequenceScore score_sequence(const std::vector<int64_t>& reference, const decode::Hypothesis& output);
-
 // Teacher-forced loss and greedy accuracies of `model` (put in eval mode for the call and
-// restored) on `examples`, in batches of `batch_size`. Token accuracy counts, for every
+// restored) on `examples`, in batches of `batch_size`. The accuracies are
+// decode::score_sequence's (decode/sequence_score.h), which `attn eval` shares: token accuracy counts, for every
 // reference of L tokens, the L + 1 positions "tokens then EOS": position i is right when the
 // greedy output has the reference token there (EOS at position L, i.e. the output stopped
 // exactly there). Too-short outputs miss the positions they do not reach, too-long ones miss
 // the EOS position; PAD never counts. Exact accuracy: the output equals the reference and
 // ended with EOS. Greedy decoding stops after L_max + 1 tokens (L_max the batch's longest
 // reference): no later token can change either accuracy.
-ValidationResult validate_model(models::EncoderDecoderModel& model, const std::vector<Example>& examples,
+ValidationResult validate_model(models::EncoderDecoderModel& model, const std::vector<io::Example>& examples,
                                 int64_t batch_size, double label_smoothing, SpecialIds ids = {});
 
 // Teacher-forced next-token loss, nll and argmax accuracy of a language model on text examples
 // (make_lm_batch), eval mode for the call. exact_acc is NaN.
-ValidationResult validate_language_model(models::DecoderOnlyModel& model, const std::vector<Example>& examples,
+ValidationResult validate_language_model(models::DecoderOnlyModel& model, const std::vector<io::Example>& examples,
                                          int64_t batch_size, double label_smoothing, SpecialIds ids = {});
 
 // Masked-LM loss, nll and accuracy at the chosen positions of `examples`, masked with
 // masking_seed(seed, -1, k): the same masks every time, so epochs compare. exact_acc is NaN.
-ValidationResult validate_masked_lm(models::EncoderOnlyModel& model, const std::vector<Example>& examples,
+ValidationResult validate_masked_lm(models::EncoderOnlyModel& model, const std::vector<io::Example>& examples,
                                     int64_t batch_size, double label_smoothing, const MaskingOptions& masking,
-                                    uint64_t seed, int64_t pad = Vocab::kPad);
+                                    uint64_t seed, int64_t pad = io::Vocab::kPad);
 
 // The loss of one training batch: the mean over `tokens` predicted tokens, recorded on the tape;
 // for a mixture-of-experts model plus moe_aux_loss_weight times its load-balancing loss.
@@ -78,9 +69,10 @@ class Objective {
   virtual ~Objective() = default;
   // The loss of training examples dataset[indices...] in 0-based epoch `epoch` (the masked LM
   // draws its masks from it), the model in whatever mode the trainer set.
-  virtual BatchLoss loss(const std::vector<Example>& dataset, const std::vector<int64_t>& indices, int64_t epoch) = 0;
+  virtual BatchLoss loss(const std::vector<io::Example>& dataset, const std::vector<int64_t>& indices,
+                         int64_t epoch) = 0;
   // Validation on `examples` in batches of `batch_size` (eval mode, no tape).
-  virtual ValidationResult validate(const std::vector<Example>& examples, int64_t batch_size) = 0;
+  virtual ValidationResult validate(const std::vector<io::Example>& examples, int64_t batch_size) = 0;
   // What validation does, for progress lines: "greedy decoding", "teacher forcing", ...
   virtual const char* validation_method() const = 0;
 };

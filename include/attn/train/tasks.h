@@ -11,22 +11,16 @@
 #include <vector>
 
 #include "attn/core/rng.h"
-#include "attn/train/vocab.h"
+#include "attn/io/example.h"
+#include "attn/io/vocab.h"
 
 namespace attn::train {
 
-// One source/target pair of token ids (no <bos>, <eos> or <pad>).
-struct Example {
-  std::vector<int64_t> src;
-  std::vector<int64_t> tgt;
-  bool operator==(const Example&) const = default;
-};
-
 // A vocabulary with its training and validation examples.
 struct Dataset {
-  Vocab vocab;
-  std::vector<Example> train;
-  std::vector<Example> valid;
+  io::Vocab vocab;
+  std::vector<io::Example> train;
+  std::vector<io::Example> valid;
   // TSV corpora: empty lines skipped in the two files, and validation tokens that were
   // not in the training vocabulary (mapped to <unk>).
   int64_t empty_lines = 0;
@@ -71,12 +65,12 @@ inline constexpr int64_t kTaskValidSize = 1000;
 // Checks the config; an invalid value is an error naming the field.
 void validate(const TaskConfig& config);
 // Chars vocabulary: the specials, then the config's n_symbols symbols (symbol k has id 4 + k).
-Vocab task_vocab(const TaskConfig& config);
+io::Vocab task_vocab(const TaskConfig& config);
 // The task's target for a source of symbol ids.
 std::vector<int64_t> task_target(TaskKind kind, const std::vector<int64_t>& src);
 // One example: the length (if variable) and then each symbol drawn from rng.
-Example make_task_example(const TaskConfig& config, Rng& rng);
-std::vector<Example> make_task_examples(const TaskConfig& config, int64_t count, Rng& rng);
+io::Example make_task_example(const TaskConfig& config, Rng& rng);
+std::vector<io::Example> make_task_examples(const TaskConfig& config, int64_t count, Rng& rng);
 // Training examples from Rng(stream_seed(seed, 0)), validation from Rng(stream_seed(seed, 1)):
 // the two sets come from independent streams, so growing one never changes the other.
 Dataset make_task_dataset(const TaskConfig& config = {}, int64_t n_train = kTaskTrainSize,
@@ -94,24 +88,24 @@ struct TsvFile {
   std::vector<int64_t> line_numbers;               // 1-based line of each pair
   int64_t empty_lines = 0;
 };
-TsvFile read_tsv(const std::string& path, Tokenization tokenization);
+TsvFile read_tsv(const std::string& path, io::Tokenization tokenization);
 // A vocabulary shared by source and target: the specials, then every token of the file
 // sorted by its UTF-8 bytes (deterministic, independent of line order).
-Vocab build_vocab(const TsvFile& file, Tokenization tokenization);
+io::Vocab build_vocab(const TsvFile& file, io::Tokenization tokenization);
 // The file's pairs as ids; unknown tokens are an error naming path and line, or <unk> when
 // map_unknown (then counted in *unknown_tokens when given). With a SentencePiece vocabulary
-// (the file read with Tokenization::SentencePiece: one token per side) each side is encoded by
+// (the file read with io::Tokenization::SentencePiece: one token per side) each side is encoded by
 // the model, characters it lacks become <unk> and are counted whatever map_unknown says.
-std::vector<Example> encode_tsv(const TsvFile& file, const Vocab& vocab, bool map_unknown,
-                                int64_t* unknown_tokens = nullptr);
+std::vector<io::Example> encode_tsv(const TsvFile& file, const io::Vocab& vocab, bool map_unknown,
+                                    int64_t* unknown_tokens = nullptr);
 // Training pairs with the vocabulary built from them, and validation pairs (valid_path may
 // be empty: no validation set) with unknown tokens mapped to <unk>. A training file
 // without any pair is an error. With tokenization SentencePiece the vocabulary is the model at
 // vocab_path (a file or a folder holding sentencepiece.model), shared by source and target.
 Dataset load_tsv_dataset(const std::string& train_path, const std::string& valid_path,
-                         Tokenization tokenization, const std::string& vocab_path = "");
+                         io::Tokenization tokenization, const std::string& vocab_path = "");
 // The vocabulary of vocab_path for `tokenization` (which must be SentencePiece; an empty path
 // or another tokenization is an error).
-Vocab load_given_vocab(Tokenization tokenization, const std::string& vocab_path);
+io::Vocab load_given_vocab(io::Tokenization tokenization, const std::string& vocab_path);
 
 }  // namespace attn::train

@@ -1,6 +1,6 @@
 // attn/train/text_data.h — a plain-text corpus for the single-stack models: every non-blank
 // line of the file is one training sequence, split into character or whitespace tokens
-// (train/vocab.h). A decoder-only (GPT-style) example is the line as a target without a source
+// (io/vocab.h). A decoder-only (GPT-style) example is the line as a target without a source
 // (make_lm_batch feeds <bos> line and predicts line <eos>); an encoder-only (BERT-style)
 // example is the line as a source without a target (masked by train/masking.h).
 // A SentencePiece model may serve as the vocabulary instead (tokens 'sentencepiece').
@@ -14,7 +14,7 @@
 
 #include "attn/models/config.h"
 #include "attn/train/tasks.h"
-#include "attn/train/vocab.h"
+#include "attn/io/vocab.h"
 
 namespace attn::train {
 
@@ -27,24 +27,24 @@ struct TextFile {
   std::vector<int64_t> line_numbers;            // 1-based line of each
   int64_t blank_lines = 0;
 };
-TextFile read_text(const std::string& path, Tokenization tokenization);
+TextFile read_text(const std::string& path, io::Tokenization tokenization);
 
 // The specials (and [MASK] when with_mask), then every token of the file sorted by its UTF-8
 // bytes (deterministic, independent of line order).
-Vocab build_text_vocab(const TextFile& file, Tokenization tokenization, bool with_mask);
+io::Vocab build_text_vocab(const TextFile& file, io::Tokenization tokenization, bool with_mask);
 
 // The lines as ids; an unknown token is an error naming path and line, or <unk> when map_unknown
 // (then counted in *unknown_tokens when given). A SentencePiece vocabulary (the file read with
-// Tokenization::SentencePiece) encodes each line with its model; characters it lacks become
+// io::Tokenization::SentencePiece) encodes each line with its model; characters it lacks become
 // <unk> and are counted whatever map_unknown says.
-std::vector<std::vector<int64_t>> encode_text(const TextFile& file, const Vocab& vocab, bool map_unknown,
+std::vector<std::vector<int64_t>> encode_text(const TextFile& file, const io::Vocab& vocab, bool map_unknown,
                                               int64_t* unknown_tokens = nullptr);
 
 // The example of one line of ids for a single-stack arch: decoder_only {src = {}, tgt = ids},
 // encoder_only {src = ids, tgt = {}}. encoder_decoder is an error.
-Example text_example(models::Arch arch, std::vector<int64_t> ids);
+io::Example text_example(models::Arch arch, std::vector<int64_t> ids);
 // The line of a text example (whichever side holds it).
-const std::vector<int64_t>& text_ids(const Example& example);
+const std::vector<int64_t>& text_ids(const io::Example& example);
 
 // GPT-style block packing: the lines' ids concatenated, each line followed by `eos`, and cut
 // into blocks of `block_ids` ids, in order. The last block is kept even when shorter (no text is
@@ -62,7 +62,7 @@ std::vector<std::vector<int64_t>> pack_blocks(const std::vector<std::vector<int6
 // pack > 0 (decoder_only only, else an error) packs both files into blocks whose batch rows are
 // `pack` tokens: pack_blocks of pack - 1 ids with <eos> between lines, since make_lm_batch
 // puts <bos> in front of each block (and <eos> after it, as the block's last target).
-Dataset load_text_dataset(const std::string& train_path, const std::string& valid_path, Tokenization tokenization,
+Dataset load_text_dataset(const std::string& train_path, const std::string& valid_path, io::Tokenization tokenization,
                           models::Arch arch, const std::string& vocab_path = "", int64_t pack = 0);
 
 }  // namespace attn::train

@@ -15,7 +15,7 @@
 #include "attn/models/config.h"
 #include "attn/train/schedule.h"
 #include "attn/train/tasks.h"
-#include "attn/train/vocab.h"
+#include "attn/io/vocab.h"
 
 namespace attn::train {
 
@@ -34,7 +34,7 @@ struct TrainConfig {
   std::string valid_path;         // TSV validation corpus ("" = no validation)
   std::string text_path;         // plain text, one training sequence per non-blank line (text_data.h)
   std::string valid_text_path;   // plain-text validation lines ("" = no validation)
-  Tokenization tokens = Tokenization::Chars;  // how TSV and text lines split into tokens
+  io::Tokenization tokens = io::Tokenization::Chars;  // how TSV and text lines split into tokens
   std::string vocab;             // tokens = sentencepiece: the SentencePiece model (a file, or a
                                  // folder holding sentencepiece.model); "" otherwise
   double mask_prob = 0.15;       // encoder_only: share of each line's tokens chosen for the masked LM

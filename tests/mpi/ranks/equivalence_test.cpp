@@ -38,11 +38,11 @@ models::ModelConfig tiny_config(uint64_t seed) {
 }
 
 // Examples of lengths 2..6 over symbols 3..11, the same on every rank.
-std::vector<train::Example> examples(int64_t n) {
+std::vector<io::Example> examples(int64_t n) {
   Rng rng(7);
-  std::vector<train::Example> out;
+  std::vector<io::Example> out;
   for (int64_t i = 0; i < n; ++i) {
-    train::Example e;
+    io::Example e;
     const int64_t ls = 2 + static_cast<int64_t>(rng.below(5)), lt = 2 + static_cast<int64_t>(rng.below(5));
     for (int64_t k = 0; k < ls; ++k) e.src.push_back(3 + static_cast<int64_t>(rng.below(9)));
     for (int64_t k = 0; k < lt; ++k) e.tgt.push_back(3 + static_cast<int64_t>(rng.below(9)));
@@ -64,7 +64,7 @@ TEST(MpiDataParallel, NRanksWithBatchBEqualOneProcessWithBatchNB) {
   // Global batches of 2 * size + 1 examples (shares of unequal size), and a last one of a
   // single example, where every rank but rank 0 has nothing to do.
   const int64_t steps = 21, global_batch = 2 * size + 1;
-  const std::vector<train::Example> data = examples(steps * global_batch);
+  const std::vector<io::Example> data = examples(steps * global_batch);
   const double lr = 3e-3, clip = 1.0;
 
   // The reference: one process, whole batches.

@@ -1,7 +1,9 @@
 // io::split_lines against hand-written expectations: byte-order mark, CRLF, a last line
-// without "\n", empty lines, and a "\r" that is not at a line's end (kept).
+// without "\n", empty lines, and a "\r" that is not at a line's end (kept); io::LineReader, the
+// same rules over a stream.
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +30,23 @@ TEST(SplitLines, NumbersLinesAndDropsTheByteOrderMarkAndCarriageReturns) {
   EXPECT_TRUE(lines_of("\xEF\xBB\xBF").empty());
   // A byte-order mark later in the text is content, not a marker.
   EXPECT_EQ(lines_of("a\n\xEF\xBB\xBF" "b"), (Lines{{1, "a"}, {2, "\xEF\xBB\xBF" "b"}}));
+}
+
+TEST(LineReader, NumbersLinesAndDropsCarriageReturnsAndTheByteOrderMark) {
+  std::istringstream in(
+      "\xEF\xBB\xBF"
+      "a\r\n\nb");
+  LineReader r(in);
+  std::string line;
+  ASSERT_TRUE(r.next(line));
+  EXPECT_EQ(line, "a");
+  EXPECT_EQ(r.line_number(), 1);
+  ASSERT_TRUE(r.next(line));
+  EXPECT_EQ(line, "");
+  ASSERT_TRUE(r.next(line));
+  EXPECT_EQ(line, "b");
+  EXPECT_EQ(r.line_number(), 3);
+  EXPECT_FALSE(r.next(line));
 }
 
 }  // namespace

@@ -15,15 +15,15 @@
 
 #include "attn/core/error.h"
 #include "attn/io/atomic_file.h"
-#include "attn/train/vocab.h"
+#include "attn/io/vocab.h"
 
 namespace attn::io {
 namespace {
 
 namespace fs = std::filesystem;
 
-static_assert(SentencePieceVocab::kPad == train::Vocab::kPad && SentencePieceVocab::kBos == train::Vocab::kBos &&
-              SentencePieceVocab::kEos == train::Vocab::kEos && SentencePieceVocab::kUnk == train::Vocab::kUnk);
+static_assert(SentencePieceVocab::kPad == io::Vocab::kPad && SentencePieceVocab::kBos == io::Vocab::kBos &&
+              SentencePieceVocab::kEos == io::Vocab::kEos && SentencePieceVocab::kUnk == io::Vocab::kUnk);
 
 // A per-test folder under the temporary directory, removed afterwards.
 class SentencePieceVocabTest : public ::testing::Test {
@@ -137,7 +137,7 @@ TEST_F(SentencePieceVocabTest, SavesAndLoadsAsFileAndInAFolder) {
   EXPECT_EQ(a.fingerprint(), v.fingerprint());
   EXPECT_EQ(a.encode("the garden"), v.encode("the garden"));
   const std::string saved = v.save_to_folder(file("model_dir"));
-  EXPECT_EQ(saved, file("model_dir") + "/" + kSentencePieceFileName);
+  EXPECT_EQ(saved, file("model_dir") + "/" + io::kSentencePieceFileName);
   EXPECT_TRUE(SentencePieceVocab::load(file("model_dir")) == v);
   EXPECT_EQ(v.fingerprint().size(), 16u);
 }
@@ -228,7 +228,7 @@ TEST_F(SentencePieceVocabTest, CorruptedOrForeignModelFilesAreRefused) {
   write("cut.model", v.serialized().substr(0, v.serialized().size() / 2));
   EXPECT_THROW(SentencePieceVocab::load(file("cut.model")), Error);
   // A JSON vocabulary where a SentencePiece model is expected.
-  write("vocab.json", train::Vocab({"a", "b"}, train::Tokenization::Chars).to_json().dump());
+  write("vocab.json", io::Vocab({"a", "b"}, io::Tokenization::Chars).to_json().dump());
   try {
     SentencePieceVocab::load(file("vocab.json"));
     FAIL() << "no error";

@@ -39,8 +39,8 @@ struct TempDir {
   std::string file(const std::string& name) const { return path + "/" + name; }
 };
 
-inline std::string weights_path(const std::string& dir) { return dir + "/" + kWeightsFileName; }
-inline std::string config_path(const std::string& dir) { return dir + "/" + kConfigFileName; }
+inline std::string weights_path(const std::string& dir) { return dir + "/" + io::kWeightsFileName; }
+inline std::string config_path(const std::string& dir) { return dir + "/" + io::kConfigFileName; }
 
 // Rewrites the safetensors header of `path` through `edit`, keeping the data bytes as they are
 // (the new header is padded with spaces to a multiple of 8, as writers do).
@@ -84,7 +84,7 @@ struct BrokenCase {
   std::string name;
   // Damages a good folder; returns the tensor name (or config key) the error must name.
   std::function<std::string(const std::string& dir)> damage;
-  std::string file;     // kWeightsFileName or kConfigFileName: the file the error must name
+  std::string file;     // io::kWeightsFileName or io::kConfigFileName: the file the error must name
   std::string problem;  // a phrase of the problem the error must contain
 };
 
@@ -109,7 +109,7 @@ inline ModelConfig broken_base_config() {
 }
 
 inline std::vector<BrokenCase> broken_cases() {
-  const std::string kW = kWeightsFileName, kC = kConfigFileName;
+  const std::string kW = io::kWeightsFileName, kC = io::kConfigFileName;
   std::vector<BrokenCase> cases;
   cases.push_back({"TruncatedWeights",
                    [](const std::string& dir) {

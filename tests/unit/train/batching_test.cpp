@@ -13,7 +13,7 @@ namespace {
 
 using Ids = std::vector<int64_t>;
 
-std::vector<Example> variable_length_data(int64_t n, uint64_t seed) {
+std::vector<io::Example> variable_length_data(int64_t n, uint64_t seed) {
   TaskConfig c;
   c.length = 12;
   c.min_length = 1;
@@ -36,7 +36,7 @@ void expect_same_batch(const Batch& a, const Batch& b) {
 }
 
 TEST(MakeBatch, PadsAndShiftsTheTarget) {
-  const std::vector<Example> ex = {{{5, 6, 7}, {7, 6, 5}}, {{8}, {9, 9}}};
+  const std::vector<io::Example> ex = {{{5, 6, 7}, {7, 6, 5}}, {{8}, {9, 9}}};
   const Batch b = make_batch(ex);
   EXPECT_EQ(b.src.shape(), (Shape{2, 3}));
   EXPECT_EQ(b.tgt_in.shape(), (Shape{2, 4}));  // longest target 3, + 1
@@ -51,7 +51,7 @@ TEST(MakeBatch, PadsAndShiftsTheTarget) {
 }
 
 TEST(MakeBatch, TargetLengthCountsTheEos) {
-  const std::vector<Example> ex = {{{5, 6}, {6, 5}}, {{8, 8, 8}, {9}}};
+  const std::vector<io::Example> ex = {{{5, 6}, {6, 5}}, {{8, 8, 8}, {9}}};
   const Batch b = make_batch(ex);
   EXPECT_EQ(b.src.shape(), (Shape{2, 3}));
   EXPECT_EQ(b.tgt_in.shape(), (Shape{2, 3}));  // longest target 2, + 1
@@ -71,7 +71,7 @@ TEST(MakeBatch, TargetLengthCountsTheEos) {
 }
 
 TEST(MakeBatch, UsesTheGivenSpecialIdsAndIndices) {
-  const std::vector<Example> ex = {{{5}, {5}}, {{6, 6}, {6}}, {{7}, {7, 7}}};
+  const std::vector<io::Example> ex = {{{5}, {5}}, {{6, 6}, {6}}, {{7}, {7, 7}}};
   const Batch b = make_batch(ex, Ids{2, 0}, SpecialIds{-1, 10, 11});
   EXPECT_EQ(b.indices, (Ids{2, 0}));
   EXPECT_EQ(b.src.to_vector<int64_t>(), (Ids{7, 5}));
@@ -80,12 +80,12 @@ TEST(MakeBatch, UsesTheGivenSpecialIdsAndIndices) {
 }
 
 TEST(MakeBatch, RejectsBadInput) {
-  const std::vector<Example> ex = {{{5}, {5}}, {{}, {6}}};
-  EXPECT_THROW(make_batch(std::vector<Example>{}), Error);
+  const std::vector<io::Example> ex = {{{5}, {5}}, {{}, {6}}};
+  EXPECT_THROW(make_batch(std::vector<io::Example>{}), Error);
   EXPECT_THROW(make_batch(ex), Error);  // empty source
   EXPECT_THROW(make_batch(ex, Ids{2}), Error);
   EXPECT_THROW(make_batch(ex, Ids{-1}), Error);
-  EXPECT_THROW(make_batch(std::vector<Example>{{{5, -2}, {5}}}), Error);
+  EXPECT_THROW(make_batch(std::vector<io::Example>{{{5, -2}, {5}}}), Error);
   EXPECT_NO_THROW(make_batch(ex, Ids{0}));
 }
 
@@ -258,7 +258,7 @@ TEST(BatchIterator, RejectsBadOptionsAndPositions) {
   EXPECT_THROW(BatchIterator(data, opt), Error);  // no cap at all
   opt.batch_size = -1;
   EXPECT_THROW(BatchIterator(data, opt), Error);
-  EXPECT_THROW(BatchIterator(std::vector<Example>{}, BatchingOptions{}), Error);
+  EXPECT_THROW(BatchIterator(std::vector<io::Example>{}, BatchingOptions{}), Error);
   opt = {};
   opt.max_tokens = 5;  // some examples cost up to 13
   try {

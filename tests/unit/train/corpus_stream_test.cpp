@@ -60,24 +60,24 @@ StreamOptions tsv_options(const std::string& path, int64_t chunk_lines) {
 }
 
 // All batches of the stream's current epoch, as the examples they hold.
-std::vector<std::vector<Example>> epoch_batches(CorpusStream& s) {
-  std::vector<std::vector<Example>> out;
+std::vector<std::vector<io::Example>> epoch_batches(CorpusStream& s) {
+  std::vector<std::vector<io::Example>> out;
   while (s.has_next()) {
     const std::vector<int64_t> idx = s.next();
-    std::vector<Example> b;
+    std::vector<io::Example> b;
     for (int64_t k : idx) b.push_back(s.examples()[static_cast<size_t>(k)]);
     out.push_back(b);
   }
   return out;
 }
 
-std::vector<Example> flatten(const std::vector<std::vector<Example>>& batches) {
-  std::vector<Example> out;
+std::vector<io::Example> flatten(const std::vector<std::vector<io::Example>>& batches) {
+  std::vector<io::Example> out;
   for (const auto& b : batches) out.insert(out.end(), b.begin(), b.end());
   return out;
 }
 
-bool example_less(const Example& a, const Example& b) {
+bool example_less(const io::Example& a, const io::Example& b) {
   return a.src != b.src ? a.src < b.src : a.tgt < b.tgt;
 }
 
@@ -144,12 +144,12 @@ TEST(CorpusStream, SeesEveryExampleOncePerEpochWithTheInMemoryVocabulary) {
   TempDir tmp("attn_stream");
   const std::string path = write(tmp, "train.tsv", tsv_corpus(61));
   CorpusStream s(tsv_options(path, 7));
-  const Dataset mem = load_tsv_dataset(path, "", Tokenization::Chars);
+  const Dataset mem = load_tsv_dataset(path, "", io::Tokenization::Chars);
   EXPECT_EQ(s.vocab(), mem.vocab);
   EXPECT_EQ(s.stats().lines, 61);
   EXPECT_EQ(s.stats().examples, 61);
   EXPECT_EQ(s.stats().chunks, 9);  // 8 of 7 lines and one of 5
-  std::vector<Example> expected = mem.train;
+  std::vector<io::Example> expected = mem.train;
   std::sort(expected.begin(), expected.end(), example_less);
   for (int epoch = 0; epoch < 3; ++epoch) {
     ASSERT_EQ(s.epoch(), epoch);
@@ -157,7 +157,7 @@ TEST(CorpusStream, SeesEveryExampleOncePerEpochWithTheInMemoryVocabulary) {
     EXPECT_EQ(static_cast<int64_t>(batches.size()), s.num_batches()) << "epoch " << epoch;
     EXPECT_EQ(s.index(), s.num_batches());
     for (const auto& b : batches) EXPECT_LE(b.size(), 4u);
-    std::vector<Example> seen = flatten(batches);
+    std::vector<io::Example> seen = flatten(batches);
     std::sort(seen.begin(), seen.end(), example_less);
     EXPECT_EQ(seen, expected) << "epoch " << epoch;
     s.next_epoch();
@@ -191,7 +191,7 @@ TEST(CorpusStream, SkipsAndCountsExamplesLongerThanTheLimits) {
   EXPECT_EQ(s.stats().examples, 2);
   const auto seen = flatten(epoch_batches(s));
   ASSERT_EQ(seen.size(), 2u);
-  for (const Example& e : seen) EXPECT_LE(std::max(e.src.size(), e.tgt.size()), 5u);
+  for (const io::Example& e : seen) EXPECT_LE(std::max(e.src.size(), e.tgt.size()), 5u);
   // max_tokens: an example costing more than a batch may hold is skipped, not an error.
   StreamOptions t = tsv_options(path, 2);
   t.batching.max_tokens = 4;
@@ -213,20 +213,20 @@ TEST(CorpusStream, ReadsTextWithBlankLinesCrlfAndAByteOrderMark) {
   o.read_block = 3;
   o.batching.batch_size = 8;
   CorpusStream s(o);
-  const Dataset mem = load_text_dataset(path, "", Tokenization::Chars, models::Arch::DecoderOnly);
+  const Dataset mem = load_text_dataset(path, "", io::Tokenization::Chars, models::Arch::DecoderOnly);
   EXPECT_EQ(s.vocab(), mem.vocab);
   EXPECT_EQ(s.stats().blank_lines, 2);
   EXPECT_EQ(s.stats().examples, 3);
-  std::vector<Example> seen = flatten(epoch_batches(s)), expected = mem.train;
+  std::vector<io::Example> seen = flatten(epoch_batches(s)), expected = mem.train;
   std::sort(seen.begin(), seen.end(), example_less);
   std::sort(expected.begin(), expected.end(), example_less);
   EXPECT_EQ(seen, expected);
-  for (const Example& e : seen) EXPECT_TRUE(e.src.empty());  // decoder-only: the line is the target
+  for (const io::Example& e : seen) EXPECT_TRUE(e.src.empty());  // decoder-only: the line is the target
   // Encoder-only: the vocabulary has [MASK]; the line is the source.
   o.arch = models::Arch::EncoderOnly;
   CorpusStream m(o);
   EXPECT_TRUE(m.vocab().has_mask());
-  for (const Example& e : flatten(epoch_batches(m))) EXPECT_TRUE(e.tgt.empty());
+  for (const io::Example& e : flatten(epoch_batches(m))) EXPECT_TRUE(e.tgt.empty());
 }
 
 TEST(CorpusStream, BadLinesAreErrorsNamingPathAndLine) {
@@ -263,13 +263,13 @@ TEST(CorpusStream, BadLinesAreErrorsNamingPathAndLine) {
 TEST(CorpusStream, AGivenVocabularyReadsUnknownTokensAsUnkAndCountsThem) {
   TempDir tmp("attn_stream");
   const std::string path = write(tmp, "train.tsv", "ab\tba\ncd\tdc\n");
-  Vocab v(std::vector<std::string>{"a", "b"}, Tokenization::Chars);
+  io::Vocab v(std::vector<std::string>{"a", "b"}, io::Tokenization::Chars);
   CorpusStream s(tsv_options(path, 10), v);
   EXPECT_EQ(s.vocab(), v);
   EXPECT_EQ(s.stats().unknown_tokens, 4);
   int64_t unk = 0;
-  for (const Example& e : flatten(epoch_batches(s)))
-    for (const auto* side : {&e.src, &e.tgt}) unk += std::count(side->begin(), side->end(), Vocab::kUnk);
+  for (const io::Example& e : flatten(epoch_batches(s)))
+    for (const auto* side : {&e.src, &e.tgt}) unk += std::count(side->begin(), side->end(), io::Vocab::kUnk);
   EXPECT_EQ(unk, 4);
 }
 
@@ -288,15 +288,15 @@ TEST(CorpusStream, ASentencePieceVocabularyEncodesEachSideAsTheInMemoryLoaderDoe
   o.vocab_size = 20;
   io::SentencePieceVocab::train(o).save(tmp.file("sp.model"));
   const std::string path = write(tmp, "train.tsv", pairs + "zzz\tthe\n");  // 'z' is not in the model
-  const Vocab sp = Vocab::load_sentencepiece(tmp.file("sp.model"));
+  const io::Vocab sp = io::Vocab::load_sentencepiece(tmp.file("sp.model"));
   StreamOptions so = tsv_options(path, 9);
-  so.tokenization = Tokenization::SentencePiece;
+  so.tokenization = io::Tokenization::SentencePiece;
   CorpusStream s(so, sp);
-  const Dataset mem = load_tsv_dataset(path, "", Tokenization::SentencePiece, tmp.file("sp.model"));
+  const Dataset mem = load_tsv_dataset(path, "", io::Tokenization::SentencePiece, tmp.file("sp.model"));
   EXPECT_EQ(s.vocab(), mem.vocab);
   EXPECT_EQ(s.stats().unknown_tokens, mem.train_unknown_tokens);
   EXPECT_GT(s.stats().unknown_tokens, 0);
-  std::vector<Example> seen = flatten(epoch_batches(s)), expected = mem.train;
+  std::vector<io::Example> seen = flatten(epoch_batches(s)), expected = mem.train;
   std::sort(seen.begin(), seen.end(), example_less);
   std::sort(expected.begin(), expected.end(), example_less);
   EXPECT_EQ(seen, expected);
@@ -323,18 +323,18 @@ TEST(CorpusStream, APositionContinuesWithTheSameBatches) {
   TempDir tmp("attn_stream");
   const std::string path = write(tmp, "train.tsv", tsv_corpus(50));
   CorpusStream whole(tsv_options(path, 6));
-  std::vector<std::vector<Example>> all;
+  std::vector<std::vector<io::Example>> all;
   for (int e = 0; e < 2; ++e) {
     for (const auto& b : epoch_batches(whole)) all.push_back(b);
     whole.next_epoch();
   }
   for (size_t cut : {size_t{0}, size_t{1}, size_t{5}, all.size() / 2, all.size() / 2 + 3}) {
     CorpusStream first(tsv_options(path, 6));
-    std::vector<std::vector<Example>> got;
+    std::vector<std::vector<io::Example>> got;
     for (size_t i = 0; i < cut; ++i) {
       if (!first.has_next()) first.next_epoch();
       const auto idx = first.next();
-      std::vector<Example> b;
+      std::vector<io::Example> b;
       for (int64_t k : idx) b.push_back(first.examples()[static_cast<size_t>(k)]);
       got.push_back(b);
     }
@@ -346,7 +346,7 @@ TEST(CorpusStream, APositionContinuesWithTheSameBatches) {
     while (got.size() < all.size()) {
       if (!second.has_next()) second.next_epoch();
       const auto idx = second.next();
-      std::vector<Example> b;
+      std::vector<io::Example> b;
       for (int64_t k : idx) b.push_back(second.examples()[static_cast<size_t>(k)]);
       got.push_back(b);
     }

@@ -82,7 +82,7 @@ using test_util::weights_of;
 // ---- batches and config ----------------------------------------------------------------------
 
 TEST(LmBatch, FeedsBosAndLinePredictsLineAndEos) {
-  const std::vector<Example> data = {{{}, {5, 6, 7}}, {{}, {8}}};
+  const std::vector<io::Example> data = {{{}, {5, 6, 7}}, {{}, {8}}};
   const Batch b = make_lm_batch(data, {1, 0});
   EXPECT_FALSE(b.src.defined());
   EXPECT_EQ(b.tgt_in.shape(), (Shape{2, 4}));
@@ -92,15 +92,15 @@ TEST(LmBatch, FeedsBosAndLinePredictsLineAndEos) {
   EXPECT_EQ(b.tgt_lengths, (Ids{1, 3}));
   EXPECT_THROW(make_lm_batch(data, {}), Error);
   EXPECT_THROW(make_lm_batch(data, {2}), Error);
-  EXPECT_THROW(make_lm_batch(std::vector<Example>{{{5}, {}}}, {0}), Error);  // a masked-LM example
+  EXPECT_THROW(make_lm_batch(std::vector<io::Example>{{{5}, {}}}, {0}), Error);  // a masked-LM example
   // The iterator plans text examples of either layout, costed by their row length.
   EXPECT_EQ(example_tokens(data[0]), 4);
-  EXPECT_EQ(example_tokens(Example{{5, 6, 7}, {}}), 3);
+  EXPECT_EQ(example_tokens(io::Example{{5, 6, 7}, {}}), 3);
   BatchingOptions o;
   o.batch_size = 1;
   BatchIterator it(data, o);
   EXPECT_EQ(it.num_batches(), 2);
-  EXPECT_THROW(BatchIterator(std::vector<Example>{{{}, {}}}, o), Error);
+  EXPECT_THROW(BatchIterator(std::vector<io::Example>{{{}, {}}}, o), Error);
 }
 
 TEST(TrainConfig, TextRunsNeedASingleStackArchAndViceVersa) {
@@ -177,7 +177,7 @@ TEST(LmTrainer, DecoderOnlyModelLearnsATextFile) {
   EXPECT_EQ(saved.arch, Arch::DecoderOnly);
   EXPECT_EQ(saved.n_encoder_layers, 0);
   EXPECT_EQ(saved.vocab_size(), 4 + 16);
-  EXPECT_FALSE(Vocab::load(tmp.file("run/vocab.json")).has_mask());
+  EXPECT_FALSE(io::Vocab::load(tmp.file("run/vocab.json")).has_mask());
   const std::string metrics = io::read_file(tmp.file("run/metrics.jsonl"));
   const json line = json::parse(metrics.substr(0, metrics.find('\n')));
   EXPECT_TRUE(line.contains("val_ppl"));
@@ -190,18 +190,18 @@ TEST(LmTrainer, LanguageModelValidationEqualsPerLineSums) {
   t.run(3);
   auto& model = dynamic_cast<models::DecoderOnlyModel&>(t.model());
   // Lines of different lengths, so that the batch pads.
-  const std::vector<Example> lines = {{{}, {4, 5, 6}}, {{}, {7}}, {{}, {8, 9, 10, 11, 12}}};
+  const std::vector<io::Example> lines = {{{}, {4, 5, 6}}, {{}, {7}}, {{}, {8, 9, 10, 11, 12}}};
   const ValidationResult v = validate_language_model(model, lines, 2, 0.0);
   EXPECT_TRUE(model.is_training());  // restored
   model.eval();
   NoGradGuard no_grad;
   double nll = 0;
   int64_t tokens = 0, hits = 0;
-  for (const Example& e : lines) {
-    Ids in{Vocab::kBos};
+  for (const io::Example& e : lines) {
+    Ids in{io::Vocab::kBos};
     in.insert(in.end(), e.tgt.begin(), e.tgt.end());
     Ids out = e.tgt;
-    out.push_back(Vocab::kEos);
+    out.push_back(io::Vocab::kEos);
     const Tensor lp = log_softmax(model.forward(Tensor::from_vector<int64_t>(in, {1, static_cast<int64_t>(in.size())})));
     const std::vector<double> v2 = lp.to_vector<double>();
     const int64_t V = lp.size(2);
@@ -264,7 +264,7 @@ TEST(LmTrainer, EncoderOnlyModelLearnsTheMaskedTokens) {
   const models::ModelConfig saved = models::load_model_config(tmp.file("run"));
   EXPECT_EQ(saved.arch, Arch::EncoderOnly);
   EXPECT_EQ(saved.n_decoder_layers, 0);
-  EXPECT_TRUE(Vocab::load(tmp.file("run/vocab.json")).has_mask());
+  EXPECT_TRUE(io::Vocab::load(tmp.file("run/vocab.json")).has_mask());
 }
 
 TEST(LmTrainer, MaskedLmValidationUsesTheSameMasksEveryTime) {
@@ -280,7 +280,7 @@ TEST(LmTrainer, MaskedLmValidationUsesTheSameMasksEveryTime) {
   EXPECT_EQ(a.tokens, 16);
   // Control: another run seed masks other positions, which changes the loss.
   MaskingOptions mo;
-  mo.mask_id = Vocab::kMask;
+  mo.mask_id = io::Vocab::kMask;
   mo.first_symbol = 5;
   mo.vocab_size = t.data().vocab.size();
   auto& model = dynamic_cast<models::EncoderOnlyModel&>(t.model());

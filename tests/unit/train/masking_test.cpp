@@ -15,7 +15,7 @@
 #include "attn/core/autograd.h"
 #include "attn/core/error.h"
 #include "attn/ops/ops.h"
-#include "attn/train/vocab.h"
+#include "attn/io/vocab.h"
 
 namespace attn::train {
 namespace {
@@ -25,7 +25,7 @@ using Ids = std::vector<int64_t>;
 // A vocabulary of 5 specials (with [MASK]) and 20 symbols, ids 5..24.
 MaskingOptions options() {
   MaskingOptions o;
-  o.mask_id = Vocab::kMask;
+  o.mask_id = io::Vocab::kMask;
   o.first_symbol = 5;
   o.vocab_size = 25;
   return o;
@@ -42,8 +42,8 @@ TEST(Masking, ChoosesRoundedShareOfNonSpecialTokensAndRecordsThem) {
   for (int64_t length : {1, 2, 6, 7, 10, 20, 33}) {
     for (int rep = 0; rep < 20; ++rep) {
       Ids ids = random_line(data, length);
-      ids.insert(ids.begin(), Vocab::kBos);  // specials are never candidates
-      ids.push_back(Vocab::kUnk);
+      ids.insert(ids.begin(), io::Vocab::kBos);  // specials are never candidates
+      ids.push_back(io::Vocab::kUnk);
       Rng rng(static_cast<uint64_t>(length * 100 + rep));
       const MaskedSequence m = mask_sequence(ids, options(), rng);
       const int64_t expected = std::max<int64_t>(1, std::llround(0.15 * static_cast<double>(length)));
@@ -86,10 +86,10 @@ TEST(Masking, ChosenTokensBecomeMaskEightyRandomTenAndStayTenPercent) {
     for (int64_t p : m.positions) {
       const int64_t in = m.input[static_cast<size_t>(p)], orig = ids[static_cast<size_t>(p)];
       ++chosen;
-      if (in == Vocab::kMask) ++masked;
+      if (in == io::Vocab::kMask) ++masked;
       else if (in != orig) ++changed;
       else ++unchanged;
-      EXPECT_TRUE(in == Vocab::kMask || (in >= 5 && in < 25)) << "replacement " << in << " is a special token";
+      EXPECT_TRUE(in == io::Vocab::kMask || (in >= 5 && in < 25)) << "replacement " << in << " is a special token";
     }
   }
   const double n = static_cast<double>(chosen);
@@ -121,16 +121,16 @@ TEST(Masking, SeedsDependOnRunEpochAndExampleOnly) {
   EXPECT_NE(masking_seed(1, -1, 5), masking_seed(1, 0, 5));  // validation has its own masks
 }
 
-std::vector<Example> lines(int64_t n, int64_t length, uint64_t seed) {
+std::vector<io::Example> lines(int64_t n, int64_t length, uint64_t seed) {
   Rng rng(seed);
-  std::vector<Example> out;
-  for (int64_t i = 0; i < n; ++i) out.push_back(Example{random_line(rng, length - (i % 3)), {}});
+  std::vector<io::Example> out;
+  for (int64_t i = 0; i < n; ++i) out.push_back(io::Example{random_line(rng, length - (i % 3)), {}});
   return out;
 }
 
 TEST(MaskedBatch, LabelsHoldTheOriginalTokensAtChosenPositionsAndPadElsewhere) {
   const auto data = lines(6, 12, 2);
-  const MaskedBatch b = make_masked_batch(data, {4, 0, 2}, options(), 9, 3, Vocab::kPad);
+  const MaskedBatch b = make_masked_batch(data, {4, 0, 2}, options(), 9, 3, io::Vocab::kPad);
   ASSERT_EQ(b.input.shape(), (Shape{3, 12}));
   ASSERT_EQ(b.labels.shape(), (Shape{3, 12}));
   const Ids input = b.input.to_vector<int64_t>(), labels = b.labels.to_vector<int64_t>();
@@ -140,9 +140,9 @@ TEST(MaskedBatch, LabelsHoldTheOriginalTokensAtChosenPositionsAndPadElsewhere) {
     for (size_t t = 0; t < 12; ++t) {
       const int64_t in = input[static_cast<size_t>(r) * 12 + t], label = labels[static_cast<size_t>(r) * 12 + t];
       if (t >= ids.size()) {
-        EXPECT_EQ(in, Vocab::kPad);
-        EXPECT_EQ(label, Vocab::kPad);
-      } else if (label != Vocab::kPad) {
+        EXPECT_EQ(in, io::Vocab::kPad);
+        EXPECT_EQ(label, io::Vocab::kPad);
+      } else if (label != io::Vocab::kPad) {
         EXPECT_EQ(label, ids[t]);
         ++chosen;
       } else {
@@ -156,13 +156,13 @@ TEST(MaskedBatch, LabelsHoldTheOriginalTokensAtChosenPositionsAndPadElsewhere) {
 
 TEST(MaskedBatch, AnExampleIsMaskedTheSameWhateverBatchItIsIn) {
   const auto data = lines(5, 10, 4);
-  const MaskedBatch alone = make_masked_batch(data, {3}, options(), 1, 0, Vocab::kPad);
-  const MaskedBatch with_others = make_masked_batch(data, {0, 3, 4}, options(), 1, 0, Vocab::kPad);
+  const MaskedBatch alone = make_masked_batch(data, {3}, options(), 1, 0, io::Vocab::kPad);
+  const MaskedBatch with_others = make_masked_batch(data, {0, 3, 4}, options(), 1, 0, io::Vocab::kPad);
   const Ids a = alone.input.to_vector<int64_t>(), b = with_others.input.to_vector<int64_t>();
   EXPECT_EQ(Ids(a.begin(), a.begin() + 10), Ids(b.begin() + 10, b.begin() + 20));
   // Control: another epoch masks differently somewhere in the set.
-  const MaskedBatch e0 = make_masked_batch(data, {0, 1, 2, 3, 4}, options(), 1, 0, Vocab::kPad);
-  const MaskedBatch e1 = make_masked_batch(data, {0, 1, 2, 3, 4}, options(), 1, 1, Vocab::kPad);
+  const MaskedBatch e0 = make_masked_batch(data, {0, 1, 2, 3, 4}, options(), 1, 0, io::Vocab::kPad);
+  const MaskedBatch e1 = make_masked_batch(data, {0, 1, 2, 3, 4}, options(), 1, 1, io::Vocab::kPad);
   EXPECT_NE(e0.labels.to_vector<int64_t>(), e1.labels.to_vector<int64_t>());
 }
 
@@ -220,7 +220,7 @@ TEST(Masking, BadInputIsAnError) {
   const auto data = lines(3, 6, 1);
   EXPECT_THROW(make_masked_batch(data, {}, options(), 0, 0, 0), Error);
   EXPECT_THROW(make_masked_batch(data, {3}, options(), 0, 0, 0), Error);
-  EXPECT_THROW(make_masked_batch(std::vector<Example>{{{}, {5}}}, {0}, options(), 0, 0, 0), Error);
+  EXPECT_THROW(make_masked_batch(std::vector<io::Example>{{{}, {5}}}, {0}, options(), 0, 0, 0), Error);
   EXPECT_THROW(masked_lm_loss(Tensor::zeros({2, 3}), Tensor::zeros({2, 3}, DType::I64), 0), Error);
   EXPECT_THROW(masked_lm_loss(Tensor::zeros({2, 3, 4}), Tensor::zeros({2, 2}, DType::I64), 0), Error);
 }

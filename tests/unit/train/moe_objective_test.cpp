@@ -37,7 +37,7 @@ double router_grad_norm(double aux_weight, double* loss_value) {
   model.train();
   ObjectiveOptions o;
   auto objective = make_objective(model, o);
-  const std::vector<Example> data = {{{}, {4, 5, 6, 7, 8}}, {{}, {9, 8, 7}}};
+  const std::vector<io::Example> data = {{{}, {4, 5, 6, 7, 8}}, {{}, {9, 8, 7}}};
   const BatchLoss b = objective->loss(data, {0, 1}, 0);
   b.loss.backward();
   *loss_value = b.loss.item();
@@ -57,7 +57,7 @@ TEST(MoeObjective, TheLoadBalancingLossTrainsTheRouterAndAddsWeightTimesAux) {
   models::DecoderOnlyModel model(moe_config(0.5));
   model.train();
   auto objective = make_objective(model, ObjectiveOptions{});
-  const std::vector<Example> data = {{{}, {4, 5, 6, 7, 8}}, {{}, {9, 8, 7}}};
+  const std::vector<io::Example> data = {{{}, {4, 5, 6, 7, 8}}, {{}, {9, 8, 7}}};
   (void)objective->loss(data, {0, 1}, 0);
   const double aux = model.aux_loss().item();
   EXPECT_GE(aux, 1.0 - 1e-12);

@@ -26,15 +26,15 @@ TEST(Tasks, GeneratedExamplesAreCorrectForEveryKind) {
     TaskConfig c;
     c.kind = kind;
     Rng rng(11);
-    for (const Example& ex : make_task_examples(c, 200, rng)) {
+    for (const io::Example& ex : make_task_examples(c, 200, rng)) {
       ASSERT_EQ(ex.src.size(), 8u);
       Ids expect = ex.src;
       if (kind == TaskKind::Reverse) std::reverse(expect.begin(), expect.end());
       if (kind == TaskKind::Sort) std::sort(expect.begin(), expect.end());
       EXPECT_EQ(ex.tgt, expect) << task_kind_name(kind);
       for (int64_t id : ex.src) {
-        EXPECT_GE(id, Vocab::kNumSpecial);
-        EXPECT_LT(id, Vocab::kNumSpecial + 10);
+        EXPECT_GE(id, io::Vocab::kNumSpecial);
+        EXPECT_LT(id, io::Vocab::kNumSpecial + 10);
       }
     }
   }
@@ -48,13 +48,13 @@ TEST(Tasks, SeedDatasetHasTheSeedSizesAndUsesEveryDigit) {
   EXPECT_EQ(d.vocab.token(4), "0");
   EXPECT_EQ(d.vocab.token(13), "9");
   std::set<int64_t> used;
-  for (const Example& ex : d.train) {
+  for (const io::Example& ex : d.train) {
     ASSERT_EQ(ex.src.size(), 8u);
     used.insert(ex.src.begin(), ex.src.end());
   }
   EXPECT_EQ(used.size(), 10u);
   // Decoded as text, the target is the source string reversed.
-  const Example& ex = d.train[0];
+  const io::Example& ex = d.train[0];
   std::string s = d.vocab.decode(ex.src), t = d.vocab.decode(ex.tgt);
   std::reverse(s.begin(), s.end());
   EXPECT_EQ(s, t);
@@ -74,7 +74,7 @@ TEST(Tasks, ValidationComesFromItsOwnStream) {
   const Dataset small = make_task_dataset({}, 10, 100, 9);
   const Dataset large = make_task_dataset({}, 500, 100, 9);
   EXPECT_EQ(small.valid, large.valid);  // growing the training set leaves validation unchanged
-  const std::vector<Example> head(large.train.begin(), large.train.begin() + 10);
+  const std::vector<io::Example> head(large.train.begin(), large.train.begin() + 10);
   EXPECT_EQ(small.train, head);
   // The two streams are not the same sequence shifted: no validation example starts the training data.
   EXPECT_NE(small.valid[0], large.train[0]);
@@ -90,7 +90,7 @@ TEST(Tasks, VariableLengthsStayInRangeAndCoverIt) {
   c.n_symbols = 3;
   Rng rng(1);
   std::set<size_t> lengths;
-  for (const Example& ex : make_task_examples(c, 300, rng)) {
+  for (const io::Example& ex : make_task_examples(c, 300, rng)) {
     lengths.insert(ex.src.size());
     EXPECT_TRUE(std::is_sorted(ex.tgt.begin(), ex.tgt.end()));
     for (int64_t id : ex.src) EXPECT_LT(id, 4 + 3);
@@ -102,7 +102,7 @@ TEST(Tasks, VariableLengthsStayInRangeAndCoverIt) {
 TEST(Tasks, LargeAlphabetsUseLettersAfterDigits) {
   TaskConfig c;
   c.n_symbols = 62;
-  const Vocab v = task_vocab(c);
+  const io::Vocab v = task_vocab(c);
   EXPECT_EQ(v.token(4 + 10), "a");
   EXPECT_EQ(v.token(4 + 61), "Z");
 }

@@ -1,7 +1,7 @@
 // Plain-text corpora (train/text_data.h): lines with their numbers (CRLF, byte-order mark and
 // blank lines handled), the byte-sorted vocabulary with [MASK] for encoder-only runs, the
 // example layout of each single-stack arch, unknown validation tokens, and errors that name the
-// file and line. Also the [MASK] special token of Vocab.
+// file and line. Also the [MASK] special token of io::Vocab.
 #include "attn/train/text_data.h"
 
 #include <gtest/gtest.h>
@@ -38,20 +38,20 @@ std::string error_of(const std::function<void()>& f) {
 TEST(TextFile, ReadsNonBlankLinesWithTheirNumbers) {
   TempDir tmp("attn_text");
   const std::string path = write(tmp, "a.txt", "\xEF\xBB\xBF" "ab c\r\n\n   \nc\xC3\xA9\n");
-  const TextFile f = read_text(path, Tokenization::Chars);
+  const TextFile f = read_text(path, io::Tokenization::Chars);
   ASSERT_EQ(f.lines.size(), 2u);
   EXPECT_EQ(f.lines[0], (std::vector<std::string>{"a", "b", " ", "c"}));  // no \r, no byte-order mark
   EXPECT_EQ(f.lines[1], (std::vector<std::string>{"c", "\xC3\xA9"}));
   EXPECT_EQ(f.line_numbers, (Ids{1, 4}));
   EXPECT_EQ(f.blank_lines, 2);
-  const TextFile w = read_text(path, Tokenization::Whitespace);
+  const TextFile w = read_text(path, io::Tokenization::Whitespace);
   EXPECT_EQ(w.lines[0], (std::vector<std::string>{"ab", "c"}));
 }
 
 TEST(TextFile, InvalidUtf8IsAnErrorNamingTheLine) {
   TempDir tmp("attn_text");
   const std::string path = write(tmp, "bad.txt", "ok\nb\xFF" "d\n");
-  const std::string msg = error_of([&] { read_text(path, Tokenization::Chars); });
+  const std::string msg = error_of([&] { read_text(path, io::Tokenization::Chars); });
   EXPECT_NE(msg.find("line 2"), std::string::npos) << msg;
   EXPECT_NE(msg.find("UTF-8"), std::string::npos) << msg;
 }
@@ -59,7 +59,7 @@ TEST(TextFile, InvalidUtf8IsAnErrorNamingTheLine) {
 TEST(TextDataset, DecoderOnlyLinesAreTargetsWithoutSource) {
   TempDir tmp("attn_text");
   const std::string train = write(tmp, "train.txt", "ba\nab\n");
-  const Dataset d = load_text_dataset(train, "", Tokenization::Chars, Arch::DecoderOnly);
+  const Dataset d = load_text_dataset(train, "", io::Tokenization::Chars, Arch::DecoderOnly);
   EXPECT_FALSE(d.vocab.has_mask());
   EXPECT_EQ(d.vocab.tokens(), (std::vector<std::string>{"<pad>", "<bos>", "<eos>", "<unk>", "a", "b"}));
   ASSERT_EQ(d.train.size(), 2u);
@@ -73,7 +73,7 @@ TEST(TextDataset, EncoderOnlyLinesAreSourcesAndTheVocabularyHasMaskAtFour) {
   TempDir tmp("attn_text");
   const std::string train = write(tmp, "train.txt", "the cat\nthe dog\n");
   const std::string valid = write(tmp, "valid.txt", "the cow\n\n");
-  const Dataset d = load_text_dataset(train, valid, Tokenization::Whitespace, Arch::EncoderOnly);
+  const Dataset d = load_text_dataset(train, valid, io::Tokenization::Whitespace, Arch::EncoderOnly);
   EXPECT_TRUE(d.vocab.has_mask());
   EXPECT_EQ(d.vocab.mask_id(), 4);
   EXPECT_EQ(d.vocab.token(4), "[MASK]");
@@ -82,7 +82,7 @@ TEST(TextDataset, EncoderOnlyLinesAreSourcesAndTheVocabularyHasMaskAtFour) {
   EXPECT_EQ(d.train[0].src, (Ids{7, 5}));
   EXPECT_TRUE(d.train[0].tgt.empty());
   ASSERT_EQ(d.valid.size(), 1u);
-  EXPECT_EQ(d.valid[0].src, (Ids{7, Vocab::kUnk}));  // "cow" is not in the training text
+  EXPECT_EQ(d.valid[0].src, (Ids{7, io::Vocab::kUnk}));  // "cow" is not in the training text
   EXPECT_EQ(d.valid_unknown_tokens, 1);
   EXPECT_EQ(d.empty_lines, 1);
 }
@@ -92,46 +92,46 @@ TEST(TextDataset, EmptyFilesAndTheEncoderDecoderAreErrors) {
   const std::string empty = write(tmp, "empty.txt", "");
   const std::string blank = write(tmp, "blank.txt", "\n  \n\t\n");
   const std::string good = write(tmp, "good.txt", "ab\n");
-  EXPECT_NE(error_of([&] { load_text_dataset(empty, "", Tokenization::Chars, Arch::DecoderOnly); }).find("empty.txt"),
+  EXPECT_NE(error_of([&] { load_text_dataset(empty, "", io::Tokenization::Chars, Arch::DecoderOnly); }).find("empty.txt"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { load_text_dataset(blank, "", Tokenization::Chars, Arch::DecoderOnly); }).find("no text"),
+  EXPECT_NE(error_of([&] { load_text_dataset(blank, "", io::Tokenization::Chars, Arch::DecoderOnly); }).find("no text"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { load_text_dataset(good, blank, Tokenization::Chars, Arch::DecoderOnly); }).find("blank.txt"),
+  EXPECT_NE(error_of([&] { load_text_dataset(good, blank, io::Tokenization::Chars, Arch::DecoderOnly); }).find("blank.txt"),
             std::string::npos);
-  EXPECT_THROW(load_text_dataset(good, "", Tokenization::Chars, Arch::EncoderDecoder), Error);
-  EXPECT_THROW(load_text_dataset(tmp.file("missing.txt"), "", Tokenization::Chars, Arch::DecoderOnly), Error);
-  const TextFile f = read_text(good, Tokenization::Chars);
-  const Vocab v({"a"}, Tokenization::Chars);
+  EXPECT_THROW(load_text_dataset(good, "", io::Tokenization::Chars, Arch::EncoderDecoder), Error);
+  EXPECT_THROW(load_text_dataset(tmp.file("missing.txt"), "", io::Tokenization::Chars, Arch::DecoderOnly), Error);
+  const TextFile f = read_text(good, io::Tokenization::Chars);
+  const io::Vocab v({"a"}, io::Tokenization::Chars);
   EXPECT_NE(error_of([&] { encode_text(f, v, false); }).find("unknown token 'b'"), std::string::npos);
   int64_t unknown = 0;
-  EXPECT_EQ(encode_text(f, v, true, &unknown).front(), (Ids{4, Vocab::kUnk}));
+  EXPECT_EQ(encode_text(f, v, true, &unknown).front(), (Ids{4, io::Vocab::kUnk}));
   EXPECT_EQ(unknown, 1);
 }
 
 TEST(Vocab, MaskTokenIsSpecialAndSurvivesJson) {
-  Vocab v({"a", "b"}, Tokenization::Chars, true);
+  io::Vocab v({"a", "b"}, io::Tokenization::Chars, true);
   EXPECT_EQ(v.size(), 7);
-  EXPECT_EQ(v.id("[MASK]"), Vocab::kMask);
+  EXPECT_EQ(v.id("[MASK]"), io::Vocab::kMask);
   EXPECT_EQ(v.id("a"), 5);
   EXPECT_TRUE(v.is_special(4));
   EXPECT_FALSE(v.is_special(5));
   EXPECT_EQ(v.decode({5, 4, 6}), "a[MASK]b");
-  const Vocab back = Vocab::from_json(v.to_json());
+  const io::Vocab back = io::Vocab::from_json(v.to_json());
   EXPECT_TRUE(back == v);
   EXPECT_TRUE(back.has_mask());
   EXPECT_EQ(v.to_json()["mask"], true);
   // Without a mask nothing changes: no "mask" key, symbols from 4, "[MASK]" not a token.
-  const Vocab plain({"a"}, Tokenization::Chars);
+  const io::Vocab plain({"a"}, io::Tokenization::Chars);
   EXPECT_FALSE(plain.to_json().contains("mask"));
   EXPECT_EQ(plain.mask_id(), -1);
   EXPECT_EQ(plain.num_special(), 4);
-  EXPECT_FALSE(plain == Vocab({"a"}, Tokenization::Chars, true));
+  EXPECT_FALSE(plain == io::Vocab({"a"}, io::Tokenization::Chars, true));
   // A file that claims a mask must have it at id 4.
   nlohmann::json j = plain.to_json();
   j["mask"] = true;
-  EXPECT_THROW(Vocab::from_json(j), Error);
+  EXPECT_THROW(io::Vocab::from_json(j), Error);
   j["mask"] = "yes";
-  EXPECT_THROW(Vocab::from_json(j), Error);
+  EXPECT_THROW(io::Vocab::from_json(j), Error);
 }
 
 }  // namespace

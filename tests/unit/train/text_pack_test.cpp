@@ -22,7 +22,7 @@ using Ids = std::vector<int64_t>;
 using models::Arch;
 using models::test_util::TempDir;
 
-constexpr int64_t kE = Vocab::kEos;
+constexpr int64_t kE = io::Vocab::kEos;
 
 TEST(PackBlocks, ConcatenatesLinesWithEosAndCutsFixedBlocks) {
   const std::vector<Ids> lines = {{10, 11, 12}, {13}, {14, 15, 16, 17}};
@@ -78,7 +78,7 @@ TEST(TextDataset, PackedDecoderOnlyBlocksHoldPackMinusOneIdsInBothFiles) {
   TempDir tmp("attn_text_pack");
   io::write_file_atomic(tmp.file("t.txt"), "abc\n\nb\ncab\n");
   io::write_file_atomic(tmp.file("v.txt"), "ba\nc\n");
-  const Dataset d = load_text_dataset(tmp.file("t.txt"), tmp.file("v.txt"), Tokenization::Chars, Arch::DecoderOnly,
+  const Dataset d = load_text_dataset(tmp.file("t.txt"), tmp.file("v.txt"), io::Tokenization::Chars, Arch::DecoderOnly,
                                       "", 4);
   const int64_t a = d.vocab.id("a"), b = d.vocab.id("b"), c = d.vocab.id("c");
   // a b c E b E c a b E -> blocks of 3 ids (rows of 4 with <bos>).
@@ -87,22 +87,22 @@ TEST(TextDataset, PackedDecoderOnlyBlocksHoldPackMinusOneIdsInBothFiles) {
   EXPECT_EQ(d.train[1].tgt, (Ids{kE, b, kE}));
   EXPECT_EQ(d.train[2].tgt, (Ids{c, a, b}));
   EXPECT_EQ(d.train[3].tgt, (Ids{kE}));
-  for (const Example& e : d.train) EXPECT_TRUE(e.src.empty());
+  for (const io::Example& e : d.train) EXPECT_TRUE(e.src.empty());
   EXPECT_EQ(d.empty_lines, 1);
   // b a E c E -> 2 blocks.
   ASSERT_EQ(d.valid.size(), 2u);
   EXPECT_EQ(d.valid[0].tgt, (Ids{b, a, kE}));
   EXPECT_EQ(d.valid[1].tgt, (Ids{c, kE}));
   // pack 0: one example per line, as before.
-  EXPECT_EQ(load_text_dataset(tmp.file("t.txt"), "", Tokenization::Chars, Arch::DecoderOnly).train.size(), 3u);
+  EXPECT_EQ(load_text_dataset(tmp.file("t.txt"), "", io::Tokenization::Chars, Arch::DecoderOnly).train.size(), 3u);
 }
 
 TEST(TextDataset, PackingAnEncoderOnlyTextOrBelowTwoIsAnError) {
   TempDir tmp("attn_text_pack");
   io::write_file_atomic(tmp.file("t.txt"), "abc\n");
-  EXPECT_THROW(load_text_dataset(tmp.file("t.txt"), "", Tokenization::Chars, Arch::EncoderOnly, "", 4), Error);
-  EXPECT_THROW(load_text_dataset(tmp.file("t.txt"), "", Tokenization::Chars, Arch::DecoderOnly, "", 1), Error);
-  EXPECT_THROW(load_text_dataset(tmp.file("t.txt"), "", Tokenization::Chars, Arch::DecoderOnly, "", -2), Error);
+  EXPECT_THROW(load_text_dataset(tmp.file("t.txt"), "", io::Tokenization::Chars, Arch::EncoderOnly, "", 4), Error);
+  EXPECT_THROW(load_text_dataset(tmp.file("t.txt"), "", io::Tokenization::Chars, Arch::DecoderOnly, "", 1), Error);
+  EXPECT_THROW(load_text_dataset(tmp.file("t.txt"), "", io::Tokenization::Chars, Arch::DecoderOnly, "", -2), Error);
 }
 
 TrainConfig packed_config() {

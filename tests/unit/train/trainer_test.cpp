@@ -70,7 +70,7 @@ TEST(TrainConfig, JsonRoundTripKeepsEveryField) {
   c.clip = 1.5;
   c.keep = 3;
   c.checkpoint_every = 7;
-  c.tokens = Tokenization::Whitespace;
+  c.tokens = io::Tokenization::Whitespace;
   c.model.norm_first = true;
   const TrainConfig back = TrainConfig::from_json(json::parse(c.to_json().dump()));
   EXPECT_TRUE(back == c);
@@ -147,34 +147,6 @@ TEST(TrainConfig, LoadNamesTheFile) {
   }
 }
 
-// ---- scoring ---------------------------------------------------------------------------------
-
-TEST(Trainer, SequenceScoreCountsTokensAndTheEosPosition) {
-  const std::vector<int64_t> ref = {5, 6, 7};
-  auto hyp = [](std::vector<int64_t> t, bool finished) {
-    decode::Hypothesis h;
-    h.tokens = std::move(t);
-    h.finished = finished;
-    return h;
-  };
-  SequenceScore s = score_sequence(ref, hyp({5, 6, 7}, true));
-  EXPECT_EQ(s.positions, 4);
-  EXPECT_EQ(s.right, 4);
-  EXPECT_TRUE(s.exact);
-  s = score_sequence(ref, hyp({5, 6}, true));  // too short: misses 7, and EOS came early
-  EXPECT_EQ(s.right, 2);
-  EXPECT_FALSE(s.exact);
-  s = score_sequence(ref, hyp({5, 6, 7, 8}, true));  // too long: the EOS position holds 8
-  EXPECT_EQ(s.right, 3);
-  EXPECT_FALSE(s.exact);
-  s = score_sequence(ref, hyp({5, 6, 7}, false));  // cut at the limit without EOS
-  EXPECT_EQ(s.right, 3);
-  EXPECT_FALSE(s.exact);
-  s = score_sequence(ref, hyp({5, 9, 7}, true));
-  EXPECT_EQ(s.right, 3);
-  EXPECT_FALSE(s.exact);
-}
-
 // ---- training ---------------------------------------------------------------------------------
 
 TEST(Trainer, TinyModelLearnsTheCopyTask) {
@@ -235,7 +207,7 @@ TEST(Trainer, WritesTheRunFolder) {
   // The folder is a model folder: it loads, and equals the trained model.
   auto loaded = models::load_model(dir);
   EXPECT_EQ(weights_of(*loaded), weights_of(t.model()));
-  EXPECT_TRUE(Vocab::load((fs::path(dir) / "vocab.json").string()) == t.data().vocab);
+  EXPECT_TRUE(io::Vocab::load((fs::path(dir) / "vocab.json").string()) == t.data().vocab);
   EXPECT_TRUE(TrainConfig::load((fs::path(dir) / "train_config.json").string()) == t.config());
   const auto ckpts = list_checkpoints(dir);
   ASSERT_EQ(ckpts.size(), 2u);
@@ -339,7 +311,7 @@ TEST(Trainer, ResumeWithoutACheckpointIsAnError) {
   EXPECT_THROW((void)Trainer::resume(tmp.file("nothing")), Error);
   const std::string dir = run_dir(tmp, "run");
   Trainer(tiny_config(), dir).run();
-  fs::remove_all(fs::path(dir) / kCheckpointsDirName);
+  fs::remove_all(fs::path(dir) / io::kCheckpointsDirName);
   EXPECT_THROW((void)Trainer::resume(dir), Error);
 }
 
@@ -379,7 +351,7 @@ TEST(Checkpointing, KeepsOnlyTheNewestK) {
   EXPECT_EQ(ckpts[1].step, 32);
   // Only the two folders remain (no temporaries).
   int entries = 0;
-  for (const auto& e : fs::directory_iterator(fs::path(dir) / kCheckpointsDirName)) {
+  for (const auto& e : fs::directory_iterator(fs::path(dir) / io::kCheckpointsDirName)) {
     (void)e;
     ++entries;
   }
@@ -390,7 +362,7 @@ TEST(Checkpointing, IncompleteAndTemporaryFoldersAreIgnoredAndCleaned) {
   TempDir tmp("attn_trainer");
   const std::string dir = run_dir(tmp, "run");
   Trainer(tiny_config(), dir).run();
-  const fs::path root = fs::path(dir) / kCheckpointsDirName;
+  const fs::path root = fs::path(dir) / io::kCheckpointsDirName;
   fs::create_directories(root / "step_00000099");  // no state.json: not a checkpoint
   fs::create_directories(root / ".tmp-step_00000100-1-0");
   EXPECT_EQ(latest_checkpoint(dir)->step, 32);

@@ -1,27 +1,30 @@
-// cli/infer_io: line reading and tokenization with line-numbered errors, id parsing, padded
-// batches, search settings, model folders, train_config.json, and the numbers behind score
-// and eval: teacher-forced log-probabilities against a brute-force per-example pass, greedy
-// log-probabilities against teacher forcing of the same output, and eval's accuracies.
-// The CLI sources build as the attn_cli_lib library, which the tests link.
-#include "infer_io.h"
+// run/: tokenization with line-numbered errors, id parsing, padded batches, search settings,
+// model folders, and the numbers behind score and eval: teacher-forced log-probabilities
+// against a brute-force per-example pass, greedy log-probabilities against teacher forcing of
+// the same output, and eval's accuracies.
+#include "attn/run/evaluate.h"
+#include "attn/run/model_folder.h"
+#include "attn/run/token_codec.h"
+#include "attn/run/translate.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
-#include <sstream>
+#include <functional>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/models/factory.h"
+#include "attn/train/tasks.h"
 #include "unit/models/broken_checkpoints.h"
 
-namespace attn::cli {
+namespace attn::run {
 namespace {
 
 using models::test_util::TempDir;
 
 // <pad> <bos> <eos> <unk> 0 1 2 3 4 5: the reverse task's vocabulary with six symbols.
-train::Vocab digits() {
+io::Vocab digits() {
   train::TaskConfig t;
   t.n_symbols = 6;
   return train::task_vocab(t);
@@ -64,23 +67,6 @@ std::string error_of(const std::function<void()>& f) {
 
 // ---- lines and tokens ---------------------------------------------------------------------
 
-TEST(LineReader, NumbersLinesAndDropsCarriageReturnsAndTheByteOrderMark) {
-  std::istringstream in(
-      "\xEF\xBB\xBF"
-      "a\r\n\nb");
-  LineReader r(in);
-  std::string line;
-  ASSERT_TRUE(r.next(line));
-  EXPECT_EQ(line, "a");
-  EXPECT_EQ(r.line_number(), 1);
-  ASSERT_TRUE(r.next(line));
-  EXPECT_EQ(line, "");
-  ASSERT_TRUE(r.next(line));
-  EXPECT_EQ(line, "b");
-  EXPECT_EQ(r.line_number(), 3);
-  EXPECT_FALSE(r.next(line));
-}
-
 TEST(ParseIds, ReadsSpaceSeparatedDecimalIds) {
   EXPECT_EQ(parse_ids("4 5\t 12  "), (std::vector<int64_t>{4, 5, 12}));
   EXPECT_TRUE(parse_ids("   ").empty());
@@ -89,18 +75,18 @@ TEST(ParseIds, ReadsSpaceSeparatedDecimalIds) {
 }
 
 TEST(SplitTokens, CharacterVocabularyWithoutASpaceIgnoresWhitespace) {
-  const train::Vocab v = digits();
+  const io::Vocab v = digits();
   EXPECT_EQ(split_tokens("3 1 4", v), (std::vector<std::string>{"3", "1", "4"}));
   EXPECT_EQ(split_tokens("314", v), (std::vector<std::string>{"3", "1", "4"}));
   // With a space token, spaces are tokens.
-  const train::Vocab spaced({"a", " "}, train::Tokenization::Chars);
+  const io::Vocab spaced({"a", " "}, io::Tokenization::Chars);
   EXPECT_EQ(split_tokens("a a", spaced), (std::vector<std::string>{"a", " ", "a"}));
-  const train::Vocab words({"hello", "world"}, train::Tokenization::Whitespace);
+  const io::Vocab words({"hello", "world"}, io::Tokenization::Whitespace);
   EXPECT_EQ(split_tokens(" hello  world ", words), (std::vector<std::string>{"hello", "world"}));
 }
 
 TEST(TokenCodec, ReadsTextThroughTheVocabulary) {
-  const train::Vocab v = digits();
+  const io::Vocab v = digits();
   TokenCodec c{&v, 10, 0, "translate"};
   EXPECT_EQ(c.read("3 1 4", 1, "source"), (std::vector<int64_t>{7, 5, 8}));
   EXPECT_EQ(c.write({8, 5, 7, 2}), "413");  // stops at EOS
@@ -108,7 +94,7 @@ TEST(TokenCodec, ReadsTextThroughTheVocabulary) {
 }
 
 TEST(TokenCodec, ErrorsNameTheLineTheSideAndTheToken) {
-  const train::Vocab v = digits();
+  const io::Vocab v = digits();
   TokenCodec c{&v, 10, 0, "translate"};
   std::string e = error_of([&] { c.read("3 x", 7, "target"); });
   for (const char* part : {"[translate]", "stdin line 7", "'x'", "target", "vocabulary"})
@@ -118,7 +104,7 @@ TEST(TokenCodec, ErrorsNameTheLineTheSideAndTheToken) {
   EXPECT_NE(e.find("empty"), std::string::npos) << e;
   e = error_of([&] { c.read("3\xff", 4, "source"); });  // invalid UTF-8
   EXPECT_NE(e.find("stdin line 4"), std::string::npos) << e;
-  const train::Vocab words({"a"}, train::Tokenization::Whitespace);
+  const io::Vocab words({"a"}, io::Tokenization::Whitespace);
   const TokenCodec w{&words, 5, 0, "translate"};
   e = error_of([&] { w.read("a <pad>", 1, "source"); });  // a vocabulary token, but PAD
   EXPECT_NE(e.find("padding"), std::string::npos) << e;
@@ -168,7 +154,7 @@ TEST(SearchSettings, InvalidSettingsAreErrors) {
 // ---- model folders and train_config.json --------------------------------------------------
 
 TEST(OpenModelFolder, LoadsTheModelInEvaluationModeWithItsVocabulary) {
-  TempDir tmp("attn_infer_io");
+  TempDir tmp("attn_run_translate");
   const ModelFolder f = open_model_folder(save_folder(tmp, "m", tiny()), "translate", true);
   ASSERT_TRUE(f.model);
   EXPECT_FALSE(f.model->is_training());
@@ -181,7 +167,7 @@ TEST(OpenModelFolder, LoadsTheModelInEvaluationModeWithItsVocabulary) {
 }
 
 TEST(OpenModelFolder, BadFoldersAreErrorsNamingThePath) {
-  TempDir tmp("attn_infer_io");
+  TempDir tmp("attn_run_translate");
   const std::string missing = tmp.file("missing");
   EXPECT_NE(error_of([&] { open_model_folder(missing, "translate", false); }).find(missing + "' does not exist"),
             std::string::npos);
@@ -203,43 +189,10 @@ TEST(OpenModelFolder, BadFoldersAreErrorsNamingThePath) {
             std::string::npos);
 }
 
-TEST(TrainConfigFile, ReadsTheTaskAsAttnTrainWritesIt) {
-  train::TrainConfig c;
-  c.task = "sort";
-  c.length = 6;
-  c.min_length = 2;
-  c.symbols = 7;
-  c.data_seed = 99;
-  c.valid_size = 40;
-  const auto run = task_from_train_config(c.to_json());
-  ASSERT_TRUE(run.has_value());
-  EXPECT_EQ(run->task.kind, train::TaskKind::Sort);
-  EXPECT_EQ(run->task.length, 6);
-  EXPECT_EQ(run->task.min_length, 2);
-  EXPECT_EQ(run->task.n_symbols, 7);
-  EXPECT_EQ(run->data_seed, 99u);
-  EXPECT_EQ(run->valid_size, 40);
-
-  // A corpus run has no task; its validation file is found next to the run when relative.
-  TempDir tmp("attn_infer_io");
-  io::write_file_atomic(tmp.file("valid.tsv"), "1\t1\n");
-  train::TrainConfig tsv;
-  tsv.task = "";
-  tsv.train_path = "train.tsv";
-  tsv.valid_path = "valid.tsv";
-  EXPECT_FALSE(task_from_train_config(tsv.to_json()).has_value());
-  EXPECT_EQ(valid_path_from_train_config(tsv.to_json(), tmp.path), tmp.file("valid.tsv"));
-  tsv.valid_path = "gone.tsv";
-  EXPECT_EQ(valid_path_from_train_config(tsv.to_json(), tmp.path), "");
-  // Absent or foreign files give no task.
-  EXPECT_FALSE(task_from_train_config(nlohmann::json()).has_value());
-  EXPECT_FALSE(task_from_train_config(nlohmann::json{{"no_such_key", 1}}).has_value());
-}
-
 // ---- the numbers --------------------------------------------------------------------------
 
 TEST(TeacherForced, BatchedLogProbsEqualAPerExampleBruteForcePass) {
-  TempDir tmp("attn_infer_io");
+  TempDir tmp("attn_run_translate");
   const ModelFolder f = open_model_folder(save_folder(tmp, "m", tiny()), "score", false);
   const std::vector<std::vector<int64_t>> srcs = {{4, 5, 6, 7}, {8}, {9, 4}};
   const std::vector<std::vector<int64_t>> tgts = {{7, 6}, {8, 8, 8}, {}};
@@ -274,7 +227,7 @@ TEST(TeacherForced, BatchedLogProbsEqualAPerExampleBruteForcePass) {
 }
 
 TEST(SearchBatch, GreedyLogProbEqualsTeacherForcingOfItsOwnOutput) {
-  TempDir tmp("attn_infer_io");
+  TempDir tmp("attn_run_translate");
   const ModelFolder f = open_model_folder(save_folder(tmp, "m", tiny()), "translate", false);
   const std::vector<std::vector<int64_t>> srcs = {{4, 5, 6, 7}, {8, 9}, {5}};
   SearchSettings s;
@@ -303,14 +256,14 @@ TEST(SearchBatch, GreedyLogProbEqualsTeacherForcingOfItsOwnOutput) {
 }
 
 TEST(Evaluate, ScoresOutputsAgainstReferencesAndAveragesTheTeacherForcedLoss) {
-  TempDir tmp("attn_infer_io");
+  TempDir tmp("attn_run_translate");
   const ModelFolder f = open_model_folder(save_folder(tmp, "m", tiny()), "eval", false);
   const std::vector<std::vector<int64_t>> srcs = {{4, 5, 6}, {7, 8}, {9}};
   SearchSettings s;
   s.max_len = 4;
   const auto found = search_batch(f, srcs, s);
   // References equal to the model's own finished outputs are all right; a changed one is not.
-  std::vector<train::Example> own, changed;
+  std::vector<io::Example> own, changed;
   for (size_t b = 0; b < 3; ++b) {
     own.push_back({srcs[b], found[b][0].tokens});
     std::vector<int64_t> other = found[b][0].tokens;
@@ -338,4 +291,4 @@ TEST(Evaluate, ScoresOutputsAgainstReferencesAndAveragesTheTeacherForcedLoss) {
 }
 
 }  // namespace
-}  // namespace attn::cli
+}  // namespace attn::run

@@ -1,19 +1,17 @@
-// cli/lm_io.h — what `attn generate`, `attn fill-mask` and the samples at the end of
-// `attn train` share for the single-stack models: continuing prompts with a decoder-only model
-// (greedy, beam search or sampling over decode::LmDecoder, the KV-cached IncrementalDecoder),
-// and ranking the candidates for every [MASK] of a text with an encoder-only model.
+// attn/run/generate.h — continuing prompts with a decoder-only model folder (what `attn
+// generate` and the samples at the end of `attn train` print): greedy, beam search or sampling
+// over decode::LmDecoder, the KV-cached IncrementalDecoder, in eval mode under NoGradGuard.
+// Deliberately no truncation of prompts: too long is an error, never a silent cut.
 // Not here: reading stdin or printing (the commands do that), subword tokenizers.
 #pragma once
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "attn/decode/hypothesis.h"
-#include "attn/train/vocab.h"
-#include "infer_io.h"
+#include "attn/run/model_folder.h"
 
-namespace attn::cli {
+namespace attn::run {
 
 // How `attn generate` continues prompts.
 struct GenerateSettings {
@@ -43,27 +41,4 @@ std::vector<std::vector<decode::Hypothesis>> generate_batch(const ModelFolder& f
                                                             const std::vector<std::vector<int64_t>>& prompts,
                                                             const GenerateSettings& settings);
 
-// The literal that marks a masked position in fill-mask input.
-inline constexpr const char* kMaskMarker = "[MASK]";
-
-// The ids of a fill-mask text: the text is cut at every "[MASK]", the pieces are tokenized as
-// the vocabulary says (split_tokens) and the mask id goes between them. No mask, an empty
-// text, an unknown token or invalid UTF-8 is an attn::Error "[command] <where>: ...".
-std::vector<int64_t> read_masked_text(const std::string& text, const train::Vocab& vocab, const std::string& command,
-                                      const std::string& where);
-
-// The ranked candidates of one masked position.
-struct MaskPrediction {
-  int64_t position = 0;                                // token index in the sequence
-  std::vector<std::pair<int64_t, double>> candidates;  // (id, probability), most probable first
-};
-
-// For every sequence (ids holding the vocabulary's mask id at least once), every masked
-// position's `top_k` most probable symbols (special tokens are never candidates; ties: the
-// lower id) with their probability under the full softmax. One batched forward pass, PAD keys
-// masked; with learned positions a sequence longer than max_len is an error naming it.
-std::vector<std::vector<MaskPrediction>> fill_masks(const ModelFolder& folder,
-                                                    const std::vector<std::vector<int64_t>>& sequences,
-                                                    int64_t top_k);
-
-}  // namespace attn::cli
+}  // namespace attn::run

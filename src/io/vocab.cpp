@@ -1,15 +1,15 @@
 // Vocabulary, UTF-8 splitting, the character / whitespace tokenizations, and the SentencePiece
-// kind, which delegates splitting and detokenizing to io::SentencePieceVocab (§5.1's shared
+// kind, which delegates splitting and detokenizing to SentencePieceVocab (§5.1's shared
 // subword vocabulary). UTF-8 validation follows RFC 3629 (no overlong forms, no surrogates,
 // nothing past U+10FFFF). Not here: the subword algorithms themselves (attn/io).
-#include "attn/train/vocab.h"
+#include "attn/io/vocab.h"
 
 #include "attn/core/error.h"
 #include "attn/io/atomic_file.h"
 
 #include <filesystem>
 
-namespace attn::train {
+namespace attn::io {
 
 namespace {
 
@@ -116,7 +116,7 @@ std::vector<std::string> tokenize(const std::string& text, Tokenization t) {
 
 Vocab::Vocab(Tokenization tokenization, bool with_mask) : tokenization_(tokenization), has_mask_(with_mask) {
   ATTN_CHECK(tokenization != Tokenization::SentencePiece, "vocab",
-             "a SentencePiece vocabulary is made from its model (Vocab(io::SentencePieceVocab))");
+             "a SentencePiece vocabulary is made from its model (Vocab(SentencePieceVocab))");
   for (int64_t i = 0; i < kNumSpecial; ++i) {
     tokens_.emplace_back(kSpecialTokens[i]);
     ids_.emplace(kSpecialTokens[i], i);
@@ -135,9 +135,9 @@ Vocab::Vocab(const std::vector<std::string>& symbols, Tokenization tokenization,
   }
 }
 
-Vocab::Vocab(io::SentencePieceVocab model)
+Vocab::Vocab(SentencePieceVocab model)
     : tokenization_(Tokenization::SentencePiece),
-      sp_(std::make_shared<const io::SentencePieceVocab>(std::move(model))) {
+      sp_(std::make_shared<const SentencePieceVocab>(std::move(model))) {
   has_mask_ = sp_->has_mask();
   tokens_.reserve(static_cast<size_t>(sp_->size()));
   for (int64_t i = 0; i < sp_->size(); ++i) {
@@ -146,7 +146,7 @@ Vocab::Vocab(io::SentencePieceVocab model)
   }
 }
 
-Vocab Vocab::load_sentencepiece(const std::string& path) { return Vocab(io::SentencePieceVocab::load(path)); }
+Vocab Vocab::load_sentencepiece(const std::string& path) { return Vocab(SentencePieceVocab::load(path)); }
 
 void Vocab::check_symbol(const std::string& token) const {
   ATTN_CHECK(utf8_error_offset(token) < 0, "vocab", "token is not valid UTF-8 (invalid byte at ",
@@ -226,7 +226,7 @@ nlohmann::json Vocab::to_json() const {
                      {"version", 1},
                      {"tokenization", tokenization_name(tokenization_)},
                      {"sentencepiece",
-                      {{"file", io::kSentencePieceFileName}, {"fingerprint", sp_->fingerprint()}, {"pieces", size()}}}};
+                      {{"file", kSentencePieceFileName}, {"fingerprint", sp_->fingerprint()}, {"pieces", size()}}}};
     if (has_mask_) j["mask"] = true;
     return j;
   }
@@ -253,7 +253,7 @@ Vocab Vocab::from_json(const nlohmann::json& j) {
   }
   const Tokenization tokenization = parse_tokenization(j["tokenization"].get<std::string>());
   ATTN_CHECK(tokenization != Tokenization::SentencePiece, op, "a SentencePiece vocabulary needs its model file (",
-             io::kSentencePieceFileName, " next to the JSON; Vocab::load reads both)");
+             kSentencePieceFileName, " next to the JSON; Vocab::load reads both)");
   Vocab v(tokenization, with_mask);
   ATTN_CHECK(j.contains("tokens") && j["tokens"].is_array(), op, "missing \"tokens\" array");
   const auto& tokens = j["tokens"];
@@ -273,7 +273,7 @@ Vocab Vocab::from_json(const nlohmann::json& j) {
   return v;
 }
 
-Vocab Vocab::from_json(const nlohmann::json& j, io::SentencePieceVocab model, const std::string& json_name,
+Vocab Vocab::from_json(const nlohmann::json& j, SentencePieceVocab model, const std::string& json_name,
                        const std::string& model_name) {
   const char* op = "vocab";
   ATTN_CHECK(j.is_object() && string_field(j, "format") == "attn-vocab" && j.contains("version") && j["version"] == 1,
@@ -300,17 +300,17 @@ Vocab Vocab::from_json(const nlohmann::json& j, io::SentencePieceVocab model, co
 
 std::vector<std::pair<std::string, std::string>> Vocab::companion_files() const {
   if (!sp_) return {};
-  return {{io::kSentencePieceFileName, sp_->serialized()}};
+  return {{kSentencePieceFileName, sp_->serialized()}};
 }
 
 void Vocab::save(const std::string& path) const {
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  for (const auto& [name, bytes] : companion_files()) io::write_file_atomic((dir / name).string(), bytes);
-  io::write_file_atomic(path, to_json().dump(1) + "\n");
+  for (const auto& [name, bytes] : companion_files()) write_file_atomic((dir / name).string(), bytes);
+  write_file_atomic(path, to_json().dump(1) + "\n");
 }
 
 Vocab Vocab::load(const std::string& path) {
-  const std::string text = io::read_file(path);
+  const std::string text = read_file(path);
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
@@ -319,11 +319,11 @@ Vocab Vocab::load(const std::string& path) {
   }
   if (string_field(j, "tokenization") == "sentencepiece") {
     const std::string model_path =
-        (std::filesystem::path(path).parent_path() / io::kSentencePieceFileName).string();
+        (std::filesystem::path(path).parent_path() / kSentencePieceFileName).string();
     std::error_code ec;
     ATTN_CHECK(std::filesystem::is_regular_file(model_path, ec), "vocab", "'", path,
                "' is a SentencePiece vocabulary but '", model_path, "' is missing");
-    return from_json(j, io::SentencePieceVocab::load(model_path), "'" + path + "'", "'" + model_path + "'");
+    return from_json(j, SentencePieceVocab::load(model_path), "'" + path + "'", "'" + model_path + "'");
   }
   try {
     return from_json(j);
@@ -332,4 +332,4 @@ Vocab Vocab::load(const std::string& path) {
   }
 }
 
-}  // namespace attn::train
+}  // namespace attn::io

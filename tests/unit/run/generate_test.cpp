@@ -1,28 +1,30 @@
-// cli/lm_io: generation with a decoder-only model against a brute-force loop over the full
+// run/generate.h and run/fill_mask.h: generation with a decoder-only model against a brute-force loop over the full
 // (uncached) forward, the same prompt alone or in a batch of other lengths, the learned-position
 // limits, reproducible sampling and beam search's n-best; fill-mask's text reading and its
 // candidates against a brute-force softmax; and the errors of both.
-#include "lm_io.h"
+#include "attn/run/fill_mask.h"
+#include "attn/run/generate.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
-#include "attn/autograd/tape.h"
+#include "attn/core/autograd.h"
 #include "attn/models/factory.h"
 #include "attn/ops/ops.h"
 #include "unit/models/broken_checkpoints.h"
 
-namespace attn::cli {
+namespace attn::run {
 namespace {
 
 using models::test_util::TempDir;
 using Ids = std::vector<int64_t>;
 
 // <pad> <bos> <eos> <unk> [MASK]? then the symbols 0..5.
-train::Vocab symbols(bool with_mask) {
-  return train::Vocab({"0", "1", "2", "3", "4", "5"}, train::Tokenization::Chars, with_mask);
+io::Vocab symbols(bool with_mask) {
+  return io::Vocab({"0", "1", "2", "3", "4", "5"}, io::Tokenization::Chars, with_mask);
 }
 
 models::ModelConfig tiny(models::Arch arch, int64_t vocab) {
@@ -83,7 +85,7 @@ decode::Hypothesis brute_force_greedy(models::DecoderOnlyModel& model, const Ids
 }
 
 TEST(Generate, GreedyEqualsTheFullForwardLoopAloneAndInABatch) {
-  TempDir tmp("attn_lm_io");
+  TempDir tmp("attn_run_generate");
   const ModelFolder f = open(tmp, "lm", tiny(models::Arch::DecoderOnly, 10), false);
   auto& model = dynamic_cast<models::DecoderOnlyModel&>(*f.base);
   EXPECT_FALSE(model.is_training());
@@ -106,7 +108,7 @@ TEST(Generate, GreedyEqualsTheFullForwardLoopAloneAndInABatch) {
 }
 
 TEST(Generate, SamplingIsReproducibleAndBeamSearchGivesRankedNBest) {
-  TempDir tmp("attn_lm_io");
+  TempDir tmp("attn_run_generate");
   const ModelFolder f = open(tmp, "lm", tiny(models::Arch::DecoderOnly, 10), false);
   GenerateSettings s;
   s.mode = GenerateSettings::Mode::Sample;
@@ -135,7 +137,7 @@ TEST(Generate, SamplingIsReproducibleAndBeamSearchGivesRankedNBest) {
 }
 
 TEST(Generate, LearnedPositionsCapTheContinuationAndRejectLongerPrompts) {
-  TempDir tmp("attn_lm_io");
+  TempDir tmp("attn_run_generate");
   models::ModelConfig c = tiny(models::Arch::DecoderOnly, 10);
   c.positional = nn::PositionalKind::Learned;
   c.max_len = 6;
@@ -158,7 +160,7 @@ TEST(Generate, LearnedPositionsCapTheContinuationAndRejectLongerPrompts) {
 }
 
 TEST(Generate, BadSettingsAndPromptsAreErrors) {
-  TempDir tmp("attn_lm_io");
+  TempDir tmp("attn_run_generate");
   const ModelFolder f = open(tmp, "lm", tiny(models::Arch::DecoderOnly, 10), false);
   GenerateSettings s;
   EXPECT_THROW(generate_batch(f, {}, s), Error);
@@ -186,7 +188,7 @@ TEST(Generate, BadSettingsAndPromptsAreErrors) {
 // ---- fill-mask -------------------------------------------------------------------------------
 
 TEST(FillMask, ReadsTextsWithMasksAndRejectsTextsWithout) {
-  const train::Vocab v = symbols(true);
+  const io::Vocab v = symbols(true);
   EXPECT_EQ(read_masked_text("0[MASK]1", v, "fill-mask", "--text 1"), (Ids{5, 4, 6}));
   EXPECT_EQ(read_masked_text("[MASK][MASK] 2", v, "fill-mask", "--text 1"), (Ids{4, 4, 7}));  // no space token: spaces split
   EXPECT_NE(error_of([&] { read_masked_text("012", v, "fill-mask", "--text 1"); }).find("no [MASK]"), std::string::npos);
@@ -198,7 +200,7 @@ TEST(FillMask, ReadsTextsWithMasksAndRejectsTextsWithout) {
 }
 
 TEST(FillMask, CandidatesAreTheSoftmaxAtTheMaskRankedWithoutSpecials) {
-  TempDir tmp("attn_lm_io");
+  TempDir tmp("attn_run_generate");
   const ModelFolder f = open(tmp, "mlm", tiny(models::Arch::EncoderOnly, 11), true);
   auto& model = dynamic_cast<models::EncoderOnlyModel&>(*f.base);
   const std::vector<Ids> texts = {{5, 4, 6, 7}, {4, 9}};
@@ -228,7 +230,7 @@ TEST(FillMask, CandidatesAreTheSoftmaxAtTheMaskRankedWithoutSpecials) {
 }
 
 TEST(FillMask, LearnedPositionsRejectLongerTexts) {
-  TempDir tmp("attn_lm_io");
+  TempDir tmp("attn_run_generate");
   models::ModelConfig c = tiny(models::Arch::EncoderOnly, 11);
   c.positional = nn::PositionalKind::Learned;
   c.max_len = 4;
@@ -240,4 +242,4 @@ TEST(FillMask, LearnedPositionsRejectLongerTexts) {
 }
 
 }  // namespace
-}  // namespace attn::cli
+}  // namespace attn::run

@@ -1,4 +1,4 @@
-// attn/train/vocab.h — a token <-> id table with the four special tokens, and the tokenizations
+// attn/io/vocab.h — a token <-> id table with the four special tokens, and the tokenizations
 // the trainer and the decoders share: UTF-8 characters, whitespace-separated words, or a
 // SentencePiece subword model (io/sentencepiece_vocab.h; the paper's shared BPE vocabulary, §5.1).
 // Ids: <pad> = 0, <bos> = 1, <eos> = 2, <unk> = 3, then (only in vocabularies made for BERT's
@@ -17,9 +17,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attn/io/run_files.h"
 #include "attn/io/sentencepiece_vocab.h"
 
-namespace attn::train {
+namespace attn::io {
 
 enum class Tokenization {
   Chars,       // every Unicode code point (UTF-8 sequence) is a token; spaces included
@@ -64,8 +65,8 @@ class Vocab {
 
   // A SentencePiece vocabulary: the model's pieces with the model's ids (its specials are
   // <pad> <bos> <eos> <unk> at 0..3; [MASK] when the model reserved it at id 4).
-  explicit Vocab(io::SentencePieceVocab model);
-  // Vocab(io::SentencePieceVocab::load(path)): a model file or a folder holding one.
+  explicit Vocab(SentencePieceVocab model);
+  // Vocab(SentencePieceVocab::load(path)): a model file or a folder holding one.
   static Vocab load_sentencepiece(const std::string& path);
 
   // The id of `token`, adding it (validated as above) when it is new. A SentencePiece
@@ -82,7 +83,7 @@ class Vocab {
   bool is_special(int64_t id) const { return id >= 0 && id < num_special(); }
   const std::vector<std::string>& tokens() const { return tokens_; }
   // The SentencePiece model (null unless tokenization() is SentencePiece).
-  const io::SentencePieceVocab* sentencepiece() const { return sp_.get(); }
+  const SentencePieceVocab* sentencepiece() const { return sp_.get(); }
   bool contains(const std::string& token) const { return ids_.count(token) != 0; }
 
   // The id of `token`. An unknown token is an error naming it, or <unk> when map_unknown.
@@ -115,8 +116,9 @@ class Vocab {
   // A SentencePiece vocabulary's JSON with its model. A model whose fingerprint or piece count
   // differs from what the JSON records is "a vocabulary file from another model", an error
   // naming `json_name` and `model_name` (the two files).
-  static Vocab from_json(const nlohmann::json& j, io::SentencePieceVocab model, const std::string& json_name = "vocab.json",
-                         const std::string& model_name = io::kSentencePieceFileName);
+  static Vocab from_json(const nlohmann::json& j, SentencePieceVocab model,
+                         const std::string& json_name = kVocabFileName,
+                         const std::string& model_name = kSentencePieceFileName);
   // Writes to_json() to `path` atomically, and a SentencePiece vocabulary's model next to it
   // (sentencepiece.model in the same folder); load reads both back (errors name the paths).
   void save(const std::string& path) const;
@@ -136,7 +138,7 @@ class Vocab {
   bool has_mask_ = false;
   std::vector<std::string> tokens_;
   std::unordered_map<std::string, int64_t> ids_;
-  std::shared_ptr<const io::SentencePieceVocab> sp_;  // SentencePiece only (shared by copies)
+  std::shared_ptr<const SentencePieceVocab> sp_;  // SentencePiece only (shared by copies)
 };
 
-}  // namespace attn::train
+}  // namespace attn::io

@@ -1,6 +1,6 @@
 // Vocab: special ids, character and whitespace encoding, JSON round trip, and errors;
 // UTF-8 splitting and validation.
-#include "attn/train/vocab.h"
+#include "attn/io/vocab.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 
 #include "attn/core/error.h"
 
-namespace attn::train {
+namespace attn::io {
 namespace {
 
 using Ids = std::vector<int64_t>;
@@ -146,4 +146,4 @@ TEST(Utf8, SplitsCodePointsAndRejectsInvalidSequences) {
 }
 
 }  // namespace
-}  // namespace attn::train
+}  // namespace attn::io

@@ -1,0 +1,40 @@
+// attn/run/model_folder.h — a model folder opened for inference: config.json and
+// model.safetensors (any model family), and when present vocab.json (io/vocab.h) and
+// train_config.json (kept as JSON: reading it as a training configuration is train/'s job).
+// This is the entry point of the run layer: translate.h, generate.h, fill_mask.h, evaluate.h
+// and attention.h take a ModelFolder. Not here: training, or writing model folders.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "attn/io/vocab.h"
+#include "attn/models/config.h"
+#include "attn/models/encoder_decoder.h"
+#include "attn/models/model.h"
+
+namespace attn::run {
+
+// A model folder opened for inference: the model in evaluation mode (no dropout), and the
+// vocabulary and training configuration when the folder has them.
+struct ModelFolder {
+  std::string dir;
+  std::shared_ptr<models::Model> base;                 // the model, whatever its family
+  std::shared_ptr<models::EncoderDecoderModel> model;  // the same model as an encoder-decoder (else null)
+  std::optional<io::Vocab> vocab;        // vocab.json
+  nlohmann::json train_config;           // train_config.json; null when absent
+  int64_t pad = -1, bos = -1, eos = -1;  // the model config's special ids
+  int64_t src_vocab_size = 0, tgt_vocab_size = 0;  // a single-stack model's vocabulary in both
+};
+
+// Opens `dir` for `command` (used in messages), which needs a model of family `arch`. A
+// missing folder, a folder without a checkpoint, a model of another family (the message names
+// the command that serves it), a decoding family without a BOS id, a vocab.json larger than the
+// model's vocabulary, or (when need_vocab) a missing vocab.json is an attn::Error naming the path.
+ModelFolder open_model_folder(const std::string& dir, const char* command, bool need_vocab,
+                              models::Arch arch = models::Arch::EncoderDecoder);
+
+}  // namespace attn::run

@@ -1,0 +1,80 @@
+// run/model_folder.cpp — see attn/run/model_folder.h. The checks run before the model loads
+// where they can, so that a wrong path fails with a message about the path.
+#include "attn/run/model_folder.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "attn/core/error.h"
+#include "attn/io/atomic_file.h"
+#include "attn/io/run_files.h"
+#include "attn/models/checkpoint.h"
+
+namespace attn::run {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The command that serves a model family, for messages.
+const char* command_for(models::Arch arch) {
+  switch (arch) {
+    case models::Arch::EncoderDecoder: return "attn translate, score, eval or inspect";
+    case models::Arch::DecoderOnly: return "attn generate";
+    case models::Arch::EncoderOnly: return "attn fill-mask";
+  }
+  return "?";
+}
+
+}  // namespace
+
+ModelFolder open_model_folder(const std::string& dir, const char* command, bool need_vocab, models::Arch arch) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) fail(command, "model folder '", dir, "' does not exist");
+  if (!fs::is_directory(dir, ec)) fail(command, "'", dir, "' is not a folder (--model takes a model folder)");
+  if (!fs::exists(fs::path(dir) / io::kConfigFileName, ec))
+    fail(command, "'", dir, "' is not a model folder: it has no ", io::kConfigFileName);
+
+  ModelFolder f;
+  f.dir = dir;
+  f.base = models::load_model(dir);
+  if (f.base->arch() != arch)
+    fail(command, "the model in '", dir, "' is ", models::arch_name(f.base->arch()), "; ", command, " needs ",
+         arch == models::Arch::DecoderOnly ? "a " : "an ", models::arch_name(arch), " model (",
+         models::arch_name(f.base->arch()), " models: ", command_for(f.base->arch()), ")");
+  f.model = std::dynamic_pointer_cast<models::EncoderDecoderModel>(f.base);
+  f.base->eval();
+  const models::ModelConfig& c = f.base->config();
+  f.pad = c.pad_id;
+  f.bos = c.bos_id;
+  f.eos = c.eos_id;
+  const bool single_stack = arch != models::Arch::EncoderDecoder;
+  f.src_vocab_size = c.src_vocab_size;
+  f.tgt_vocab_size = single_stack ? c.vocab_size() : c.tgt_vocab_size;
+  if (f.bos < 0 && arch != models::Arch::EncoderOnly)
+    fail(command, "the model in '", dir, "' has no BOS token (bos_id = -1), so it cannot decode");
+
+  const fs::path vocab_path = fs::path(dir) / io::kVocabFileName;
+  if (fs::exists(vocab_path, ec)) {
+    f.vocab = io::Vocab::load(vocab_path.string());
+    const int64_t limit = std::min(f.src_vocab_size, f.tgt_vocab_size);
+    if (f.vocab->size() > limit)
+      fail(command, "'", vocab_path.string(), "' has ", f.vocab->size(), " tokens but the model's vocabulary has ",
+           limit, ": the vocabulary does not belong to this model");
+  } else if (need_vocab) {
+    fail(command, "'", dir, "' has no ", io::kVocabFileName,
+         ", so text cannot be tokenized; pass --ids to read and write token ids");
+  }
+
+  const fs::path tc_path = fs::path(dir) / io::kTrainConfigFileName;
+  if (fs::exists(tc_path, ec)) {
+    try {
+      f.train_config = nlohmann::json::parse(io::read_file(tc_path.string()));
+    } catch (const nlohmann::json::exception& e) {
+      fail(command, "'", tc_path.string(), "' is not valid JSON: ", e.what());
+    }
+  }
+  return f;
+}
+
+}  // namespace attn::run
