@@ -3,15 +3,16 @@
 // plus the training curve and PE figure) and report.html, written into --out (default the
 // model folder). Prints the translation, the files written and the anti-diagonal score of the
 // decoder cross-attention (target i -> source N-1-i). Without --src: the run's first validation example.
-// Decoder-only and encoder-only folders: --src is a prompt or a text with [MASK] (run_report.h).
+// Decoder-only and encoder-only folders: --src is a prompt or a text with [MASK]. The report
+// itself is attn/run_report/run_report.h; this file holds the flags and the printing.
 #include <cstdio>
 #include <memory>
 #include <string>
 
 #include "attn/core/error.h"
+#include "attn/run_report/run_report.h"
 #include "attn/train/trainer.h"
 #include "commands.h"
-#include "run_report.h"
 
 namespace attn::cli {
 
@@ -32,14 +33,14 @@ int run_inspect(const InspectOptions& o) {
   ATTN_CHECK(o.threads >= 0, "inspect", "--threads must be >= 0, got ", o.threads);
   if (o.threads > 0) train::set_num_threads(o.threads);
   ATTN_CHECK(o.max_len >= 0, "inspect", "--max-len must be >= 1 (0: source length + 50), got ", o.max_len);
-  RunReportOptions ro;
+  run_report::RunReportOptions ro;
   ro.out_dir = o.out_dir;
   if (o.has_src) ro.src = o.src;
   ro.src_ids = o.ids;
   if (o.max_len > 0) ro.max_len = o.max_len;
   ro.n_samples = o.samples;
   ro.command = "inspect";
-  const RunReportResult r = write_run_report(o.model_dir, ro);
+  const run_report::RunReportResult r = run_report::write_run_report(o.model_dir, ro);
   std::printf("source:  %s\n", r.example_source.c_str());
   std::printf("output:  %s\n", r.example_output.c_str());
   if (r.arch == models::Arch::EncoderDecoder) {  // cross-attention exists only there

@@ -6,7 +6,7 @@
 // them (flags win). --vocab takes a
 // SentencePiece model (attn vocab train) for the corpus, shared by source and target (§5.1). A one-line
 // progress bar on a terminal, plain log lines otherwise. Ends by writing report.html
-// (cli/run_report.h), printing where everything is, and showing a few outputs of the model.
+// (attn/run_report/run_report.h), printing where everything is, and showing a few outputs of the model.
 // Not here: the training loop itself (train/trainer.h).
 #include <signal.h>
 #include <unistd.h>
@@ -30,11 +30,11 @@
 #include "attn/run/generate.h"
 #include "attn/run/model_folder.h"
 #include "attn/run/translate.h"
+#include "attn/run_report/run_report.h"
 #include "attn/train/checkpointing.h"
 #include "attn/train/text_data.h"
 #include "attn/train/trainer.h"
 #include "commands.h"
-#include "run_report.h"
 
 namespace attn::cli {
 
@@ -492,9 +492,9 @@ int run_train(const TrainOptions& o) {
               c.keep > 0 ? std::to_string(c.keep).c_str() : "all", o.out.c_str());
   if (!o.no_report) {
     try {
-      RunReportOptions ro;
+      run_report::RunReportOptions ro;
       ro.command = "train";
-      const RunReportResult r = write_run_report(o.out, ro);
+      const run_report::RunReportResult r = run_report::write_run_report(o.out, ro);
       std::printf("  report       %s\n", r.report_path.c_str());
     } catch (const Error& e) {
       std::printf("  report       not written: %s\n", e.what());

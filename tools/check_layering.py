@@ -34,13 +34,12 @@ LAYERS = {
     "lab": (["models", "report"], "the seeds' demonstrations"),
     "train": (["models", "decode", "dist"], "optimizer, data, objectives, the trainer"),
     "run": (["models", "decode", "io"], "running a model folder (never training)"),
+    "run_report": (["run", "train", "report"], "a run folder's report.html and its figures"),
     "serve": (["run"], "serving a model folder"),
     "umbrella": (["models"], "include/attn/attn.h"),
-    "cli": (["train", "lab", "run", "serve"], "the attn executable"),
+    "cli": (["train", "lab", "run", "run_report", "serve"], "the attn executable"),
 }
 PRIVATE = {"kernels"}
-# Directories that hold a layer under another name: the first include path of the tape.
-DIR_ALIASES = {"autograd": "core"}
 # Files that are a layer of their own.
 FILE_LAYERS = {"include/attn/attn.h": "umbrella"}
 SOURCE_EXTENSIONS = (".h", ".hpp", ".cpp", ".cc")
@@ -72,7 +71,6 @@ def layer_of(rel):
         name = parts[1]
     else:
         return None
-    name = DIR_ALIASES.get(name, name)
     return name if name in LAYERS else None
 
 

@@ -9,12 +9,12 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "attn/io/atomic_file.h"
+#include "attn/io/metrics_log.h"
 #include "support/cli_run.h"
 #include "unit/models/broken_checkpoints.h"
 
@@ -26,15 +26,6 @@ using models::test_util::TempDir;
 using test::expect_clean_failure;
 using test::Outcome;
 using test::run_attn;
-
-std::vector<nlohmann::json> read_metrics(const std::string& path) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-  return out;
-}
 
 // Lines of 8 letters following a..p cyclically ("abcdefgh", "bcdefghi", ...), `copies` times.
 std::string alphabet_text(int copies) {
@@ -76,7 +67,7 @@ TEST_F(LmCli, DecoderOnlyModelLearnsATextAndGenerateContinuesItsLines) {
   const Outcome r = run_attn(tmp_, "train --arch decoder-only --text train.txt --valid-text valid.txt --out lm "
                                    "--layers 2 --epochs 20 --dropout 0 --attention-dropout 0 --samples 16 " + kSmall);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
-  const auto metrics = read_metrics(tmp_.file("lm/metrics.jsonl"));
+  const auto metrics = io::read_metrics_log(tmp_.file("lm/metrics.jsonl"), "test").records;
   ASSERT_EQ(metrics.size(), 20u);
   EXPECT_LT(metrics.back()["loss"].get<double>(), 0.5 * metrics.front()["loss"].get<double>());
   EXPECT_LT(metrics.back()["val_ppl"].get<double>(), metrics.front()["val_ppl"].get<double>());
@@ -121,8 +112,8 @@ TEST_F(LmCli, StoppedAndResumedDecoderOnlyRunRepeatsTheUninterruptedOne) {
   const Outcome resumed = run_attn(tmp_, "train --out part --resume --epochs 3 --no-report --samples 0");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_NE(resumed.err.find("resuming at step 8"), std::string::npos) << resumed.err;
-  const auto a = read_metrics(tmp_.file("whole/metrics.jsonl"));
-  const auto b = read_metrics(tmp_.file("part/metrics.jsonl"));
+  const auto a = io::read_metrics_log(tmp_.file("whole/metrics.jsonl"), "test").records;
+  const auto b = io::read_metrics_log(tmp_.file("part/metrics.jsonl"), "test").records;
   ASSERT_EQ(a.size(), 3u);
   ASSERT_EQ(b.size(), 3u);
   for (size_t e = 0; e < 3; ++e)
@@ -139,7 +130,7 @@ TEST_F(LmCli, EncoderOnlyModelLearnsAndFillMaskRanksTheCandidates) {
   const nlohmann::json vocab = nlohmann::json::parse(io::read_file(tmp_.file("mlm/vocab.json")));
   EXPECT_EQ(vocab["tokens"][4], "[MASK]");
   EXPECT_EQ(vocab["mask"], true);
-  const auto metrics = read_metrics(tmp_.file("mlm/metrics.jsonl"));
+  const auto metrics = io::read_metrics_log(tmp_.file("mlm/metrics.jsonl"), "test").records;
   ASSERT_EQ(metrics.size(), 10u);
   EXPECT_LT(metrics.back()["loss"].get<double>(), 0.5 * metrics.front()["loss"].get<double>());
   EXPECT_NE(r.out.find("3 of 3 right"), std::string::npos) << r.out;

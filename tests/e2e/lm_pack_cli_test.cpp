@@ -10,13 +10,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "attn/io/atomic_file.h"
+#include "attn/io/metrics_log.h"
 #include "attn/io/vocab.h"
 #include "support/cli_run.h"
 #include "unit/models/broken_checkpoints.h"
@@ -80,20 +80,11 @@ class LmPackCli : public ::testing::Test {
 TempDir* LmPackCli::run_ = nullptr;
 Outcome* LmPackCli::train_ = nullptr;
 
-std::vector<nlohmann::json> read_metrics(const std::string& path) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-  return out;
-}
-
 TEST_F(LmPackCli, PackedRunReportsItsBlocksTrainsAndGenerates) {
   EXPECT_NE(train_->err.find("48 training / 12 validation blocks"), std::string::npos) << train_->err;
   EXPECT_NE(train_->err.find("packed: 48 training / 12 validation blocks of 13 tokens"), std::string::npos)
       << train_->err;
-  const auto metrics = read_metrics(run_->file("lm/metrics.jsonl"));
+  const auto metrics = io::read_metrics_log(run_->file("lm/metrics.jsonl"), "test").records;
   ASSERT_EQ(metrics.size(), 12u);
   EXPECT_LT(metrics.back()["loss"].get<double>(), 0.5 * metrics.front()["loss"].get<double>());
   EXPECT_LT(metrics.back()["val_ppl"].get<double>(), metrics.front()["val_ppl"].get<double>());

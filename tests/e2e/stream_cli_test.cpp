@@ -8,12 +8,12 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "attn/io/atomic_file.h"
+#include "attn/io/metrics_log.h"
 #include "attn/train/checkpointing.h"
 #include "support/cli_run.h"
 #include "unit/models/broken_checkpoints.h"
@@ -40,15 +40,6 @@ std::string corpus(int n, int shift) {
   return s;
 }
 
-std::vector<nlohmann::json> read_metrics(const std::string& path) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-  return out;
-}
-
 // About 14 steps per epoch over 12 chunks of 8 lines.
 const std::string kRun =
     "--data train.tsv --valid valid.tsv --stream --chunk-lines 8 --max-length 7 --d-model 16 --heads 2 "
@@ -67,7 +58,7 @@ TEST(StreamCli, AStreamedRunResumedInsideAnEpochEndsBitIdenticalToAnUninterrupte
   // The same run, then "crashed" after its first checkpoint inside epoch 2: later ones removed.
   const Outcome part = run_attn(tmp, "train --out part " + kRun);
   ASSERT_EQ(part.exit_code, 0) << part.err;
-  const auto metrics = read_metrics(tmp.file("whole/metrics.jsonl"));
+  const auto metrics = io::read_metrics_log(tmp.file("whole/metrics.jsonl"), "test").records;
   ASSERT_EQ(metrics.size(), 2u);
   const int64_t epoch1 = metrics[0]["step"].get<int64_t>();
   int64_t resume_at = 0;
@@ -79,7 +70,7 @@ TEST(StreamCli, AStreamedRunResumedInsideAnEpochEndsBitIdenticalToAnUninterrupte
   ASSERT_LT(resume_at, metrics[1]["step"].get<int64_t>());  // inside the second epoch
   const Outcome resumed = run_attn(tmp, "train --out part --resume --no-report --samples 0");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-  const auto again = read_metrics(tmp.file("part/metrics.jsonl"));
+  const auto again = io::read_metrics_log(tmp.file("part/metrics.jsonl"), "test").records;
   ASSERT_EQ(again.size(), 2u);
   for (size_t i = 0; i < 2; ++i)
     for (const char* k : {"step", "loss", "val_loss", "val_token_acc", "lr"})

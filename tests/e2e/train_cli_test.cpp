@@ -7,12 +7,12 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "attn/io/atomic_file.h"
+#include "attn/io/metrics_log.h"
 #include "support/cli_run.h"
 #include "unit/models/broken_checkpoints.h"
 
@@ -30,15 +30,6 @@ const std::string kTiny =
     "--task copy --length 4 --symbols 4 --train-size 256 --valid-size 32 --d-model 16 --heads 2 "
     "--encoder-layers 1 --decoder-layers 1 --d-ff 32 --batch-size 16 --schedule constant --lr 0.01 --warmup 10 "
     "--threads 1";
-
-std::vector<nlohmann::json> read_metrics(const std::string& path) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-  return out;
-}
 
 class TrainCli : public ::testing::Test {
  protected:
@@ -73,7 +64,7 @@ TEST_F(TrainCli, TinyRunWritesTheRunFolderAndPrintsWhereThingsAre) {
                         "report.html"})
     EXPECT_TRUE(fs::is_regular_file(run / f)) << f << "\n" << r.out;
   EXPECT_TRUE(fs::is_directory(run / "checkpoints" / "step_00000032"));
-  const auto metrics = read_metrics((run / "metrics.jsonl").string());
+  const auto metrics = io::read_metrics_log((run / "metrics.jsonl").string(), "test").records;
   ASSERT_EQ(metrics.size(), 2u);
   for (const char* k : {"epoch", "loss", "val_loss", "val_token_acc", "val_exact_acc", "lr", "tokens_per_s", "seconds"})
     EXPECT_TRUE(metrics[1].contains(k)) << k;
@@ -105,8 +96,8 @@ TEST_F(TrainCli, StoppedAndResumedRunPrintsTheSameLossesAsAnUninterruptedOne) {
   expect_clean_failure(changed, "lr");
   const Outcome resumed = run_attn(tmp, "train --out part --resume --epochs 3 --no-report --samples 0");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-  const auto a = read_metrics(tmp.file("whole/metrics.jsonl"));
-  const auto b = read_metrics(tmp.file("part/metrics.jsonl"));
+  const auto a = io::read_metrics_log(tmp.file("whole/metrics.jsonl"), "test").records;
+  const auto b = io::read_metrics_log(tmp.file("part/metrics.jsonl"), "test").records;
   ASSERT_EQ(a.size(), 3u);
   ASSERT_EQ(b.size(), 3u);
   for (size_t i = 0; i < 3; ++i)
@@ -187,7 +178,7 @@ TEST_F(TrainCli, TrainsOnATsvCorpusWithWordTokens) {
   const nlohmann::json vocab = nlohmann::json::parse(io::read_file(tmp.file("run/vocab.json")));
   EXPECT_EQ(vocab["tokenization"], "whitespace");
   EXPECT_EQ(vocab["tokens"].size(), 8u);  // 4 specials + 4 words
-  EXPECT_EQ(read_metrics(tmp.file("run/metrics.jsonl")).size(), 2u);
+  EXPECT_EQ(io::read_metrics_log(tmp.file("run/metrics.jsonl"), "test").records.size(), 2u);
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
-// cli/run_report: the files write_run_report writes (figures, report.html), byte-identical on a
+// run_report/run_report: the files write_run_report writes (figures, report.html), byte-identical on a
 // second run, the optional training curve, the anti-diagonal scores, and its errors (no
 // example to show, a malformed metrics.jsonl line). The end-to-end run on a trained model is
-// in tests/e2e/infer_cli_test.cpp. The implementation comes from the attn_cli_lib library.
-#include "run_report.h"
+// in tests/e2e/infer_cli_test.cpp. The implementation comes from the attn_run_report library.
+#include "attn/run_report/run_report.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 #include "attn/train/train_config.h"
 #include "unit/models/broken_checkpoints.h"
 
-namespace attn::cli {
+namespace attn::run_report {
 namespace {
 
 using models::test_util::TempDir;
@@ -134,4 +134,4 @@ TEST(RunReport, NeedsAnExampleWhenTheFolderRecordsNoTask) {
 }
 
 }  // namespace
-}  // namespace attn::cli
+}  // namespace attn::run_report

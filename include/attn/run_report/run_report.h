@@ -1,11 +1,11 @@
-// cli/run_report.h — the figures of seed 001 and report.html for a run folder (written by
-// `attn train`) or any encoder-decoder model folder: training curve, sinusoidal PE (§3.5),
-// the causal mask with learned decoder self-attention weights (§3.2.3), encoder self- and
-// decoder cross-attention for one example, layer x head grids, and for reversal tasks the
-// anti-diagonal score. Decoder-only and encoder-only folders get the training curve and the
-// self-attention of one example (a prompt and its greedy continuation, or a text with [MASK]).
+// attn/run_report/run_report.h — the figures of seed 001 and report.html for a run folder
+// (written by `attn train`) or any model folder: training curve, sinusoidal PE (§3.5), the
+// causal mask with learned decoder self-attention weights (§3.2.3), encoder self- and decoder
+// cross-attention for one example, layer x head grids, and for reversal tasks the anti-diagonal
+// score. Decoder-only and encoder-only folders get the training curve and the self-attention of
+// one example (a prompt and its greedy continuation, or a text with [MASK]).
 // Deterministic: the same folder and options give the same bytes. Not here: any figure that
-// needs training.
+// needs training, or flags (the command line's).
 #pragma once
 
 #include <cstdint>
@@ -15,7 +15,7 @@
 
 #include "attn/models/config.h"
 
-namespace attn::cli {
+namespace attn::run_report {
 
 struct RunReportOptions {
   std::string out_dir{};             // where report.html and figures/ go; empty: the run folder
@@ -50,4 +50,4 @@ struct RunReportResult {
 // what it wrote. Errors (missing folder, bad --src, no example to show) are attn::Error.
 RunReportResult write_run_report(const std::string& run_dir, const RunReportOptions& options = {});
 
-}  // namespace attn::cli
+}  // namespace attn::run_report
