@@ -11,20 +11,14 @@
 #include "attn/core/error.h"
 #include "attn/io/atomic_file.h"
 #include "unit/models/broken_checkpoints.h"
+#include "support/error_of.h"
 
 namespace attn::io {
 namespace {
 
 using models::test_util::TempDir;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using attn::test::error_of;
 
 TEST(MetricsLog, ReadsOneObjectPerLineAndSkipsBlankLines) {
   TempDir tmp("attn_metrics_log");

@@ -11,18 +11,12 @@
 #include "attn/core/error.h"
 #include "attn/io/atomic_file.h"
 #include "unit/models/broken_checkpoints.h"
+#include "support/error_of.h"
 
 namespace attn::io {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using attn::test::error_of;
 
 TEST(TsvLine, SplitsAtTheOnlyTab) {
   const TsvFields f = split_tsv_line("a b\tc", 3, "eval", "'x.tsv'");

@@ -15,6 +15,7 @@
 #include "model_test_util.h"
 #include "support/expect_close.h"
 #include "support/gradcheck.h"
+#include "support/error_of.h"
 
 namespace attn::models {
 namespace {
@@ -23,14 +24,7 @@ using json = nlohmann::json;
 using test_util::ids;
 using test_util::tiny;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using attn::test::error_of;
 
 TEST(ModelConfigVariants, KeysAreWrittenOnlyWhenSetAndRoundTrip) {
   EXPECT_FALSE(ModelConfig{}.to_json().contains("n_kv_heads"));

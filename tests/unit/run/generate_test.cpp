@@ -15,6 +15,7 @@
 #include "attn/models/factory.h"
 #include "attn/ops/ops.h"
 #include "unit/models/broken_checkpoints.h"
+#include "support/error_of.h"
 
 namespace attn::run {
 namespace {
@@ -51,14 +52,7 @@ ModelFolder open(const TempDir& tmp, const std::string& name, const models::Mode
   return open_model_folder(dir, "test", true, c.arch);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using attn::test::error_of;
 
 // Greedy continuation by re-running the whole sequence through forward() at every step.
 decode::Hypothesis brute_force_greedy(models::DecoderOnlyModel& model, const Ids& prompt, int64_t max_tokens) {

@@ -17,6 +17,7 @@
 #include "attn/models/factory.h"
 #include "attn/train/tasks.h"
 #include "unit/models/broken_checkpoints.h"
+#include "support/error_of.h"
 
 namespace attn::run {
 namespace {
@@ -56,14 +57,7 @@ std::string save_folder(const TempDir& tmp, const std::string& name, const model
   return dir;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using attn::test::error_of;
 
 // ---- lines and tokens ---------------------------------------------------------------------
 

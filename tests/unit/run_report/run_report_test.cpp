@@ -13,6 +13,7 @@
 #include "attn/train/tasks.h"
 #include "attn/train/train_config.h"
 #include "unit/models/broken_checkpoints.h"
+#include "support/error_of.h"
 
 namespace attn::run_report {
 namespace {
@@ -41,14 +42,7 @@ std::string make_folder(const TempDir& tmp, bool with_task = true) {
   return dir;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using attn::test::error_of;
 
 TEST(RunReport, WritesEveryFigureAndTheReportWithTheSameBytesTwice) {
   TempDir tmp("attn_run_report");

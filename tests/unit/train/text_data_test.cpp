@@ -12,6 +12,7 @@
 #include "attn/core/error.h"
 #include "attn/io/atomic_file.h"
 #include "unit/models/broken_checkpoints.h"
+#include "support/error_of.h"
 
 namespace attn::train {
 namespace {
@@ -26,14 +27,7 @@ std::string write(const TempDir& tmp, const std::string& name, const std::string
   return path;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using attn::test::error_of;
 
 TEST(TextFile, ReadsNonBlankLinesWithTheirNumbers) {
   TempDir tmp("attn_text");
