@@ -118,9 +118,9 @@ void decode_beam(benchmark::State& state) {
     self_bytes = cross_bytes = 0;
     for (int64_t i = 0; i < decoder.cache().num_layers(); ++i) {
       const nn::LayerKV& l = decoder.cache().layer(i);
-      for (const Tensor* t : {&l.self_k, &l.self_v})
+      for (const Tensor* t : {&l.self.k, &l.self.v})
         if (t->defined()) self_bytes += t->numel() * static_cast<int64_t>(dtype_size(t->dtype()));
-      for (const Tensor* t : {&l.cross_k, &l.cross_v})
+      for (const Tensor* t : {&l.cross.k, &l.cross.v})
         if (t->defined()) cross_bytes += t->numel() * static_cast<int64_t>(dtype_size(t->dtype()));
     }
   }

@@ -1,6 +1,6 @@
 // LmDecoder: DecoderOnlyModel behind the IncrementalDecoder interface (see the header). start()
-// moves each prompt's padding to the front and prefills with the prompts' lengths; the first step hands back the
-// prefill's distribution, later steps run one cached decode_step.
+// moves each prompt's padding to the front and runs the prompts through the cache in one pass with their lengths;
+// the first step hands back that pass's distribution, later steps run one cached forward of one token per row.
 #include "attn/decode/lm_decoder.h"
 
 #include <algorithm>
@@ -90,8 +90,8 @@ void LmDecoder::start_prompts(const std::vector<std::vector<int64_t>>& prompts) 
   NoGradGuard no_grad;
   cache_ = model_.init_cache(b);
   const Tensor logits =
-      model_.prefill(Tensor::from_vector<int64_t>(left, {b, width}), lengths, cache_);  // [B, V]
-  first_ = log_softmax(logits);                                                        // [B, V]
+      model_.forward_cached(Tensor::from_vector<int64_t>(left, {b, width}), lengths, cache_);  // [B, V]
+  first_ = log_softmax(logits);                                                               // [B, V]
   started_ = true;
 }
 
@@ -102,13 +102,13 @@ Tensor LmDecoder::step(const Tensor& last_tokens) {
              "last_tokens must be i64 [N = ", n, "], got ", last_tokens.defined() ? last_tokens.str() : "undefined");
   ATTN_CHECK(n >= 1, kOp, "step() with no rows left");
   if (first_.defined()) {
-    Tensor out = first_;  // [N, V], the prefill's distribution (the tokens are the search's BOS)
+    Tensor out = first_;  // [N, V], the prompts' distribution (the tokens are the search's BOS)
     first_ = Tensor();
     return out;
   }
   NoGradGuard no_grad;
-  const Tensor logits = model_.decode_step(last_tokens, cache_.length(), cache_);  // [N, V]
-  return log_softmax(logits);                                                       // [N, V]
+  const Tensor logits = model_.forward_cached(last_tokens.reshape({n, 1}), cache_);  // [N, V]
+  return log_softmax(logits);                                                         // [N, V]
 }
 
 void LmDecoder::reorder(const std::vector<int64_t>& rows) {

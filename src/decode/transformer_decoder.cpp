@@ -1,5 +1,5 @@
 // TransformerDecoder: EncoderDecoderModel behind the IncrementalDecoder interface (see the
-// header). The KV path runs one decode_step per step and reorders the cache with the rows; the
+// header). The KV path runs one cached forward per step and reorders the cache with the rows; the
 // recompute path decodes the full prefix of every row again, with memory rows gathered from
 // the per-source encoder output only when the row-to-source map has changed.
 #include "attn/decode/transformer_decoder.h"
@@ -72,8 +72,8 @@ Tensor TransformerDecoder::step(const Tensor& last_tokens) {
 
 Tensor TransformerDecoder::step_cached(const Tensor& last_tokens) {
   NoGradGuard no_grad;
-  const Tensor logits = model_.decode_step(last_tokens, cache_.length(), cache_);  // [N, V]
-  return log_softmax(logits);                                                      // [N, V]
+  const Tensor logits = model_.forward_cached(last_tokens.reshape({last_tokens.size(0), 1}), cache_);  // [N, V]
+  return log_softmax(logits);                                                                          // [N, V]
 }
 
 Tensor TransformerDecoder::step_recompute(const Tensor& last_tokens) {

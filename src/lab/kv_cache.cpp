@@ -65,8 +65,8 @@ KvCacheDemo kv_cache_demo(const KvCacheOptions& o) {
   demo.model = desc;
   demo.cross_bytes = cache.memory_bytes();
   for (int64_t t = 0; t < o.steps; ++t) {
-    const Tensor token = Tensor::from_vector<int64_t>({tgt[static_cast<size_t>(t)]}, {1});  // [1]
-    const auto step = model->decode_step(token, t, cache).to_vector<double>();             // [1, V]
+    const Tensor token = Tensor::from_vector<int64_t>({tgt[static_cast<size_t>(t)]}, {1, 1});  // [1, 1]
+    const auto step = model->forward_cached(token, cache).to_vector<double>();                // [1, V]
     KvCacheStep s;
     s.position = t;
     s.token = tgt[static_cast<size_t>(t)];

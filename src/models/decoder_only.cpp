@@ -59,18 +59,18 @@ nn::KVCache DecoderOnlyModel::init_cache(int64_t rows) const {
   return cache;
 }
 
-Tensor DecoderOnlyModel::prefill_hidden(const Tensor& ids, nn::KVCache& cache) {
-  return prefill_impl(ids, nullptr, cache);
+Tensor DecoderOnlyModel::forward_cached_hidden(const Tensor& ids, nn::KVCache& cache) {
+  return cached_hidden(ids, nullptr, cache);
 }
 
-Tensor DecoderOnlyModel::prefill_hidden(const Tensor& ids, const std::vector<int64_t>& lengths,
-                                        nn::KVCache& cache) {
-  return prefill_impl(ids, &lengths, cache);
+Tensor DecoderOnlyModel::forward_cached_hidden(const Tensor& ids, const std::vector<int64_t>& lengths,
+                                               nn::KVCache& cache) {
+  return cached_hidden(ids, &lengths, cache);
 }
 
-Tensor DecoderOnlyModel::prefill_impl(const Tensor& ids, const std::vector<int64_t>* lengths, nn::KVCache& cache) {
+Tensor DecoderOnlyModel::cached_hidden(const Tensor& ids, const std::vector<int64_t>* lengths, nn::KVCache& cache) {
   ATTN_CHECK(!grad_mode_enabled() && !is_training(), kCached,
-             "prefill is for inference: call it under NoGradGuard with the model in eval mode");
+             "cached decoding is for inference: call it under NoGradGuard with the model in eval mode");
   ATTN_CHECK(ids.defined() && ids.dtype() == DType::I64 && ids.dim() == 2 && ids.size(1) >= 1, kCached,
              "ids must be i64 [N, T] with T >= 1, got ", ids.defined() ? ids.str() : "undefined");
   const int64_t n = ids.size(0), t = ids.size(1);
@@ -80,7 +80,7 @@ Tensor DecoderOnlyModel::prefill_impl(const Tensor& ids, const std::vector<int64
   const auto tokens = ids.to_vector<int64_t>();
   std::vector<int> is_pad(tokens.size());
   if (lengths != nullptr) {
-    ATTN_CHECK(cache.length() == 0, kCached, "prefill with lengths starts a batch: the cache must be empty, it holds ",
+    ATTN_CHECK(cache.length() == 0, kCached, "lengths start a batch: the cache must be empty, it holds ",
                cache.length(), " positions");
     ATTN_CHECK(static_cast<int64_t>(lengths->size()) == n, kCached, "lengths has ", lengths->size(),
                " entries for ids ", ids.str());
@@ -111,25 +111,17 @@ Tensor DecoderOnlyModel::prefill_impl(const Tensor& ids, const std::vector<int64
   return blocks_->forward_cached(x, cache, masks);  // [N, T, D]
 }
 
-Tensor DecoderOnlyModel::prefill(const Tensor& ids, const std::vector<int64_t>& lengths, nn::KVCache& cache) {
-  const Tensor hidden = prefill_hidden(ids, lengths, cache);  // [N, T, D]
+Tensor DecoderOnlyModel::forward_cached(const Tensor& ids, const std::vector<int64_t>& lengths, nn::KVCache& cache) {
+  const Tensor hidden = forward_cached_hidden(ids, lengths, cache);  // [N, T, D]
   const int64_t n = hidden.size(0), t = hidden.size(1);
   return logits(hidden.slice(1, t - 1, t)).reshape({n, config_.vocab_size()});  // [N, V]
 }
 
-Tensor DecoderOnlyModel::prefill(const Tensor& ids, nn::KVCache& cache) {
-  const Tensor hidden = prefill_hidden(ids, cache);                         // [N, T, D]
+Tensor DecoderOnlyModel::forward_cached(const Tensor& ids, nn::KVCache& cache) {
+  const Tensor hidden = forward_cached_hidden(ids, cache);                  // [N, T, D]
   const int64_t n = hidden.size(0), t = hidden.size(1);
   const Tensor last = hidden.slice(1, t - 1, t);                           // [N, 1, D]
   return logits(last).reshape({n, config_.vocab_size()});                  // [N, V]
-}
-
-Tensor DecoderOnlyModel::decode_step(const Tensor& token, int64_t position, nn::KVCache& cache) {
-  ATTN_CHECK(token.defined() && token.dtype() == DType::I64 && token.dim() == 1, kCached,
-             "decode_step's token must be i64 [N], got ", token.defined() ? token.str() : "undefined");
-  ATTN_CHECK(position == cache.length(), kCached, "position ", position, " but the cache holds ", cache.length(),
-             " positions");
-  return prefill(token.reshape({token.size(0), 1}), cache);  // [N, V]
 }
 
 }  // namespace attn::models

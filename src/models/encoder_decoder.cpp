@@ -76,25 +76,23 @@ nn::KVCache EncoderDecoderModel::init_cache(const Tensor& memory, const Tensor& 
   return decoder_->init_cache(memory, memory_padding);
 }
 
-Tensor EncoderDecoderModel::decode_step(const Tensor& tgt_token, int64_t position, nn::KVCache& cache) {
-  constexpr const char* kOp = "EncoderDecoderModel::decode_step";
+Tensor EncoderDecoderModel::forward_cached(const Tensor& tgt_ids, nn::KVCache& cache) {
+  constexpr const char* kOp = "EncoderDecoderModel::forward_cached";
   ATTN_CHECK(!grad_mode_enabled() && !is_training(), kOp,
-             "decode_step is for inference: call it under NoGradGuard with the model in eval mode");
-  ATTN_CHECK(tgt_token.defined() && tgt_token.dtype() == DType::I64 && tgt_token.dim() == 1, kOp,
-             "tgt_token must be i64 [N], got ", tgt_token.defined() ? tgt_token.str() : "undefined");
-  const int64_t n = tgt_token.size(0);
+             "cached decoding is for inference: call it under NoGradGuard with the model in eval mode");
+  ATTN_CHECK(tgt_ids.defined() && tgt_ids.dtype() == DType::I64 && tgt_ids.dim() == 2 && tgt_ids.size(1) == 1, kOp,
+             "tgt_ids must be i64 [N, 1], got ", tgt_ids.defined() ? tgt_ids.str() : "undefined");
+  const int64_t n = tgt_ids.size(0);
   ATTN_CHECK(cache.num_layers() == decoder_->num_layers() && cache.rows() == n, kOp, "the cache holds ",
              cache.rows(), " rows for ", cache.num_layers(), " layers; expected ", n, " rows for ",
              decoder_->num_layers(), " layers (init_cache first)");
-  ATTN_CHECK(position == cache.length(), kOp, "position ", position, " but the cache holds ", cache.length(),
-             " target positions");
-  const Tensor ids = tgt_token.reshape({n, 1});  // [N, 1]
-  const auto tokens = tgt_token.to_vector<int64_t>();
+  const int64_t position = cache.length();
+  const auto tokens = tgt_ids.to_vector<int64_t>();
   std::vector<int> is_pad(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) is_pad[i] = config_.pad_id >= 0 && tokens[i] == config_.pad_id ? 1 : 0;
-  Tensor y = embed(*tgt_embedding_, tgt_positions_.get(), *dropout_, ids, position);  // [N, 1, D]
+  Tensor y = embed(*tgt_embedding_, tgt_positions_.get(), *dropout_, tgt_ids, position);  // [N, 1, D]
   cache.append_self_padding(is_pad);
-  Tensor hidden = decoder_->forward_step(y, cache);  // [N, 1, D]
+  Tensor hidden = decoder_->forward_cached(y, cache);  // [N, 1, D]
   Tensor logits = generate(hidden);                  // [N, 1, V]
   return logits.reshape({n, logits.size(2)});        // [N, V]
 }

@@ -182,27 +182,20 @@ AttentionOutput MultiHeadAttention::run(const Tensor& query, const Tensor& key, 
   return result;
 }
 
-void MultiHeadAttention::project_memory_kv(const Tensor& memory, Tensor& k, Tensor& v) const {
+CrossKV MultiHeadAttention::project_memory_kv(const Tensor& memory) const {
   ATTN_CHECK(memory.defined() && memory.dim() == 3 && memory.size(2) == d_model_, kOp,
              "memory must be [B, S, ", d_model_, "], got ", memory.defined() ? memory.str() : "undefined");
   ATTN_CHECK(memory.dtype() == in_proj_weight_.dtype(), kOp, "memory must be ", dtype_name(in_proj_weight_.dtype()),
              ", got ", memory.str());
-  k = split_heads(project(memory, 1), n_kv_heads_).contiguous();  // [B, Hkv, S, Dh]
-  v = split_heads(project(memory, 2), n_kv_heads_).contiguous();  // [B, Hkv, S, Dh]
+  CrossKV kv;
+  kv.k = split_heads(project(memory, 1), n_kv_heads_).contiguous();  // [B, Hkv, S, Dh]
+  kv.v = split_heads(project(memory, 2), n_kv_heads_).contiguous();  // [B, Hkv, S, Dh]
+  return kv;
 }
 
-Tensor MultiHeadAttention::forward_step_self(const Tensor& x, Tensor& k_cache, Tensor& v_cache,
-                                             const Tensor& key_padding_mask, const Tensor& positions) {
-  ATTN_CHECK(x.defined() && x.dim() == 3 && x.size(1) == 1 && x.size(2) == d_model_, kOp,
-             "a step's x must be [N, 1, ", d_model_, "], got ", x.defined() ? x.str() : "undefined");
-  AttentionMasks masks;
-  masks.key_padding_mask = key_padding_mask;
-  masks.positions = positions;
-  return forward_cached_self(x, k_cache, v_cache, masks);  // [N, 1, D]
-}
-
-Tensor MultiHeadAttention::forward_cached_self(const Tensor& x, Tensor& k_cache, Tensor& v_cache,
-                                               const AttentionMasks& masks) {
+Tensor MultiHeadAttention::forward_cached(const Tensor& x, SelfKV& kv, const AttentionMasks& masks) {
+  Tensor& k_cache = kv.k;
+  Tensor& v_cache = kv.v;
   ATTN_CHECK(x.defined() && x.dim() == 3 && x.size(2) == d_model_, kOp, "cached self-attention's x must be [N, T, ",
              d_model_, "], got ", x.defined() ? x.str() : "undefined");
   ATTN_CHECK(x.dtype() == in_proj_weight_.dtype(), kOp, "x must be ", dtype_name(in_proj_weight_.dtype()),
@@ -251,12 +244,13 @@ Tensor MultiHeadAttention::forward_cached_self(const Tensor& x, Tensor& k_cache,
   return out_proj_->forward(join_heads(attended.out));  // [N, T, D]
 }
 
-Tensor MultiHeadAttention::forward_step_cached(const Tensor& query, const Tensor& k, const Tensor& v,
-                                               const Tensor& key_padding_mask,
-                                               const std::vector<int64_t>& row_sources) {
+Tensor MultiHeadAttention::forward_cached(const Tensor& query, const CrossKV& kv, const Tensor& key_padding_mask,
+                                          const std::vector<int64_t>& row_sources) {
+  const Tensor& k = kv.k;
+  const Tensor& v = kv.v;
   const int64_t D = d_model_, Hkv = n_kv_heads_;
   ATTN_CHECK(!options_.rope && !options_.alibi && options_.window == 0, kOp,
-             "forward_step_cached is cross-attention, which has no rope, alibi or window");
+             "cached attention over memory is cross-attention, which has no rope, alibi or window");
   ATTN_CHECK(query.defined() && query.dim() == 3 && query.size(1) == 1 && query.size(2) == D, kOp,
              "a step's query must be [N, 1, ", D, "], got ", query.defined() ? query.str() : "undefined");
   const int64_t N = query.size(0);

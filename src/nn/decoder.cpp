@@ -67,29 +67,26 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Attent
   return norm3_->forward(dropout3_->add_to(out, ff));                            // [B, T, D]
 }
 
-Tensor DecoderLayer::forward_step(const Tensor& x_t, LayerKV& cache, const Tensor& self_padding,
-                                  const Tensor& memory_padding, const std::vector<int64_t>& row_sources) {
+Tensor DecoderLayer::forward_cached(const Tensor& x_t, LayerKV& cache, const Tensor& self_padding,
+                                    const Tensor& memory_padding, const std::vector<int64_t>& row_sources) {
   const int64_t D = options_.d_model;
   ATTN_CHECK(x_t.dim() == 3 && x_t.size(1) == 1 && x_t.size(2) == D, "DecoderLayer",
              "expected a step x_t [N, 1, ", D, "], got ", x_t.str());
-  ATTN_CHECK(cache.cross_k.defined() && cache.cross_v.defined(), "DecoderLayer",
-             "forward_step needs the cross-attention K/V in the cache (Decoder::init_cache)");
+  ATTN_CHECK(cache.cross.k.defined() && cache.cross.v.defined(), "DecoderLayer",
+             "cached decoding needs the cross-attention K/V in the cache (Decoder::init_cache)");
   AttentionMasks self_masks;  // the new position sees every cached one and itself
   self_masks.key_padding_mask = self_padding;
   if (options_.norm_first) {
     Tensor h = norm1_->forward(x_t);                                                         // [N, 1, D]
-    Tensor out = dropout1_->add_to(
-        x_t, self_attn_->forward_cached_self(h, cache.self_k, cache.self_v, self_masks));  // [N, 1, D]
+    Tensor out = dropout1_->add_to(x_t, self_attn_->forward_cached(h, cache.self, self_masks));  // [N, 1, D]
     h = norm2_->forward(out);                                                                // [N, 1, D]
-    out = dropout2_->add_to(
-        out, cross_attn_->forward_step_cached(h, cache.cross_k, cache.cross_v, memory_padding, row_sources));  // [N, 1, D]
+    out = dropout2_->add_to(out, cross_attn_->forward_cached(h, cache.cross, memory_padding, row_sources));  // [N, 1, D]
     h = norm3_->forward(out);                                                                // [N, 1, D]
     return dropout3_->add_to(out, ffn(h));                                                   // [N, 1, D]
   }
-  Tensor sa = self_attn_->forward_cached_self(x_t, cache.self_k, cache.self_v, self_masks);         // [N, 1, D]
+  Tensor sa = self_attn_->forward_cached(x_t, cache.self, self_masks);                              // [N, 1, D]
   Tensor out = norm1_->forward(dropout1_->add_to(x_t, sa));                                         // [N, 1, D]
-  Tensor ca =
-      cross_attn_->forward_step_cached(out, cache.cross_k, cache.cross_v, memory_padding, row_sources);  // [N, 1, D]
+  Tensor ca = cross_attn_->forward_cached(out, cache.cross, memory_padding, row_sources);           // [N, 1, D]
   out = norm2_->forward(dropout2_->add_to(out, ca));                                                // [N, 1, D]
   Tensor ff = ffn(out);                                                                             // [N, 1, D]
   return norm3_->forward(dropout3_->add_to(out, ff));                                               // [N, 1, D]
@@ -128,23 +125,23 @@ KVCache Decoder::init_cache(const Tensor& memory, const Tensor& memory_padding) 
   KVCache cache(num_layers());
   for (int64_t i = 0; i < num_layers(); ++i) {
     LayerKV& l = cache.layer(i);
-    layer(i).multihead_attn().project_memory_kv(memory, l.cross_k, l.cross_v);  // [N, H, S, Dh] each
+    l.cross = layer(i).multihead_attn().project_memory_kv(memory);  // k, v [N, H, S, Dh]
   }
   cache.set_memory_padding(memory_padding);
   return cache;
 }
 
-Tensor Decoder::forward_step(const Tensor& x_t, KVCache& cache) {
+Tensor Decoder::forward_cached(const Tensor& x_t, KVCache& cache) {
   ATTN_CHECK(cache.num_layers() == num_layers(), "Decoder", "the cache has ", cache.num_layers(),
              " layers, the decoder ", num_layers());
   ATTN_CHECK(cache.length() >= 1, "Decoder", "append the step's target padding flags to the cache first");
   // The positions the layers hold (all of them, or the last W under a sliding window) + this one.
   const int64_t held =
-      num_layers() > 0 && cache.layer(0).self_k.defined() ? cache.layer(0).self_k.size(2) : 0;
+      num_layers() > 0 && cache.layer(0).self.k.defined() ? cache.layer(0).self.k.size(2) : 0;
   const Tensor self_padding = cache.self_padding_last(held + 1);  // [N, T'+1] or undefined
   Tensor h = x_t;                                    // [N, 1, D]
   for (int64_t i = 0; i < num_layers(); ++i)
-    h = layer(i).forward_step(h, cache.layer(i), self_padding, cache.memory_padding(), cache.row_sources());  // [N, 1, D]
+    h = layer(i).forward_cached(h, cache.layer(i), self_padding, cache.memory_padding(), cache.row_sources());  // [N, 1, D]
   if (norm_) h = norm_->forward(h);  // [N, 1, D]
   return h;
 }

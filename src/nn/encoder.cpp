@@ -54,26 +54,16 @@ Tensor EncoderLayer::forward(const Tensor& x, const AttentionMasks& masks) {
   return norm2_->forward(dropout2_->add_to(out, ff));                        // [B, T, D]
 }
 
-Tensor EncoderLayer::prefill(const Tensor& x, LayerKV& kv, const AttentionMasks& masks) {
+Tensor EncoderLayer::forward_cached(const Tensor& x, LayerKV& kv, const AttentionMasks& masks) {
   ATTN_CHECK(x.dim() == 3 && x.size(2) == options_.d_model, "EncoderLayer", "expected x [N, T, ",
              options_.d_model, "], got ", x.str());
-  auto attend = [&](const Tensor& h) { return self_attn_->forward_cached_self(h, kv.self_k, kv.self_v, masks); };
+  auto attend = [&](const Tensor& h) { return self_attn_->forward_cached(h, kv.self, masks); };
   if (options_.norm_first) {
     Tensor out = dropout1_->add_to(x, attend(norm1_->forward(x)));  // [N, T, D]
     return dropout2_->add_to(out, ffn(norm2_->forward(out)));       // [N, T, D]
   }
   Tensor out = norm1_->forward(dropout1_->add_to(x, attend(x)));    // [N, T, D]
   return norm2_->forward(dropout2_->add_to(out, ffn(out)));         // [N, T, D]
-}
-
-Tensor EncoderLayer::forward_step(const Tensor& x, LayerKV& kv, const Tensor& key_padding_mask,
-                                  const Tensor& positions) {
-  ATTN_CHECK(x.dim() == 3 && x.size(1) == 1 && x.size(2) == options_.d_model, "EncoderLayer",
-             "expected a step x [N, 1, ", options_.d_model, "], got ", x.str());
-  AttentionMasks masks;
-  masks.key_padding_mask = key_padding_mask;
-  masks.positions = positions;
-  return prefill(x, kv, masks);  // [N, 1, D]
 }
 
 Encoder::Encoder(const LayerOptions& options, int64_t n_layers, bool final_norm, Rng& rng) {
@@ -102,13 +92,13 @@ Tensor Encoder::forward_cached(const Tensor& x, KVCache& cache, const AttentionM
   // Every layer holds the same positions; the new ones join them (a window may have dropped
   // the oldest, and then their flags are dropped too).
   const int64_t held =
-      num_layers() > 0 && cache.layer(0).self_k.defined() ? cache.layer(0).self_k.size(2) : 0;
+      num_layers() > 0 && cache.layer(0).self.k.defined() ? cache.layer(0).self.k.size(2) : 0;
   ATTN_CHECK(cache.length() >= held + T, "Encoder", "append the new positions' padding flags to the cache first");
   AttentionMasks layer_masks;
   layer_masks.key_padding_mask = cache.self_padding_last(held + T);  // [N, T' + T] or undefined
   layer_masks.positions = masks.positions;
   Tensor h = x;  // [N, T, D]
-  for (int64_t i = 0; i < num_layers(); ++i) h = layer(i).prefill(h, cache.layer(i), layer_masks);  // [N, T, D]
+  for (int64_t i = 0; i < num_layers(); ++i) h = layer(i).forward_cached(h, cache.layer(i), layer_masks);  // [N, T, D]
   if (norm_) h = norm_->forward(h);  // [N, T, D]
   return h;
 }

@@ -125,8 +125,8 @@ const LayerKV& KVCache::layer(int64_t i) const {
 int64_t KVCache::rows() const {
   if (!row_sources_.empty()) return static_cast<int64_t>(row_sources_.size());
   for (const LayerKV& l : layers_) {
-    if (l.cross_k.defined()) return l.cross_k.size(0);
-    if (l.self_k.defined()) return l.self_k.size(0);
+    if (l.cross.k.defined()) return l.cross.k.size(0);
+    if (l.self.k.defined()) return l.self.k.size(0);
   }
   if (memory_padding_.defined()) return memory_padding_.size(0);
   if (self_pad_len_ > 0) return static_cast<int64_t>(self_pad_.size()) / self_pad_len_;
@@ -135,7 +135,7 @@ int64_t KVCache::rows() const {
 
 int64_t KVCache::sources() const {
   for (const LayerKV& l : layers_)
-    if (l.cross_k.defined()) return l.cross_k.size(0);
+    if (l.cross.k.defined()) return l.cross.k.size(0);
   return memory_padding_.defined() ? memory_padding_.size(0) : 0;
 }
 
@@ -201,7 +201,7 @@ void KVCache::reorder(const std::vector<int64_t>& rows) {
   const int64_t m = static_cast<int64_t>(rows.size());
   for (int64_t r : rows) ATTN_CHECK(r >= 0 && r < n, kOp, "reorder row ", r, " out of range [0, ", n, ")");
   for (LayerKV& l : layers_)
-    for (Tensor* t : {&l.self_k, &l.self_v}) *t = take_positions(*t, rows);  // [M, Hkv, T', Dh]
+    for (Tensor* t : {&l.self.k, &l.self.v}) *t = take_positions(*t, rows);  // [M, Hkv, T', Dh]
   const int64_t n_src = sources();
   if (n_src > 0 || !row_sources_.empty()) {
     // The cross-attention side stays one row per source: rows only change which source they read.
@@ -219,7 +219,7 @@ void KVCache::reorder(const std::vector<int64_t>& rows) {
     if (static_cast<int64_t>(kept.size()) < n_src) {  // sources no row reads any more are dropped
       const Tensor ids = Tensor::from_vector<int64_t>(kept, {static_cast<int64_t>(kept.size())});  // [N_src']
       for (LayerKV& l : layers_)
-        for (Tensor* t : {&l.cross_k, &l.cross_v}) *t = take_rows(*t, ids);  // [N_src', Hkv, S, Dh]
+        for (Tensor* t : {&l.cross.k, &l.cross.v}) *t = take_rows(*t, ids);  // [N_src', Hkv, S, Dh]
       memory_padding_ = take_rows(memory_padding_, ids);                      // [N_src', S]
     }
     bool identity = static_cast<int64_t>(kept.size()) == m;
@@ -245,7 +245,7 @@ void KVCache::reorder(const std::vector<int64_t>& rows) {
 int64_t KVCache::memory_bytes() const {
   int64_t bytes = 0;
   for (const LayerKV& l : layers_)
-    for (const Tensor* t : {&l.self_k, &l.self_v, &l.cross_k, &l.cross_v})
+    for (const Tensor* t : {&l.self.k, &l.self.v, &l.cross.k, &l.cross.v})
       if (t->defined()) bytes += t->numel() * static_cast<int64_t>(dtype_size(t->dtype()));
   return bytes;
 }

@@ -347,34 +347,17 @@ Tensor LinearAttention::forward(const Tensor& query, const Tensor& key, const Te
   return out_proj_->forward(join_heads(attended));           // [B, Tq, D]
 }
 
-void LinearAttention::project_memory_kv(const Tensor& memory, Tensor& k, Tensor& v) const {
+CrossKV LinearAttention::project_memory_kv(const Tensor& memory) const {
   check_input(memory, "memory");
-  k = split_heads(project(memory, 1)).contiguous();  // [B, H, S, Dh]
-  v = split_heads(project(memory, 2)).contiguous();  // [B, H, S, Dh]
+  CrossKV kv;
+  kv.k = split_heads(project(memory, 1)).contiguous();  // [B, H, S, Dh]
+  kv.v = split_heads(project(memory, 2)).contiguous();  // [B, H, S, Dh]
+  return kv;
 }
 
-Tensor LinearAttention::forward_step_self(const Tensor& x, Tensor& k_cache, Tensor& v_cache,
-                                          const Tensor& key_padding_mask) {
-  check_input(x, "a step's x");
-  ATTN_CHECK(x.size(1) == 1, kLayer, "a step's x must be [N, 1, ", d_model_, "], got ", x.str());
-  Tensor k_new = split_heads(project(x, 1));  // [N, H, 1, Dh]
-  Tensor v_new = split_heads(project(x, 2));  // [N, H, 1, Dh]
-  if (k_cache.defined()) {
-    ATTN_CHECK(k_cache.dim() == 4 && k_cache.size(0) == x.size(0) && v_cache.defined() &&
-                   v_cache.shape() == k_cache.shape(),
-               kLayer, "cached keys must be [", x.size(0), ", H, T, Dh] like the values, got ", k_cache.str(),
-               " and ", v_cache.defined() ? v_cache.str() : "undefined");
-    k_cache = concat({k_cache, k_new}, 2);  // [N, H, T+1, Dh]
-    v_cache = concat({v_cache, v_new}, 2);  // [N, H, T+1, Dh]
-  } else {
-    k_cache = k_new.contiguous();  // [N, H, 1, Dh]
-    v_cache = v_new.contiguous();  // [N, H, 1, Dh]
-  }
-  return forward_step_cached(x, k_cache, v_cache, key_padding_mask);  // [N, 1, D]
-}
-
-Tensor LinearAttention::forward_cached_self(const Tensor& x, Tensor& k_cache, Tensor& v_cache,
-                                            const AttentionMasks& masks) {
+Tensor LinearAttention::forward_cached(const Tensor& x, SelfKV& kv, const AttentionMasks& masks) {
+  Tensor& k_cache = kv.k;
+  Tensor& v_cache = kv.v;
   check_input(x, "the new positions x");
   Tensor k_new = split_heads(project(x, 1));  // [N, H, T, Dh]
   Tensor v_new = split_heads(project(x, 2));  // [N, H, T, Dh]
@@ -401,8 +384,9 @@ Tensor LinearAttention::forward_cached_self(const Tensor& x, Tensor& k_cache, Te
   return out_proj_->forward(join_heads(attended));                 // [N, T, D]
 }
 
-Tensor LinearAttention::forward_step_cached(const Tensor& query, const Tensor& k, const Tensor& v,
-                                            const Tensor& key_padding_mask) {
+Tensor LinearAttention::forward_cached(const Tensor& query, const CrossKV& kv, const Tensor& key_padding_mask) {
+  const Tensor& k = kv.k;
+  const Tensor& v = kv.v;
   check_input(query, "a step's query");
   const int64_t N = query.size(0);
   ATTN_CHECK(query.size(1) == 1, kLayer, "a step's query must be [N, 1, ", d_model_, "], got ", query.str());
@@ -449,8 +433,8 @@ void recurrent_step(T* out, T* kv, T* z, const T* q, const T* k, const T* v, int
 
 }  // namespace
 
-Tensor LinearAttention::forward_step_recurrent(const Tensor& x, LinearAttentionState& state) {
-  ATTN_CHECK(!grad_mode_enabled(), kLayer, "forward_step_recurrent is for inference: call it under NoGradGuard");
+Tensor LinearAttention::forward_cached(const Tensor& x, LinearAttentionState& state) {
+  ATTN_CHECK(!grad_mode_enabled(), kLayer, "the recurrent form is for inference: call it under NoGradGuard");
   check_input(x, "a step's x");
   const int64_t N = x.size(0), H = n_heads_, Dh = head_dim_;
   ATTN_CHECK(x.size(1) == 1, kLayer, "a step's x must be [N, 1, ", d_model_, "], got ", x.str());

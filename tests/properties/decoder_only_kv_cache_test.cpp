@@ -1,9 +1,9 @@
 // Property: cached decoding of a decoder-only model equals its full causal forward (paper
 // §3.2.3; seed 000's "step by step with a cache equals the full computation"). A batch of
 // sequences of different lengths is run once through forward() right-padded; then left-padded
-// prompts are prefilled and continued token by token, and every row's logits must equal the
+// prompts are run through the cache at once and continued token by token, and every row's logits must equal the
 // full forward's at the same (row-relative) position within 1e-5 (f32) / 1e-10 (f64), for each
-// positional kind, post- and pre-norm. Also: prefilling in chunks equals one prefill, and the
+// positional kind, post- and pre-norm. Also: a prompt in chunks equals the prompt at once, and the
 // same prompt gives the same logits alone or inside a padded batch. Controls: a wrong position
 // offset is caught.
 #include <gtest/gtest.h>
@@ -74,20 +74,20 @@ Tensor at(const Tensor& full, int64_t b, int64_t t) {
 }
 
 // Largest difference between the cached logits and the full forward over every decoded
-// position of every row: the prefill's last column, then kGen - 1 steps (the step that feeds
+// position of every row: the prompts' last column, then kGen - 1 steps (the step that feeds
 // the last token predicts beyond the sequences and is only run).
 double cached_vs_full(DecoderOnlyModel& model, const std::vector<std::vector<int64_t>>& seqs) {
   NoGradGuard no_grad;
   const Tensor full = model.forward(right_padded(seqs));  // [B, T, V]
   const int64_t B = static_cast<int64_t>(seqs.size());
   nn::KVCache cache = model.init_cache(B);
-  Tensor logits = model.prefill(left_padded_prompts(seqs, kGen), cache);  // [B, V]
+  Tensor logits = model.forward_cached(left_padded_prompts(seqs, kGen), cache);  // [B, V]
   double worst = 0;
   for (int64_t g = 0; g <= kGen; ++g) {
     if (g > 0) {
       std::vector<int64_t> tok;
       for (const auto& s : seqs) tok.push_back(s[s.size() - static_cast<size_t>(kGen - g + 1)]);
-      logits = model.decode_step(Tensor::from_vector<int64_t>(tok, {B}), cache.length(), cache);  // [B, V]
+      logits = model.forward_cached(Tensor::from_vector<int64_t>(tok, {B, 1}), cache);  // [B, V]
       if (g == kGen) break;  // the last token's prediction lies beyond the sequences
     }
     for (int64_t b = 0; b < B; ++b) {
@@ -120,19 +120,19 @@ TEST_P(DecoderOnlyKVCache, PrefillInChunksEqualsOnePrefillAndSteps) {
   NoGradGuard no_grad;
   const Tensor ids = props::ids({props::kPad, props::kPad, 1, 4, 5, 6, 1, 7, 8, 9, 10, 11}, 2, 6);
   nn::KVCache whole = model.init_cache(2);
-  const Tensor h_whole = model.prefill_hidden(ids, whole);  // [2, 6, D]
+  const Tensor h_whole = model.forward_cached_hidden(ids, whole);  // [2, 6, D]
   nn::KVCache chunked = model.init_cache(2);
-  const Tensor h1 = model.prefill_hidden(ids.slice(1, 0, 4).contiguous(), chunked);  // [2, 4, D]
-  const Tensor h2 = model.prefill_hidden(ids.slice(1, 4, 6).contiguous(), chunked);  // [2, 2, D]
-  EXPECT_TRUE(test::all_close(concat({h1, h2}, 1), h_whole, tol, 0, "two chunks vs one prefill"));
+  const Tensor h1 = model.forward_cached_hidden(ids.slice(1, 0, 4).contiguous(), chunked);  // [2, 4, D]
+  const Tensor h2 = model.forward_cached_hidden(ids.slice(1, 4, 6).contiguous(), chunked);  // [2, 2, D]
+  EXPECT_TRUE(test::all_close(concat({h1, h2}, 1), h_whole, tol, 0, "two chunks vs the prompt at once"));
   EXPECT_EQ(chunked.length(), 6);
   EXPECT_EQ(chunked.left_pad(), (std::vector<int64_t>{2, 0}));
   // A chunk of one is a step.
   nn::KVCache stepped = model.init_cache(2);
-  model.prefill_hidden(ids.slice(1, 0, 5).contiguous(), stepped);
-  const Tensor last = model.decode_step(ids.slice(1, 5, 6).contiguous().reshape({2}), 5, stepped);  // [2, V]
+  model.forward_cached_hidden(ids.slice(1, 0, 5).contiguous(), stepped);
+  const Tensor last = model.forward_cached(ids.slice(1, 5, 6).contiguous(), stepped);  // [2, V]
   const Tensor want = model.logits(h_whole.slice(1, 5, 6)).reshape({2, props::kVocab});
-  EXPECT_TRUE(test::all_close(last, want, tol, 0, "prefill then a step"));
+  EXPECT_TRUE(test::all_close(last, want, tol, 0, "a prompt then a step"));
 }
 
 TEST_P(DecoderOnlyKVCache, APromptGivesTheSameLogitsAloneOrInAPaddedBatch) {
@@ -144,13 +144,13 @@ TEST_P(DecoderOnlyKVCache, APromptGivesTheSameLogitsAloneOrInAPaddedBatch) {
     NoGradGuard no_grad;
     // Row 1 is the short prompt {1, 8, 3}, left-padded by three.
     nn::KVCache batch = model.init_cache(2);
-    Tensor in_batch = model.prefill(props::ids({1, 5, 9, 4, 11, 3, props::kPad, props::kPad, props::kPad, 1, 8, 3}, 2, 6), batch);
+    Tensor in_batch = model.forward_cached(props::ids({1, 5, 9, 4, 11, 3, props::kPad, props::kPad, props::kPad, 1, 8, 3}, 2, 6), batch);
     nn::KVCache alone = model.init_cache(1);
-    Tensor by_itself = model.prefill(props::ids({1, 8, 3}, 1, 3), alone);
-    EXPECT_TRUE(test::all_close(in_batch.slice(0, 1, 2), by_itself, tol, 0, "prefill"));
+    Tensor by_itself = model.forward_cached(props::ids({1, 8, 3}, 1, 3), alone);
+    EXPECT_TRUE(test::all_close(in_batch.slice(0, 1, 2), by_itself, tol, 0, "prompt"));
     for (int64_t tok : {4, 12, 6}) {
-      in_batch = model.decode_step(Tensor::from_vector<int64_t>({7, tok}, {2}), batch.length(), batch);
-      by_itself = model.decode_step(Tensor::from_vector<int64_t>({tok}, {1}), alone.length(), alone);
+      in_batch = model.forward_cached(Tensor::from_vector<int64_t>({7, tok}, {2, 1}), batch);
+      by_itself = model.forward_cached(Tensor::from_vector<int64_t>({tok}, {1, 1}), alone);
       EXPECT_TRUE(test::all_close(in_batch.slice(0, 1, 2), by_itself, tol, 0, "step"));
     }
   }
@@ -171,8 +171,8 @@ TEST(DecoderOnlyKVCacheControl, AWrongPositionOffsetIsCaught) {
   const Tensor want = at(model.forward(right_padded({{1, 8, 3}})), 0, 2).reshape({1, props::kVocab});
   const Tensor prompt = props::ids({props::kPad, props::kPad, 1, 8, 3}, 1, 5);
   nn::KVCache a = model.init_cache(1), b = shifted.init_cache(1);
-  EXPECT_LE(test::max_abs_diff(model.prefill(prompt, a), want), 1e-10);
-  EXPECT_GT(test::max_abs_diff(shifted.prefill(prompt, b), want), 1e-3);
+  EXPECT_LE(test::max_abs_diff(model.forward_cached(prompt, a), want), 1e-10);
+  EXPECT_GT(test::max_abs_diff(shifted.forward_cached(prompt, b), want), 1e-3);
 }
 
 TEST(DecoderOnlyKVCacheErrors, LearnedPositionsBeyondMaxLenAreAnError) {
@@ -183,14 +183,14 @@ TEST(DecoderOnlyKVCacheErrors, LearnedPositionsBeyondMaxLenAreAnError) {
   // Left padding does not use up positions: 4 PAD + 12 tokens fill positions 0..11 only.
   std::vector<int64_t> prompt(4, props::kPad);
   for (int i = 0; i < 12; ++i) prompt.push_back(3 + i % 10);
-  model.prefill(props::ids(prompt, 1, 16), cache);
-  for (int64_t t = 0; t < 4; ++t) model.decode_step(Tensor::from_vector<int64_t>({5}, {1}), cache.length(), cache);
-  EXPECT_THROW(model.decode_step(Tensor::from_vector<int64_t>({5}, {1}), cache.length(), cache), Error);
+  model.forward_cached(props::ids(prompt, 1, 16), cache);
+  for (int64_t t = 0; t < 4; ++t) model.forward_cached(Tensor::from_vector<int64_t>({5}, {1, 1}), cache);
+  EXPECT_THROW(model.forward_cached(Tensor::from_vector<int64_t>({5}, {1, 1}), cache), Error);
   nn::KVCache fresh = model.init_cache(1);
-  EXPECT_THROW(model.prefill(props::ids(std::vector<int64_t>(17, 4), 1, 17), fresh), Error);
+  EXPECT_THROW(model.forward_cached(props::ids(std::vector<int64_t>(17, 4), 1, 17), fresh), Error);
   try {
     nn::KVCache again = model.init_cache(1);
-    model.prefill(props::ids(std::vector<int64_t>(17, 4), 1, 17), again);
+    model.forward_cached(props::ids(std::vector<int64_t>(17, 4), 1, 17), again);
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("max_len 16"), std::string::npos) << e.what();
   }
@@ -203,14 +203,14 @@ TEST(DecoderOnlyKVCacheErrors, MisuseIsAnError) {
   {
     NoGradGuard no_grad;
     nn::KVCache cache = model.init_cache(2);
-    EXPECT_THROW(model.prefill(props::ids({1, 2, 3}, 1, 3), cache), Error);  // 1 row for a 2-row cache
-    EXPECT_THROW(model.prefill(Tensor::zeros({2, 3}), cache), Error);         // not i64
-    EXPECT_THROW(model.decode_step(Tensor::from_vector<int64_t>({1, 1}, {2}), 3, cache), Error);  // wrong position
-    EXPECT_THROW(model.decode_step(Tensor::from_vector<int64_t>({1, 99}, {2}), 0, cache), Error);  // id outside V
+    EXPECT_THROW(model.forward_cached(props::ids({1, 2, 3}, 1, 3), cache), Error);  // 1 row for a 2-row cache
+    EXPECT_THROW(model.forward_cached(Tensor::zeros({2, 3}), cache), Error);         // not i64
+    EXPECT_THROW(model.forward_cached(Tensor::from_vector<int64_t>({1, 1}, {2}), cache), Error);  // [N], not [N, T]
+    EXPECT_THROW(model.forward_cached(Tensor::from_vector<int64_t>({1, 99}, {2, 1}), cache), Error);  // id outside V
     EXPECT_THROW(model.init_cache(0), Error);
   }
   nn::KVCache cache;
-  EXPECT_THROW(model.prefill(props::ids({1, 2, 3}, 1, 3), cache), Error);  // grad mode on
+  EXPECT_THROW(model.forward_cached(props::ids({1, 2, 3}, 1, 3), cache), Error);  // grad mode on
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, DecoderOnlyKVCache, ::testing::Values(DType::F32, DType::F64),

@@ -1,10 +1,10 @@
 // Property: cached decoding equals the full forward for every descendant of the paper (issue 5):
 // RoPE (both pairings), ALiBi, grouped-query and multi-query attention, a sliding window, and a
 // LLaMA-style block (RoPE + GQA + SwiGLU + RMSNorm + pre-norm + final norm). Decoder-only: a
-// padded batch prefilled left-aligned and continued step by step, every position within 1e-5
+// padded batch run through the cache left-aligned and continued step by step, every position within 1e-5
 // (f32) / 1e-10 (f64) of forward(); the window's cache holds only W positions; the same prompt
 // alone or in a batch gives the same logits. Encoder-decoder (RoPE, ALiBi, GQA):
-// decode_step equals forward() at every target position. A control breaks the RoPE positions.
+// forward_cached equals forward() at every target position. A control breaks the RoPE positions.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -82,13 +82,13 @@ double cached_vs_full(DecoderOnlyModel& model, int64_t* held) {
   }
   const Tensor full = model.forward(props::ids(right, B, static_cast<int64_t>(width)));  // [B, T, V]
   nn::KVCache cache = model.init_cache(B);
-  Tensor logits = model.prefill(props::ids(left, B, static_cast<int64_t>(pwidth)), cache);  // [B, V]
+  Tensor logits = model.forward_cached(props::ids(left, B, static_cast<int64_t>(pwidth)), cache);  // [B, V]
   double worst = 0;
   for (int64_t g = 0; g < kGen; ++g) {
     if (g > 0) {
       std::vector<int64_t> tok;
       for (const auto& s : kSeqs) tok.push_back(s[s.size() - static_cast<size_t>(kGen - g + 1)]);
-      logits = model.decode_step(Tensor::from_vector<int64_t>(tok, {B}), cache.length(), cache);
+      logits = model.forward_cached(Tensor::from_vector<int64_t>(tok, {B, 1}), cache);
     }
     for (int64_t b = 0; b < B; ++b) {
       const int64_t pos = static_cast<int64_t>(kSeqs[static_cast<size_t>(b)].size()) - kGen - 1 + g;
@@ -96,7 +96,7 @@ double cached_vs_full(DecoderOnlyModel& model, int64_t* held) {
       worst = std::max(worst, test::max_abs_diff(logits.slice(0, b, b + 1), want));
     }
   }
-  *held = cache.layer(0).self_k.size(2);
+  *held = cache.layer(0).self.k.size(2);
   return worst;
 }
 
@@ -131,12 +131,12 @@ TEST_P(VariantsKVCache, APromptGivesTheSameLogitsAloneOrInAPaddedBatchForEachVar
     randomize(model, 53);
     NoGradGuard no_grad;
     nn::KVCache batch = model.init_cache(2), alone = model.init_cache(1);
-    Tensor in_batch = model.prefill(props::ids({1, 5, 9, 4, 11, props::kPad, props::kPad, 1, 8, 3}, 2, 5), batch);
-    Tensor by_itself = model.prefill(props::ids({1, 8, 3}, 1, 3), alone);
-    EXPECT_TRUE(test::all_close(in_batch.slice(0, 1, 2), by_itself, tol, 0, name + " prefill"));
+    Tensor in_batch = model.forward_cached(props::ids({1, 5, 9, 4, 11, props::kPad, props::kPad, 1, 8, 3}, 2, 5), batch);
+    Tensor by_itself = model.forward_cached(props::ids({1, 8, 3}, 1, 3), alone);
+    EXPECT_TRUE(test::all_close(in_batch.slice(0, 1, 2), by_itself, tol, 0, name + " prompt"));
     for (int64_t tok : {4, 12, 6, 7}) {
-      in_batch = model.decode_step(Tensor::from_vector<int64_t>({7, tok}, {2}), batch.length(), batch);
-      by_itself = model.decode_step(Tensor::from_vector<int64_t>({tok}, {1}), alone.length(), alone);
+      in_batch = model.forward_cached(Tensor::from_vector<int64_t>({7, tok}, {2, 1}), batch);
+      by_itself = model.forward_cached(Tensor::from_vector<int64_t>({tok}, {1, 1}), alone);
       EXPECT_TRUE(test::all_close(in_batch.slice(0, 1, 2), by_itself, tol, 0, name + " step"));
     }
   }
@@ -161,8 +161,8 @@ TEST_P(VariantsKVCache, EncoderDecoderStepsEqualTheFullForwardWithRelativePositi
     nn::KVCache cache = model.init_cache(model.encode(src), model.padding_mask(src));
     double worst = 0;
     for (int64_t t = 0; t < 5; ++t) {
-      const Tensor tok = tgt.slice(1, t, t + 1).contiguous().reshape({2});
-      const Tensor step = model.decode_step(tok, t, cache);  // [2, V]
+      const Tensor tok = tgt.slice(1, t, t + 1).contiguous();  // [2, 1]
+      const Tensor step = model.forward_cached(tok, cache);   // [2, V]
       worst = std::max(worst, test::max_abs_diff(step, full.slice(1, t, t + 1).reshape({2, props::kVocab})));
     }
     EXPECT_LE(worst, tol) << name;

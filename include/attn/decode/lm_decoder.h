@@ -1,8 +1,8 @@
 // attn/decode/lm_decoder.h — the IncrementalDecoder of a decoder-only language model
 // (models::DecoderOnlyModel, GPT style), so that greedy_search, beam_search and sample
 // (decode/*.h) continue prompts unchanged. start() takes the prompts right-padded, as every
-// caller passes a batch, re-aligns them to the left (PAD first) and prefills the KV cache in one
-// pass; step() then feeds one token per row; reorder() reorders the cache rows. Models without a
+// caller passes a batch, re-aligns them to the left (PAD first) and runs them through the KV cache
+// in one pass; step() then feeds one token per row; reorder() reorders the cache rows. Models without a
 // PAD token (pad_id -1, GPT-2) take prompts of different lengths as token lists or as lengths:
 // the padding mask then comes from the lengths, never from a token id.
 // Not here: prompts longer than the model allows are the model's error, not truncated.
@@ -25,7 +25,7 @@ class LmDecoder : public IncrementalDecoder {
 
   // prompt_ids I64 [B, S], each row a prompt of at least one token followed by PAD (the
   // model's pad_id). Re-aligned to the left internally ([B, S'] with S' the longest prompt) and
-  // run through DecoderOnlyModel::prefill; afterwards row b continues prompt b.
+  // run through DecoderOnlyModel::forward_cached; afterwards row b continues prompt b.
   // With pad_id -1 every token of every row is a prompt token (all prompts as long as S), unless
   // set_prompt_lengths() gave the lengths first.
   void start(const Tensor& prompt_ids) override;
@@ -48,7 +48,7 @@ class LmDecoder : public IncrementalDecoder {
   const nn::KVCache& cache() const { return cache_; }
 
  private:
-  // Left-aligns the prompts and prefills the cache.
+  // Left-aligns the prompts and runs them through the cache.
   void start_prompts(const std::vector<std::vector<int64_t>>& prompts);
 
   models::DecoderOnlyModel& model_;

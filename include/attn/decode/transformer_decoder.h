@@ -1,6 +1,6 @@
 // attn/decode/transformer_decoder.h — the IncrementalDecoder of the paper's Transformer
 // (models::EncoderDecoderModel, §3): start() encodes every source once and projects the
-// cross-attention keys/values once; step() runs one decode_step per row against a typed
+// cross-attention keys/values once; step() runs one forward_cached for every row against a typed
 // per-layer KV cache (nn/kv_cache.h) under NoGradGuard and returns log_softmax of the logits;
 // reorder() reorders the cache rows. The old recompute path (the whole prefix each step,
 // O(T^2) per hypothesis) stays available behind the constructor flag, for comparison.

@@ -1,7 +1,7 @@
 // attn/lab/kv_cache.h — `attn lab kv-cache`: incremental decoding with a KV cache gives
 // exactly the full causal result (seed 000's last cell, seed 003's inference section; paper §3.2.3).
 // A randomly initialised encoder-decoder (the seed's small model: D = 64, 4 heads, 2 + 2 layers)
-// decodes a target prefix once in full and once step by step through init_cache / decode_step,
+// decodes a target prefix once in full and once step by step through init_cache / forward_cached,
 // and every step's logits are compared with the full pass at that position. Not here: search,
 // trained weights, timing (bench/ measures decoding speed).
 #pragma once

@@ -4,11 +4,12 @@
 // [V, D] without bias, tied to the embedding or not. state_dict names:
 //   embedding.weight, [pos_embedding.weight,] layers.N.*, [norm.*,] lm_head.weight
 // (with tie_output, lm_head.weight is an alias of embedding.weight, stored once).
-// Cached decoding: init_cache, prefill (a whole prompt batch at once) and decode_step (one
-// token per row), the decoder-only twin of EncoderDecoderModel's. Batched prompts of different
-// lengths are LEFT-padded with PAD, so that every row's next token lands at the same cache
-// index; a row's positions start at its first real token (see nn::KVCache::left_pad). Models
-// without a PAD token (pad_id -1, GPT-2) give the rows' lengths instead.
+// Cached decoding: init_cache, then forward_cached with the next T tokens of every row (a whole
+// prompt batch at once, or one token per row), the decoder-only twin of EncoderDecoderModel's.
+// Batched prompts of different lengths are LEFT-padded with PAD, so that every row's next
+// token lands at the same cache index; a row's positions start at its first real token (see
+// nn::KVCache::left_pad). Models without a PAD token (pad_id -1, GPT-2) give the rows' lengths
+// instead.
 #pragma once
 
 #include <memory>
@@ -38,30 +39,28 @@ class DecoderOnlyModel : public Model {
   // ids I64 [N, T]: the next T tokens of every row, all at once (the prompt). On an empty
   // cache the rows may be left-padded: row r's leading PAD tokens are recorded as its left
   // padding and its first real token gets position 0; PAD keys are masked everywhere. On a
-  // non-empty cache the chunk continues every row. Appends the tokens' K/V to `cache` and
+  // non-empty cache the chunk continues every row (T = 1: one decoding step; the tokens sit
+  // at cache index cache.length()). Appends the tokens' K/V (and PAD flags) to `cache` and
   // returns the logits of the chunk's LAST column, [N, V] (the next-token distribution).
   // Each row's logits equal forward()'s for that row alone without the padding (to rounding).
-  Tensor prefill(const Tensor& ids, nn::KVCache& cache);
+  // Learned positions beyond max_len - 1 are an error.
+  Tensor forward_cached(const Tensor& ids, nn::KVCache& cache);
   // The same, returning the last block's (normed) output for every new position, [N, T, D].
-  Tensor prefill_hidden(const Tensor& ids, nn::KVCache& cache);
+  Tensor forward_cached_hidden(const Tensor& ids, nn::KVCache& cache);
   // Prompts of different lengths without PAD ids (any pad_id, also -1): on an empty cache,
   // ids [N, T] left-aligned, row r's real tokens are its last lengths[r] (1 <= lengths[r] <= T);
   // the T - lengths[r] before them are padding whatever their ids (masked, not positioned).
-  // -> logits [N, V] of the last column, as prefill(ids, cache).
-  Tensor prefill(const Tensor& ids, const std::vector<int64_t>& lengths, nn::KVCache& cache);
-  Tensor prefill_hidden(const Tensor& ids, const std::vector<int64_t>& lengths, nn::KVCache& cache);
-  // token I64 [N], the token at cache index `position` (= cache.length()) of every row ->
-  // logits [N, V] for the next token. Appends the step's K/V (and PAD flag) to `cache`.
-  // Learned positions beyond max_len - 1 are an error.
-  Tensor decode_step(const Tensor& token, int64_t position, nn::KVCache& cache);
+  // -> logits [N, V] of the last column, as forward_cached(ids, cache).
+  Tensor forward_cached(const Tensor& ids, const std::vector<int64_t>& lengths, nn::KVCache& cache);
+  Tensor forward_cached_hidden(const Tensor& ids, const std::vector<int64_t>& lengths, nn::KVCache& cache);
 
   nn::Encoder& blocks() { return *blocks_; }
   nn::Embedding& embedding() { return *embedding_; }
   nn::Linear& lm_head() { return *lm_head_; }
 
  private:
-  // prefill_hidden with the rows' padding from PAD ids (lengths null) or from lengths.
-  Tensor prefill_impl(const Tensor& ids, const std::vector<int64_t>* lengths, nn::KVCache& cache);
+  // forward_cached_hidden with the rows' padding from PAD ids (lengths null) or from lengths.
+  Tensor cached_hidden(const Tensor& ids, const std::vector<int64_t>* lengths, nn::KVCache& cache);
 
   std::shared_ptr<nn::Embedding> embedding_;
   std::shared_ptr<nn::PositionalEncoding> positions_;

@@ -6,7 +6,7 @@
 //   encoder.layers.N.*, encoder.norm.*, decoder.layers.N.*, decoder.norm.*, src_embedding.weight,
 //   tgt_embedding.weight, [src_pos_embedding.weight, tgt_pos_embedding.weight,] generator.weight,
 //   generator.bias. Tied tensors are stored once, under the first name (src_embedding.weight).
-// Step-by-step decoding: init_cache + decode_step, with a typed KV cache (nn/kv_cache.h).
+// Step-by-step decoding: init_cache + forward_cached, with a typed KV cache (nn/kv_cache.h).
 #pragma once
 
 #include <memory>
@@ -40,10 +40,10 @@ class EncoderDecoderModel : public Model {
   // both are checked). memory [N, S, D], memory_padding Bool [N, S] or undefined -> a cache
   // holding every decoder layer's cross-attention K/V (computed once per source).
   nn::KVCache init_cache(const Tensor& memory, const Tensor& memory_padding);
-  // tgt_token I64 [N], the token at target position `position` (= cache.length(); 0 for BOS)
+  // tgt_ids I64 [N, 1], every row's token at target position cache.length() (0 for BOS)
   // -> logits [N, V] for the next token, equal to decode()'s logits at that position for the
   // whole prefix. Appends the step's self-attention K/V (and PAD flag) to `cache`.
-  Tensor decode_step(const Tensor& tgt_token, int64_t position, nn::KVCache& cache);
+  Tensor forward_cached(const Tensor& tgt_ids, nn::KVCache& cache);
 
   nn::Encoder& encoder() { return *encoder_; }
   nn::Decoder& decoder() { return *decoder_; }

@@ -7,10 +7,11 @@
 // (the op reads and writes through strides). Self-attention without RoPE projects q, k, v in
 // one product by in_proj_weight and attends inside that [B, T, 3D] tensor
 // (scaled_dot_product_attention_packed).
-// Incremental decoding against cached keys/values (nn/kv_cache.h) is forward_cached_self and
-// the *_step methods. The descendants are AttentionOptions: grouped-query attention (fewer
-// key/value heads; then in_proj is [D + 2*Hkv*Dh, D]), RoPE on q and k, ALiBi biases, and a
-// sliding window (the cache then keeps only W positions).
+// Incremental decoding against cached keys/values (nn/kv_cache.h) is forward_cached: over a
+// layer's SelfKV (causal self-attention) or its CrossKV (attention over memory). The
+// descendants are AttentionOptions: grouped-query attention (fewer key/value heads; then
+// in_proj is [D + 2*Hkv*Dh, D]), RoPE on q and k, ALiBi biases, and a sliding window (the
+// cache then keeps only W positions).
 // Not here: separate kdim/vdim, bias_k/bias_v, add_zero_attn.
 #pragma once
 
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "attn/core/rng.h"
+#include "attn/nn/kv_cache.h"
 #include "attn/nn/linear.h"
 #include "attn/nn/module.h"
 #include "attn/ops/attention.h"
@@ -72,10 +74,9 @@ class AttentionModule : public Module {
   // query [B, Tq, D], key [B, Tk, D], value [B, Tk, D] -> [B, Tq, D].
   virtual Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value,
                          const AttentionMasks& masks = {}) = 0;
-  // Causal self-attention of T new positions x [N, T, D] over cached keys/values [N, Hkv, T', Dh]
-  // and themselves; the new keys/values are appended to the caches. -> [N, T, D].
-  virtual Tensor forward_cached_self(const Tensor& x, Tensor& k_cache, Tensor& v_cache,
-                                     const AttentionMasks& masks) = 0;
+  // Causal self-attention of T new positions x [N, T, D] over the cached keys/values kv
+  // ([N, Hkv, T', Dh]) and themselves; the new keys/values are appended to kv. -> [N, T, D].
+  virtual Tensor forward_cached(const Tensor& x, SelfKV& kv, const AttentionMasks& masks) = 0;
 };
 
 class MultiHeadAttention : public AttentionModule {
@@ -98,24 +99,12 @@ class MultiHeadAttention : public AttentionModule {
                                        const AttentionMasks& masks = {});
 
   // Incremental decoding (inference only: call under NoGradGuard in eval mode; no dropout, no
-  // attention capture). Cached keys and values have Hkv heads. memory [B, S, D] -> its keys k
-  // and values v [B, Hkv, S, Dh], projected once per source for cross-attention.
-  void project_memory_kv(const Tensor& memory, Tensor& k, Tensor& v) const;
-  // One self-attention step: x [N, 1, D]; forward_cached_self with T = 1. positions I64 [N, 1]
-  // (RoPE) or undefined. key_padding_mask Bool [N, T' + 1] or undefined. -> [N, 1, D].
-  Tensor forward_step_self(const Tensor& x, Tensor& k_cache, Tensor& v_cache, const Tensor& key_padding_mask,
-                           const Tensor& positions = Tensor());
-  // One query step against cached keys/values (cross-attention, without rope, alibi or a
-  // window): query [N, 1, D], k and v [N_src, Hkv, Tk, Dh], key_padding_mask Bool [N_src, Tk]
-  // or undefined; row r attends source row row_sources[r] (empty: N_src = N and row r reads
-  // row r). The rows of one source read its K/V where they lie, never a copy per row: they
-  // attend as extra query heads of that source (grouped-query attention, one query per head,
-  // so each row's result is the one it gets alone). -> [N, 1, D].
-  Tensor forward_step_cached(const Tensor& query, const Tensor& k, const Tensor& v, const Tensor& key_padding_mask,
-                             const std::vector<int64_t>& row_sources = {});
+  // attention capture). Cached keys and values have Hkv heads. memory [B, S, D] -> its keys and
+  // values [B, Hkv, S, Dh], projected once per source for cross-attention.
+  CrossKV project_memory_kv(const Tensor& memory) const;
   // Causal self-attention of T new positions x [N, T, D] over the cached ones and themselves
-  // (a prompt's prefill, or T = 1 for a step): their keys and values (rotated by RoPE) are
-  // appended to k_cache and v_cache ([N, Hkv, T', Dh] -> [N, Hkv, T' + T, Dh]; undefined =
+  // (a whole prompt, or T = 1 for a step): their keys and values (rotated by RoPE) are
+  // appended to kv.k and kv.v ([N, Hkv, T', Dh] -> [N, Hkv, T' + T, Dh]; undefined =
   // empty) and new query i sees every cached key and new keys <= i (and with a window W only
   // the last W; the cache then keeps only its last W positions). The caches grow in place
   // through nn::append_positions (nn/kv_cache.h): views of buffers with spare room, so a step
@@ -123,8 +112,15 @@ class MultiHeadAttention : public AttentionModule {
   // stacked in_proj_weight. masks.key_padding_mask: Bool
   // [N, T' + T] or undefined; masks.positions: I64 [N, T] or [T], the new positions (RoPE;
   // undefined = T' .. T' + T - 1); masks.causal and attn_mask are ignored. -> [N, T, D].
-  Tensor forward_cached_self(const Tensor& x, Tensor& k_cache, Tensor& v_cache,
-                             const AttentionMasks& masks) override;
+  Tensor forward_cached(const Tensor& x, SelfKV& kv, const AttentionMasks& masks) override;
+  // One query step against a layer's cross-attention K/V (no rope, alibi or window): query
+  // [N, 1, D], kv.k and kv.v [N_src, Hkv, Tk, Dh], key_padding_mask Bool [N_src, Tk] or
+  // undefined; row r attends source row row_sources[r] (empty: N_src = N and row r reads row r).
+  // The rows of one source read its K/V where they lie, never a copy per row: they attend as
+  // extra query heads of that source (grouped-query attention, one query per head, so each
+  // row's result is the one it gets alone). -> [N, 1, D].
+  Tensor forward_cached(const Tensor& query, const CrossKV& kv, const Tensor& key_padding_mask,
+                        const std::vector<int64_t>& row_sources = {});
 
   // [B, T, D] -> [B, H, T, Dh]: reshape to [B, T, H, Dh], then swap T and H. With `heads`
   // given, [B, T, heads*Dh] -> [B, heads, T, Dh] (the key/value heads).

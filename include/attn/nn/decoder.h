@@ -3,7 +3,7 @@
 // over the encoder output ("memory"), FFN; each wrapped as in encoder.h (post- or pre-norm):
 //   post-norm: x = norm1(x + d1(SA(x))); x = norm2(x + d2(CA(x, mem))); x = norm3(x + d3(FFN(x)))
 // Names: self_attn.*, multihead_attn.*, linear1.*, linear2.*, norm1..3.*; stack "layers.N.", "norm.".
-// forward_step: incremental decoding of one new position against a KVCache (nn/kv_cache.h).
+// forward_cached: incremental decoding of one new position against a KVCache (nn/kv_cache.h).
 // The self-attention is softmax or linear attention (LayerOptions::attention_kind; the
 // attention over memory stays softmax), the FFN dense or a mixture of experts ("moe").
 #pragma once
@@ -33,13 +33,13 @@ class DecoderLayer : public Module {
                  const AttentionMasks& cross_masks = {});
 
   // One decoding step (inference only: NoGradGuard, eval mode). x_t [N, 1, D] is the newest
-  // position; its self-attention K/V are appended to cache.self_k/self_v and it attends over
-  // them and over cache.cross_k/cross_v, through the same sublayers and norms as forward().
+  // position; its self-attention K/V are appended to cache.self and it attends over them and
+  // over cache.cross, through the same sublayers and norms as forward().
   // self_padding Bool [N, T'+1] (the cached positions and this one) / memory_padding Bool
   // [N_src, S], or undefined; row r reads source row row_sources[r] of the cross-attention K/V
   // (empty: row r). With RoPE, this position is the number of cached ones. -> [N, 1, D].
-  Tensor forward_step(const Tensor& x_t, LayerKV& cache, const Tensor& self_padding, const Tensor& memory_padding,
-                      const std::vector<int64_t>& row_sources = {});
+  Tensor forward_cached(const Tensor& x_t, LayerKV& cache, const Tensor& self_padding, const Tensor& memory_padding,
+                        const std::vector<int64_t>& row_sources = {});
 
   // As EncoderLayer's: self_attention() of either kind, self_attn() the softmax one (an error
   // with linear attention), feed_forward() the dense FFN (an error with experts), moe().
@@ -73,9 +73,9 @@ class Decoder : public Module {
   // memory [N, S, D] -> a cache with every layer's cross-attention K/V and memory_padding
   // (Bool [N, S] or undefined), and no target positions yet. Inference only.
   KVCache init_cache(const Tensor& memory, const Tensor& memory_padding);
-  // One step of every layer (DecoderLayer::forward_step) then the final norm: x_t [N, 1, D]
+  // One step of every layer (DecoderLayer::forward_cached) then the final norm: x_t [N, 1, D]
   // -> [N, 1, D]. The caller has already appended the step's target padding flags to `cache`.
-  Tensor forward_step(const Tensor& x_t, KVCache& cache);
+  Tensor forward_cached(const Tensor& x_t, KVCache& cache);
 
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
   DecoderLayer& layer(int64_t i) { return *layers_.at(static_cast<size_t>(i)); }

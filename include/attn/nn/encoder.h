@@ -4,8 +4,8 @@
 //   pre-norm:          x = x + dropout1(SA(norm1(x)));      x = x + dropout2(FFN(norm2(x)))
 // Names: self_attn.*, linear1.*, linear2.*, norm1.*, norm2.* per layer; "layers.N." and an
 // optional final "norm." in the stack. The same layer with a causal mask is a GPT block, and
-// for that use it decodes incrementally against a KV cache (nn/kv_cache.h): prefill() runs a
-// whole prompt at once, forward_step() one new position.
+// for that use it decodes incrementally against a KV cache (nn/kv_cache.h): forward_cached()
+// runs T >= 1 new positions (a whole prompt at once, or one step).
 #pragma once
 
 #include <memory>
@@ -31,15 +31,12 @@ class EncoderLayer : public Module {
 
   // Cached causal decoding (inference only: NoGradGuard, eval mode), through the same
   // sublayers and norms as forward() with masks.causal set.
-  // prefill: x [N, T, D], T new positions (a prompt, or the next chunk of one) attend causally
-  // over kv's cached positions and themselves; their keys/values are appended to kv.self_k/v.
-  // masks.key_padding_mask Bool [N, T' + T] (cached + new) or undefined; masks.positions the
-  // new positions (I64 [N, T]). -> [N, T, D], equal to forward()'s rows for those positions.
-  Tensor prefill(const Tensor& x, LayerKV& kv, const AttentionMasks& masks);
-  // forward_step: one new position x [N, 1, D]; key_padding_mask Bool [N, T' + 1] or
-  // undefined; positions I64 [N, 1] or undefined. -> [N, 1, D].
-  Tensor forward_step(const Tensor& x, LayerKV& kv, const Tensor& key_padding_mask,
-                      const Tensor& positions = Tensor());
+  // x [N, T, D], T >= 1 new positions (a prompt, the next chunk of one, or one step) attend
+  // causally over kv's cached positions and themselves; their keys/values are appended to
+  // kv.self. masks.key_padding_mask Bool [N, T' + T] (cached + new) or undefined;
+  // masks.positions the new positions (I64 [N, T]; undefined = T' .. T' + T - 1).
+  // -> [N, T, D], equal to forward()'s rows for those positions.
+  Tensor forward_cached(const Tensor& x, LayerKV& kv, const AttentionMasks& masks);
 
   // The self-attention of either kind; self_attn() is the softmax one (an error with linear
   // attention), feed_forward() the dense FFN (an error with experts), moe() null without them.
@@ -70,7 +67,7 @@ class Encoder : public Module {
 
   // x [B, S, D] -> [B, S, D].
   Tensor forward(const Tensor& x, const AttentionMasks& masks = {});
-  // Cached causal decoding through every layer (EncoderLayer::prefill) and the final norm:
+  // Cached causal decoding through every layer (EncoderLayer::forward_cached) and the final norm:
   // x [N, T, D] new positions -> [N, T, D]. The caller has appended their PAD flags to `cache`;
   // the key padding mask is taken from there, masks.positions is passed on. Inference only.
   Tensor forward_cached(const Tensor& x, KVCache& cache, const AttentionMasks& masks);

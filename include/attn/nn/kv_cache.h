@@ -19,16 +19,27 @@
 
 namespace attn::nn {
 
-// One decoder layer's cached keys and values, already split into heads.
+// The self-attention keys and values of one layer, already split into heads: [N, Hkv, T', Dh];
+// undefined before the first position. T' = T, or min(T, W) with a sliding window W; Hkv = the
+// layer's key/value heads (n_heads without grouped-query attention). Views of T' consecutive
+// positions of a buffer [N, Hkv, capacity, Dh] (rows packed within each (n, head) slice, slices
+// capacity * Dh apart), not contiguous while room is spare.
+struct SelfKV {
+  Tensor k, v;
+};
+
+// The cross-attention keys and values of one layer, [N_src, Hkv, S, Dh]: one row per source,
+// read by every cache row of that source (KVCache::row_sources); N_src = N until a reorder
+// repeats or drops rows. The source padding and the row-to-source map are the cache's
+// (KVCache::memory_padding, KVCache::row_sources), shared by every layer.
+struct CrossKV {
+  Tensor k, v;
+};
+
+// One decoder layer's cached keys and values.
 struct LayerKV {
-  // [N, Hkv, T', Dh]; undefined before the first step. T' = T, or min(T, W) with a sliding
-  // window W; Hkv = the layer's key/value heads (n_heads without grouped-query attention).
-  // Views of T' consecutive positions of a buffer [N, Hkv, capacity, Dh] (rows packed within
-  // each (n, head) slice, slices capacity * Dh apart), not contiguous while room is spare.
-  Tensor self_k, self_v;
-  // [N_src, Hkv, S, Dh]: one row per source, read by every cache row of that source
-  // (KVCache::row_sources); N_src = N until a reorder repeats or drops rows.
-  Tensor cross_k, cross_v;
+  SelfKV self;
+  CrossKV cross;
 };
 
 class KVCache {

@@ -58,24 +58,22 @@ class LinearAttention : public AttentionModule {
                  const AttentionMasks& masks = {}) override;
 
   // Incremental decoding with MultiHeadAttention's cache interface (inference only: call under
-  // NoGradGuard): x [N, 1, D]; its key and value are appended to k_cache and v_cache
-  // ([N, H, T, Dh] -> [N, H, T+1, Dh]) and the query attends over all of them. -> [N, 1, D].
-  Tensor forward_step_self(const Tensor& x, Tensor& k_cache, Tensor& v_cache, const Tensor& key_padding_mask);
-  // One query step against cached keys/values [N, H, Tk, Dh] (cross-attention). -> [N, 1, D].
-  Tensor forward_step_cached(const Tensor& query, const Tensor& k, const Tensor& v, const Tensor& key_padding_mask);
-  // Causal self-attention of T new positions x [N, T, D] over the cached ones and themselves
-  // (a prompt's prefill, or one step), as MultiHeadAttention::forward_cached_self: new keys and
-  // values are appended to the caches and new query i sees every cached key and new keys <= i
-  // (bottom-right causal alignment). masks.key_padding_mask: Bool [N, T' + T] or undefined; the
-  // other fields are ignored. -> [N, T, D].
-  Tensor forward_cached_self(const Tensor& x, Tensor& k_cache, Tensor& v_cache,
-                             const AttentionMasks& masks) override;
-  // memory [B, S, D] -> keys and values [B, H, S, Dh], projected once per source.
-  void project_memory_kv(const Tensor& memory, Tensor& k, Tensor& v) const;
+  // NoGradGuard). Causal self-attention of T new positions x [N, T, D] over the cached ones
+  // and themselves (a whole prompt, or one step), as MultiHeadAttention::forward_cached: new
+  // keys and values are appended to kv ([N, H, T', Dh] -> [N, H, T' + T, Dh]) and new query i
+  // sees every cached key and new keys <= i (bottom-right causal alignment).
+  // masks.key_padding_mask: Bool [N, T' + T] or undefined; the other fields are ignored.
+  // -> [N, T, D].
+  Tensor forward_cached(const Tensor& x, SelfKV& kv, const AttentionMasks& masks) override;
+  // One query step query [N, 1, D] against cached keys/values kv [N, H, Tk, Dh]
+  // (cross-attention); key_padding_mask Bool [N, Tk] or undefined. -> [N, 1, D].
+  Tensor forward_cached(const Tensor& query, const CrossKV& kv, const Tensor& key_padding_mask);
   // The recurrent form of causal self-attention (inference only): x [N, 1, D] updates `state`
   // in O(H * Dh^2) and returns [N, 1, D], equal to forward(..., causal) at that position.
   // Every step's key counts (no key padding): the constant-size state is the point of the form.
-  Tensor forward_step_recurrent(const Tensor& x, LinearAttentionState& state);
+  Tensor forward_cached(const Tensor& x, LinearAttentionState& state);
+  // memory [B, S, D] -> keys and values [B, H, S, Dh], projected once per source.
+  CrossKV project_memory_kv(const Tensor& memory) const;
 
   // [B, T, D] <-> [B, H, T, Dh], as MultiHeadAttention's.
   Tensor split_heads(const Tensor& x) const;

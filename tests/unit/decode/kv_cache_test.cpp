@@ -1,4 +1,4 @@
-// KV cache (nn/kv_cache.h) and EncoderDecoderModel::decode_step: step-by-step logits equal the
+// KV cache (nn/kv_cache.h) and EncoderDecoderModel::forward_cached: step-by-step logits equal the
 // teacher-forced forward at every position (post-/pre-norm, sinusoidal/learned positions, f32/f64,
 // padded sources and targets); reordered caches decode like those prefixes from scratch; the
 // TransformerDecoder adapter gives the same greedy and beam results with and without the cache;
@@ -67,7 +67,7 @@ const std::vector<std::vector<int64_t>> kTargets = {{kBos, 5, 4, 3, 9, 10}, {kBo
                                                     {kBos, 8, 3, 7, 4, 4}};
 
 Tensor column(const Tensor& ids, int64_t t) {
-  return ids.slice(1, t, t + 1).contiguous().reshape({ids.size(0)});  // [N]
+  return ids.slice(1, t, t + 1).contiguous();  // [N, 1]
 }
 
 Tensor rows_of(const Tensor& x, const std::vector<int64_t>& rows) {
@@ -92,7 +92,7 @@ TEST(KVCache, StepByStepLogitsEqualTheTeacherForcedForwardAtEveryPosition) {
         nn::KVCache cache = model.init_cache(model.encode(src), model.padding_mask(src));
         double worst = 0;
         for (int64_t t = 0; t < t_len; ++t) {
-          const Tensor logits = model.decode_step(column(tgt, t), t, cache);  // [N, V]
+          const Tensor logits = model.forward_cached(column(tgt, t), cache);  // [N, V]
           ASSERT_EQ(logits.shape(), (Shape{n, v}));
           ASSERT_EQ(cache.length(), t + 1);
           const auto got = logits.to_vector<double>();
@@ -106,7 +106,7 @@ TEST(KVCache, StepByStepLogitsEqualTheTeacherForcedForwardAtEveryPosition) {
                               << nn::positional_kind_name(pos);
         // Guard against a vacuous comparison: positions must differ from each other.
         EXPECT_GT(std::abs(want[0] - want[v]), 1e-3);
-        EXPECT_EQ(cache.layer(0).self_k.shape(), (Shape{n, 2, t_len, 8}));
+        EXPECT_EQ(cache.layer(0).self.k.shape(), (Shape{n, 2, t_len, 8}));
       }
 }
 
@@ -121,10 +121,10 @@ TEST(KVCache, StepsAppendInPlaceWithoutMovingTheSelfAttentionBuffers) {
   nn::KVCache cache = model.init_cache(model.encode(src), model.padding_mask(src));
   std::vector<const void*> buffers;
   for (int64_t t = 0; t < tgt.size(1); ++t) {
-    model.decode_step(column(tgt, t), t, cache);
+    model.forward_cached(column(tgt, t), cache);
     for (int64_t i = 0; i < cache.num_layers(); ++i)
-      for (const Tensor* x : {&cache.layer(i).self_k, &cache.layer(i).self_v}) {
-        const size_t slot = static_cast<size_t>(2 * i + (x == &cache.layer(i).self_v ? 1 : 0));
+      for (const Tensor* x : {&cache.layer(i).self.k, &cache.layer(i).self.v}) {
+        const size_t slot = static_cast<size_t>(2 * i + (x == &cache.layer(i).self.v ? 1 : 0));
         if (t == 0) {
           buffers.push_back(x->storage()->data());
         } else {
@@ -168,7 +168,7 @@ TEST(KVCache, WideFloatStepsEqualTheForwardAndARowDecodesAloneAsInItsBatch) {
     std::vector<std::vector<float>> batch_steps;
     double worst = 0;
     for (int64_t t = 0; t < t_len; ++t) {
-      batch_steps.push_back(model.decode_step(column(tgt, t), t, cache).to_vector<float>());  // [N, V]
+      batch_steps.push_back(model.forward_cached(column(tgt, t), cache).to_vector<float>());  // [N, V]
       for (int64_t i = 0; i < n; ++i)
         for (int64_t j = 0; j < v; ++j)
           worst = std::max(worst, std::abs(batch_steps.back()[i * v + j] - want[(i * t_len + t) * v + j]));
@@ -180,7 +180,7 @@ TEST(KVCache, WideFloatStepsEqualTheForwardAndARowDecodesAloneAsInItsBatch) {
     nn::KVCache alone = model.init_cache(model.encode(src2), model.padding_mask(src2));
     double worst_alone = 0;
     for (int64_t t = 0; t < t_len; ++t) {
-      const auto got = model.decode_step(column(tgt2, t), t, alone).to_vector<float>();  // [1, V]
+      const auto got = model.forward_cached(column(tgt2, t), alone).to_vector<float>();  // [1, V]
       for (int64_t j = 0; j < v; ++j) worst_alone = std::max(worst_alone, double(std::abs(got[j] - batch_steps[t][2 * v + j])));
     }
     EXPECT_LE(worst_alone, tol) << "norm_first " << norm_first;
@@ -198,7 +198,7 @@ TEST(KVCache, ReorderedRowsDecodeLikeThosePrefixesFromScratch) {
   for (int64_t t = 0; t < 2; ++t) {
     std::vector<int64_t> tok;
     for (const auto& p : prefixes) tok.push_back(p[static_cast<size_t>(t)]);
-    model.decode_step(Tensor::from_vector<int64_t>(tok, {3}), t, cache);
+    model.forward_cached(Tensor::from_vector<int64_t>(tok, {3, 1}), cache);
   }
   // Beam-style: row 2 twice, row 0 once, row 1 dropped; then a single row.
   const std::vector<std::vector<int64_t>> reorders = {{2, 0, 2}, {1}};
@@ -216,7 +216,8 @@ TEST(KVCache, ReorderedRowsDecodeLikeThosePrefixesFromScratch) {
     for (size_t i = 0; i < prefixes.size(); ++i) prefixes[i].push_back(next_tokens[r][i]);
     const int64_t m = static_cast<int64_t>(prefixes.size());
     const int64_t t = static_cast<int64_t>(prefixes[0].size()) - 1;
-    const Tensor logits = model.decode_step(Tensor::from_vector<int64_t>(next_tokens[r], {m}), t, cache);  // [M, V]
+    EXPECT_EQ(cache.length(), t);  // the step's position, taken from the cache
+    const Tensor logits = model.forward_cached(Tensor::from_vector<int64_t>(next_tokens[r], {m, 1}), cache);  // [M, V]
     const auto got = logits.to_vector<double>();
     const int64_t v = logits.size(1);
     for (int64_t i = 0; i < m; ++i) {
@@ -270,7 +271,7 @@ TEST(KVCache, MemoryBytesCountsSelfKeysAndValuesPerRowAndCrossOnesPerSource) {
     const int64_t layers = 3, h = 2, dh = 8, s = 5, size = static_cast<int64_t>(dtype_size(dtype));
     auto expected = [&](int64_t n, int64_t t) { return 2 * layers * n * h * t * dh * size + 2 * layers * n * h * s * dh * size; };
     EXPECT_EQ(cache.memory_bytes(), expected(3, 0));
-    for (int64_t t = 0; t < 4; ++t) model.decode_step(Tensor::from_vector<int64_t>({kBos, 4, 5}, {3}), t, cache);
+    for (int64_t t = 0; t < 4; ++t) model.forward_cached(Tensor::from_vector<int64_t>({kBos, 4, 5}, {3, 1}), cache);
     EXPECT_EQ(cache.memory_bytes(), expected(3, 4));
     // The planning formula (attn info --batch --length) agrees with the real cache.
     const nn::KVCacheSize planned = nn::kv_cache_size(layers, 3, h, dh, 4, s, dtype);
@@ -313,16 +314,18 @@ TEST(KVCache, MisuseIsAnError) {
   EXPECT_THROW(model.init_cache(memory, model.padding_mask(src)), attn::Error);  // grad mode on
   NoGradGuard no_grad;
   nn::KVCache cache = model.init_cache(memory, model.padding_mask(src));
-  const Tensor bos = Tensor::from_vector<int64_t>({kBos, kBos, kBos}, {3});
-  EXPECT_THROW(model.decode_step(bos, 1, cache), attn::Error);                                    // wrong position
-  EXPECT_THROW(model.decode_step(Tensor::from_vector<int64_t>({kBos}, {1}), 0, cache), attn::Error);  // wrong rows
-  EXPECT_THROW(model.decode_step(bos.to(DType::F64), 0, cache), attn::Error);                     // wrong dtype
+  const Tensor bos = Tensor::from_vector<int64_t>({kBos, kBos, kBos}, {3, 1});
+  const Tensor two_positions = Tensor::from_vector<int64_t>({kBos, kBos, kBos, kBos, kBos, kBos}, {3, 2});
+  EXPECT_THROW(model.forward_cached(bos.reshape({3}), cache), attn::Error);                            // [N], not [N, 1]
+  EXPECT_THROW(model.forward_cached(two_positions, cache), attn::Error);                               // [N, 2]
+  EXPECT_THROW(model.forward_cached(Tensor::from_vector<int64_t>({kBos}, {1, 1}), cache), attn::Error);  // wrong rows
+  EXPECT_THROW(model.forward_cached(bos.to(DType::F64), cache), attn::Error);                          // wrong dtype
   EXPECT_THROW(cache.reorder({0, 3}), attn::Error);                                               // row out of range
   EXPECT_THROW(cache.layer(3), attn::Error);
   model.train();
-  EXPECT_THROW(model.decode_step(bos, 0, cache), attn::Error);  // training mode
+  EXPECT_THROW(model.forward_cached(bos, cache), attn::Error);  // training mode
   model.eval();
-  EXPECT_NO_THROW(model.decode_step(bos, 0, cache));
+  EXPECT_NO_THROW(model.forward_cached(bos, cache));
 }
 
 }  // namespace

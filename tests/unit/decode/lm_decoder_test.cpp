@@ -118,8 +118,8 @@ TEST(LmDecoder, GreedyMatchesTheFullForwardForALlamaStyleModelWithAWindow) {
   const auto hyps = greedy_search(decoder, test::padded_batch(kPrompts, kPad), greedy_options(8));
   for (size_t b = 0; b < kPrompts.size(); ++b)
     EXPECT_EQ(hyps[b].tokens, brute_force_greedy(model, kPrompts[b], 8)) << "row " << b;
-  EXPECT_LE(decoder.cache().layer(0).self_k.size(2), 4);  // the window's cache
-  EXPECT_EQ(decoder.cache().layer(0).self_k.size(1), 1);  // one key/value head
+  EXPECT_LE(decoder.cache().layer(0).self.k.size(2), 4);  // the window's cache
+  EXPECT_EQ(decoder.cache().layer(0).self.k.size(1), 1);  // one key/value head
 }
 
 TEST(LmDecoder, SamePromptSameOutputAloneOrInABatch) {
@@ -300,9 +300,9 @@ TEST(LmDecoder, RejectsBadPromptLengths) {
   EXPECT_THROW(decoder.start(std::vector<std::vector<int64_t>>{{kBos}, {}}), Error);
   NoGradGuard no_grad;
   nn::KVCache cache = model.init_cache(2);
-  EXPECT_THROW(model.prefill(ids, {3, 2, 1}, cache), Error);
-  model.prefill(ids, {3, 2}, cache);
-  EXPECT_THROW(model.prefill(ids, {3, 2}, cache), Error);  // lengths only start a batch
+  EXPECT_THROW(model.forward_cached(ids, {3, 2, 1}, cache), Error);
+  model.forward_cached(ids, {3, 2}, cache);
+  EXPECT_THROW(model.forward_cached(ids, {3, 2}, cache), Error);  // lengths only start a batch
 }
 
 }  // namespace

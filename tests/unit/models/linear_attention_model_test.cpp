@@ -1,7 +1,7 @@
 // "attention": "linear" as a ModelConfig option: the key (written only when set, read strictly),
 // the options it cannot combine with, the layers holding LinearAttention under the same names,
 // float64 gradient checks of tiny models of every family, a decoder-only model whose loss goes
-// down in a few SGD steps, and cached decoding (prefill of left-padded prompts, then steps)
+// down in a few SGD steps, and cached decoding (left-padded prompts at once, then steps)
 // equal to the full forward.
 #include <gtest/gtest.h>
 
@@ -129,7 +129,7 @@ TEST(LinearAttentionModel, CachedDecodingEqualsTheFullForward) {
     // Row 0: 6 tokens; row 1: a 2-token prompt left-padded to 3, then the same steps.
     const std::vector<std::vector<int64_t>> rows = {{1, 3, 4, 5, 6, 3}, {1, 5, 4, 3}};
     nn::KVCache cache = model.init_cache(2);
-    Tensor logits = model.prefill(ids({1, 3, 4, 0, 1, 5}, 2, 3), cache);  // [2, V]
+    Tensor logits = model.forward_cached(ids({1, 3, 4, 0, 1, 5}, 2, 3), cache);  // [2, V]
     for (int64_t t = 3;; ++t) {
       for (size_t r = 0; r < 2; ++r) {
         const int64_t len = static_cast<int64_t>(r == 0 ? t : t - 1);  // row 1 has one PAD in front
@@ -140,7 +140,7 @@ TEST(LinearAttentionModel, CachedDecodingEqualsTheFullForward) {
             << nn::positional_kind_name(pos) << " row " << r << " t " << t;
       }
       if (t == 5) break;
-      logits = model.decode_step(Tensor::from_vector<int64_t>({rows[0][t], rows[1][t - 1]}, {2}), t, cache);
+      logits = model.forward_cached(Tensor::from_vector<int64_t>({rows[0][t], rows[1][t - 1]}, {2, 1}), cache);
     }
   }
 }

@@ -177,12 +177,12 @@ TEST(MoEModel, CachedDecodingEqualsTheFullForward) {
   NoGradGuard no_grad;
   const std::vector<int64_t> seq = {1, 3, 4, 5, 6, 3};
   nn::KVCache cache = model.init_cache(1);
-  Tensor logits = model.prefill(ids({1, 3}, 1, 2), cache);  // [1, V]
+  Tensor logits = model.forward_cached(ids({1, 3}, 1, 2), cache);  // [1, V]
   for (int64_t t = 2;; ++t) {
     const Tensor full = model.forward(Tensor::from_vector<int64_t>({seq.begin(), seq.begin() + t}, {1, t}));
     EXPECT_TRUE(test::all_close(logits, full.slice(1, t - 1, t).reshape({1, 7}), 1e-9)) << "t " << t;
     if (t == 6) break;
-    logits = model.decode_step(Tensor::from_vector<int64_t>({seq[t]}, {1}), t, cache);
+    logits = model.forward_cached(Tensor::from_vector<int64_t>({seq[t]}, {1, 1}), cache);
   }
 }
 

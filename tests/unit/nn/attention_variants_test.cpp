@@ -3,7 +3,7 @@
 // repeated, gradients included); RoPE (positions shifted together change nothing, per-row
 // positions); ALiBi (equal to the same bias as a float mask); sliding window (equal to full
 // attention under a band mask, and an error without a causal mask); float64 gradient checks of
-// each; the cached path (prefill + steps) equal to the full causal forward for each variant,
+// each; the cached path (a prompt, then steps) equal to the full causal forward for each variant,
 // with the window's cache holding only W positions; the cached cross-attention step over K/V
 // shared by the rows of one source, bit for bit as over per-row copies; and bad configurations.
 #include <gtest/gtest.h>
@@ -103,11 +103,10 @@ TEST(GroupedQueryAttention, EqualsMultiHeadAttentionWithRepeatedKeyValueHeadsGra
     const Tensor mem = test::random_tensor({2, 7, 8}, 6);
     EXPECT_TRUE(test::all_close(grouped.forward(x, mem, mem), full.forward(x2, mem, mem), 1e-12, 0, "cross"));
     NoGradGuard no_grad;
-    Tensor k, v;
-    grouped.project_memory_kv(mem, k, v);
-    EXPECT_EQ(k.shape(), (Shape{2, kv, 7, 2}));
+    const CrossKV cross = grouped.project_memory_kv(mem);
+    EXPECT_EQ(cross.k.shape(), (Shape{2, kv, 7, 2}));
     const Tensor q = x.slice(1, 4, 5).contiguous();
-    EXPECT_TRUE(test::all_close(grouped.forward_step_cached(q, k, v, Tensor()), full.forward(q, mem, mem), 1e-12, 0,
+    EXPECT_TRUE(test::all_close(grouped.forward_cached(q, cross, Tensor()), full.forward(q, mem, mem), 1e-12, 0,
                                 "cached cross step"));
   }
 }
@@ -234,18 +233,20 @@ TEST(AttentionVariants, PrefillAndStepsEqualTheFullCausalForwardForEachVariant) 
       LayerKV kv;
       AttentionMasks first;
       first.key_padding_mask = padding.slice(1, 0, 5).contiguous();
-      const Tensor head = layer.prefill(x.slice(1, 0, 5).contiguous(), kv, first);
-      EXPECT_TRUE(test::all_close(head, full.slice(1, 0, 5), 1e-12, 0, name + " prefill"));
+      const Tensor head = layer.forward_cached(x.slice(1, 0, 5).contiguous(), kv, first);
+      EXPECT_TRUE(test::all_close(head, full.slice(1, 0, 5), 1e-12, 0, name + " prompt"));
       for (int64_t t = 5; t < 8; ++t) {
-        const int64_t held = kv.self_k.size(2);
+        const int64_t held = kv.self.k.size(2);
         const Tensor pad = padding.slice(1, t + 1 - (held + 1), t + 1).contiguous();  // the held positions and t
-        const Tensor pos = Tensor::from_vector<int64_t>({t, t}, {2, 1});
-        const Tensor step = layer.forward_step(x.slice(1, t, t + 1).contiguous(), kv, pad, pos);
+        AttentionMasks step_masks;
+        step_masks.key_padding_mask = pad;
+        step_masks.positions = Tensor::from_vector<int64_t>({t, t}, {2, 1});
+        const Tensor step = layer.forward_cached(x.slice(1, t, t + 1).contiguous(), kv, step_masks);
         EXPECT_TRUE(test::all_close(step, full.slice(1, t, t + 1), 1e-12, 0, name + " step " + std::to_string(t)));
       }
       const int64_t kv_heads = options.n_kv_heads > 0 ? options.n_kv_heads : 4;
       const int64_t kept = options.window > 0 ? options.window : 8;
-      EXPECT_EQ(kv.self_k.shape(), (Shape{2, kv_heads, kept, 2})) << name;
+      EXPECT_EQ(kv.self.k.shape(), (Shape{2, kv_heads, kept, 2})) << name;
     }
 }
 
@@ -266,11 +267,11 @@ TEST(AttentionVariants, RejectsBadConfigurations) {
   MultiHeadAttention grouped(8, 4, 0.0, DType::F64, rng, gqa(2));
   grouped.eval();
   NoGradGuard no_grad;
-  Tensor k = test::random_tensor({1, 4, 3, 2}, 1), v = test::random_tensor({1, 4, 3, 2}, 2);
-  EXPECT_THROW(grouped.forward_step_self(test::random_tensor({1, 1, 8}, 3), k, v, Tensor()), Error);
+  SelfKV wrong_heads{test::random_tensor({1, 4, 3, 2}, 1), test::random_tensor({1, 4, 3, 2}, 2)};
+  EXPECT_THROW(grouped.forward_cached(test::random_tensor({1, 1, 8}, 3), wrong_heads, AttentionMasks{}), Error);
   MultiHeadAttention with_rope(8, 2, 0.0, DType::F64, rng, rope(RopePairing::Interleaved));
-  Tensor mk = test::random_tensor({1, 2, 3, 4}, 4), mv = test::random_tensor({1, 2, 3, 4}, 5);
-  EXPECT_THROW(with_rope.forward_step_cached(test::random_tensor({1, 1, 8}, 6), mk, mv, Tensor()), Error);
+  const CrossKV memory_kv{test::random_tensor({1, 2, 3, 4}, 4), test::random_tensor({1, 2, 3, 4}, 5)};
+  EXPECT_THROW(with_rope.forward_cached(test::random_tensor({1, 1, 8}, 6), memory_kv, Tensor()), Error);
 }
 
 // Rows x[rows[i]] of x [N, ...] stacked: [rows.size(), ...].
@@ -294,21 +295,19 @@ TEST(CachedCrossAttention, RowsSharingTheirSourcesKeysAndValuesEqualPerRowCopies
       const Tensor mem = test::random_tensor({3, 6, 16}, 7, dtype);  // 3 sources of 6 positions
       const std::vector<int> pad_flags = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 1, 1};
       const Tensor pad = Tensor::from_bools(pad_flags, {3, 6});
-      Tensor k, v;
-      mha.project_memory_kv(mem, k, v);  // [3, Hkv, 6, 4]
+      const CrossKV cross = mha.project_memory_kv(mem);  // k, v [3, Hkv, 6, 4]
       const std::vector<int64_t> sources = {2, 0, 2, 2, 0};  // source 1 unread, source 2 three rows
       std::vector<int> row_pad;
       for (int64_t s : sources) row_pad.insert(row_pad.end(), pad_flags.begin() + s * 6, pad_flags.begin() + s * 6 + 6);
       const Tensor q = test::random_tensor({5, 1, 16}, 8, dtype);
-      const auto shared = mha.forward_step_cached(q, k, v, pad, sources).to_vector<double>();  // [5, 1, 16]
-      const auto copied = mha.forward_step_cached(q, gather_rows(k, sources), gather_rows(v, sources),
-                                                  Tensor::from_bools(row_pad, {5, 6}))
-                              .to_vector<double>();
+      const auto shared = mha.forward_cached(q, cross, pad, sources).to_vector<double>();  // [5, 1, 16]
+      const CrossKV per_row{gather_rows(cross.k, sources), gather_rows(cross.v, sources)};
+      const auto copied = mha.forward_cached(q, per_row, Tensor::from_bools(row_pad, {5, 6})).to_vector<double>();
       EXPECT_EQ(shared, copied) << dtype_name(dtype) << " Hkv " << kv;
-      const auto other = mha.forward_step_cached(q, k, v, pad, {2, 0, 2, 0, 0}).to_vector<double>();
+      const auto other = mha.forward_cached(q, cross, pad, {2, 0, 2, 0, 0}).to_vector<double>();
       EXPECT_NE(other, copied) << dtype_name(dtype) << " Hkv " << kv;
-      EXPECT_THROW(mha.forward_step_cached(q, k, v, pad, {2, 0, 3, 2, 0}), Error);  // no source 3
-      EXPECT_THROW(mha.forward_step_cached(q, k, v, pad, {2, 0}), Error);           // one per row
+      EXPECT_THROW(mha.forward_cached(q, cross, pad, {2, 0, 3, 2, 0}), Error);  // no source 3
+      EXPECT_THROW(mha.forward_cached(q, cross, pad, {2, 0}), Error);           // one per row
     }
 }
 

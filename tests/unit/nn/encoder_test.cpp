@@ -2,7 +2,7 @@
 // count (8544 for the seed's pre-norm D=32 block), post-norm and pre-norm wiring against the
 // components, LayerNorm and RMSNorm, float64 gradient checks for both placements, the causal
 // property of a GPT block, train/eval dropout, the stack's "layers.N." / "norm." names, and
-// the cached causal path (prefill, forward_step) against the full causal forward.
+// the cached causal path (forward_cached: a prompt, then steps) against the full causal forward.
 #include <gtest/gtest.h>
 
 #include "attn/core/autograd.h"
@@ -167,22 +167,26 @@ TEST(EncoderLayer, PrefillAndStepsEqualTheFullCausalForwardWithPadding) {
     LayerKV kv;
     AttentionMasks first;
     first.key_padding_mask = padding.slice(1, 0, 4).contiguous();
-    Tensor head = layer.prefill(x.slice(1, 0, 4).contiguous(), kv, first);  // [2, 4, D]
-    EXPECT_TRUE(test::all_close(head, full.slice(1, 0, 4), 1e-12, 0, "prefill"));
-    EXPECT_EQ(kv.self_k.shape(), (Shape{2, 2, 4, 4}));
+    Tensor head = layer.forward_cached(x.slice(1, 0, 4).contiguous(), kv, first);  // [2, 4, D]
+    EXPECT_TRUE(test::all_close(head, full.slice(1, 0, 4), 1e-12, 0, "prompt"));
+    EXPECT_EQ(kv.self.k.shape(), (Shape{2, 2, 4, 4}));
     for (int64_t t = 4; t < 6; ++t) {
-      Tensor step = layer.forward_step(x.slice(1, t, t + 1).contiguous(), kv, padding.slice(1, 0, t + 1).contiguous());
+      AttentionMasks step_masks;
+      step_masks.key_padding_mask = padding.slice(1, 0, t + 1).contiguous();
+      Tensor step = layer.forward_cached(x.slice(1, t, t + 1).contiguous(), kv, step_masks);
       EXPECT_TRUE(test::all_close(step, full.slice(1, t, t + 1), 1e-12, 0, "step " + std::to_string(t)));
     }
-    EXPECT_EQ(kv.self_v.shape(), (Shape{2, 2, 6, 4}));
+    EXPECT_EQ(kv.self.v.shape(), (Shape{2, 2, 6, 4}));
     // Control: a cache missing the first position gives different outputs.
     LayerKV short_kv;
     AttentionMasks no_pad;
-    layer.prefill(x.slice(1, 1, 5).contiguous(), short_kv, no_pad);
-    EXPECT_FALSE(test::all_close(layer.forward_step(x.slice(1, 5, 6).contiguous(), short_kv, Tensor()),
+    layer.forward_cached(x.slice(1, 1, 5).contiguous(), short_kv, no_pad);
+    EXPECT_FALSE(test::all_close(layer.forward_cached(x.slice(1, 5, 6).contiguous(), short_kv, no_pad),
                                  full.slice(1, 5, 6), 1e-6));
-    EXPECT_THROW(layer.forward_step(x.slice(1, 0, 2).contiguous(), kv, Tensor()), Error);  // two positions
-    EXPECT_THROW(layer.forward_step(x.slice(1, 0, 1).contiguous(), kv, padding), Error);   // mask of 6, not 7
+    EXPECT_THROW(layer.forward_cached(x.slice(2, 0, 4).contiguous(), kv, no_pad), Error);  // width 4, not D
+    AttentionMasks six;
+    six.key_padding_mask = padding;
+    EXPECT_THROW(layer.forward_cached(x.slice(1, 0, 1).contiguous(), kv, six), Error);  // mask of 6, not 7
   }
 }
 

@@ -43,8 +43,8 @@ TEST(KVCacheBuffer, AppendsWriteIntoTheSpareRoomWithoutMovingTheBuffer) {
 
 TEST(KVCacheBuffer, ABufferWithoutRoomMovesToOneTwiceAsLong) {
   NoGradGuard no_grad;
-  const Tensor prefill = positions_of(1, 2, kMinCachePositions, 3, 1.0, DType::F64);  // [1, 2, 16, 3]
-  Tensor full = append_positions(Tensor(), prefill);
+  const Tensor prompt = positions_of(1, 2, kMinCachePositions, 3, 1.0, DType::F64);  // [1, 2, 16, 3]
+  Tensor full = append_positions(Tensor(), prompt);
   EXPECT_EQ(cache_capacity(full), 2 * kMinCachePositions);
   const void* buffer = buffer_of(full);
   for (int64_t t = kMinCachePositions; t < 2 * kMinCachePositions; ++t)
@@ -97,20 +97,20 @@ TEST(KVCacheBuffer, ReorderGathersRowsAndKeepsTheRoom) {
   KVCache kv(1);
   LayerKV& l = kv.layer(0);
   const Tensor k = positions_of(2, 1, 5, 2, 0.0), v = positions_of(2, 1, 5, 2, 1000.0);  // [2, 1, 5, 2]
-  l.self_k = append_positions(Tensor(), k);
-  l.self_v = append_positions(Tensor(), v);
-  const int64_t room = cache_capacity(l.self_k);
+  l.self.k = append_positions(Tensor(), k);
+  l.self.v = append_positions(Tensor(), v);
+  const int64_t room = cache_capacity(l.self.k);
   kv.reorder({1, 1, 0});
-  EXPECT_EQ(l.self_k.shape(), (Shape{3, 1, 5, 2}));
+  EXPECT_EQ(l.self.k.shape(), (Shape{3, 1, 5, 2}));
   const auto expect = [](const Tensor& x) {
     return concat({x.slice(0, 1, 2), x.slice(0, 1, 2), x.slice(0, 0, 1)}, 0).to_vector<double>();
   };
-  EXPECT_EQ(l.self_k.to_vector<double>(), expect(k));
-  EXPECT_EQ(l.self_v.to_vector<double>(), expect(v));
-  EXPECT_EQ(cache_capacity(l.self_k), room);
-  const void* buffer = buffer_of(l.self_k);
-  l.self_k = append_positions(l.self_k, positions_of(3, 1, 1, 2, 7.0));
-  EXPECT_EQ(buffer_of(l.self_k), buffer);
+  EXPECT_EQ(l.self.k.to_vector<double>(), expect(k));
+  EXPECT_EQ(l.self.v.to_vector<double>(), expect(v));
+  EXPECT_EQ(cache_capacity(l.self.k), room);
+  const void* buffer = buffer_of(l.self.k);
+  l.self.k = append_positions(l.self.k, positions_of(3, 1, 1, 2, 7.0));
+  EXPECT_EQ(buffer_of(l.self.k), buffer);
   EXPECT_EQ(kv.memory_bytes(), 2 * 3 * 1 * 2 * int64_t{sizeof(float)} * 5 + 3 * 1 * 2 * int64_t{sizeof(float)});
 }
 

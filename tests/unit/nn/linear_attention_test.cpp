@@ -219,24 +219,27 @@ TEST(LinearAttention, CachedAndRecurrentStepsEqualTheCausalForward) {
   AttentionMasks m;
   m.causal = true;
   Tensor full = lin.forward(x, x, x, m);  // [N, T, D]
-  Tensor k_cache, v_cache;
+  SelfKV cache;
   LinearAttentionState state;
   for (int64_t t = 0; t < T; ++t) {
     Tensor xt = slice(x, 1, t, t + 1).contiguous();  // [N, 1, D]
     Tensor want = slice(full, 1, t, t + 1);
-    EXPECT_TRUE(test::all_close(lin.forward_step_self(xt, k_cache, v_cache, Tensor()), want, 1e-12, 0,
+    EXPECT_TRUE(test::all_close(lin.forward_cached(xt, cache, AttentionMasks{}), want, 1e-12, 0,
                                 "cached step " + std::to_string(t)));
-    EXPECT_TRUE(test::all_close(lin.forward_step_recurrent(xt, state), want, 1e-12, 0,
+    // The step's query over every cached key and value, as cross-attention: the same.
+    EXPECT_TRUE(test::all_close(lin.forward_cached(xt, CrossKV{cache.k, cache.v}, Tensor()), want, 1e-12, 0,
+                                "cached cross step " + std::to_string(t)));
+    EXPECT_TRUE(test::all_close(lin.forward_cached(xt, state), want, 1e-12, 0,
                                 "recurrent step " + std::to_string(t)));
   }
-  // A prefill of the first 4 positions, then the last 2 in one call: the same outputs.
-  Tensor k2, v2;
-  EXPECT_TRUE(test::all_close(lin.forward_cached_self(slice(x, 1, 0, 4), k2, v2, {}), slice(full, 1, 0, 4), 1e-12, 0,
-                              "prefill"));
-  EXPECT_TRUE(test::all_close(lin.forward_cached_self(slice(x, 1, 4, T), k2, v2, {}), slice(full, 1, 4, T), 1e-12,
-                              0, "continuation"));
-  EXPECT_EQ(k2.size(2), T);
-  EXPECT_EQ(k_cache.size(2), T);                                  // the K/V cache grows with T
+  // The first 4 positions in one call, then the last 2 in one call: the same outputs.
+  SelfKV chunked;
+  EXPECT_TRUE(test::all_close(lin.forward_cached(slice(x, 1, 0, 4), chunked, AttentionMasks{}), slice(full, 1, 0, 4),
+                              1e-12, 0, "first chunk"));
+  EXPECT_TRUE(test::all_close(lin.forward_cached(slice(x, 1, 4, T), chunked, AttentionMasks{}), slice(full, 1, 4, T),
+                              1e-12, 0, "continuation"));
+  EXPECT_EQ(chunked.k.size(2), T);
+  EXPECT_EQ(cache.k.size(2), T);                                  // the K/V cache grows with T
   EXPECT_EQ(state.kv.shape(), (Shape{N, 2, 4, 4}));                // the state does not
   EXPECT_EQ(state.steps, T);
 }
@@ -256,7 +259,7 @@ TEST(LinearAttention, RejectsMasksItCannotApplyAndBadInput) {
   EXPECT_THROW(lin.forward(x, Tensor::zeros({2, 3, 4}), Tensor::zeros({2, 3, 4})), Error);  // batch differs
   EXPECT_THROW(LinearAttention(6, 4, DType::F32, rng), Error);                // 6 % 4 != 0
   LinearAttentionState state;
-  EXPECT_THROW(lin.forward_step_recurrent(Tensor::zeros({1, 1, 4}), state), Error);  // grad mode on
+  EXPECT_THROW(lin.forward_cached(Tensor::zeros({1, 1, 4}), state), Error);  // grad mode on
 }
 
 }  // namespace
