@@ -1,6 +1,6 @@
-// run/attention.cpp — see attn/run/attention.h. The models name their attention modules as
-// their parameters are named ("decoder.layers.3.multihead_attn", "layers.0.self_attn"); this
-// file is the one place those names become typed stacks and layers.
+// run/attention.cpp — see attn/run/attention.h. The weights are read from the model's own
+// stacks (encoder and decoder layers, or a single stack's blocks), layer by layer, so they are
+// typed by construction: no module name is parsed.
 #include "attn/run/attention.h"
 
 #include <algorithm>
@@ -11,7 +11,11 @@
 #include "attn/core/autograd.h"
 #include "attn/core/error.h"
 #include "attn/models/decoder_only.h"
+#include "attn/models/encoder_decoder.h"
 #include "attn/models/encoder_only.h"
+#include "attn/nn/attention.h"
+#include "attn/nn/decoder.h"
+#include "attn/nn/encoder.h"
 #include "attn/run/token_codec.h"
 
 namespace attn::run {
@@ -25,62 +29,44 @@ struct CaptureScope {
   ~CaptureScope() { model.set_capture_attention(false); }
 };
 
-// "decoder.layers.3.multihead_attn" -> (Cross, 3), "layers.0.self_attn" -> (Self, 0); false for
-// a name of no attention module this layer knows.
-bool parse_attention_name(const std::string& name, AttentionKind* kind, int64_t* layer) {
-  std::string rest = name;
-  int stack = 0;  // 0 single stack, 1 encoder, 2 decoder
-  for (const auto& [prefix, s] : {std::pair<std::string, int>{"encoder.", 1}, {"decoder.", 2}})
-    if (rest.rfind(prefix, 0) == 0) rest = rest.substr(prefix.size()), stack = s;
-  const std::string layers = "layers.";
-  if (rest.rfind(layers, 0) != 0) return false;
-  rest = rest.substr(layers.size());
-  const size_t dot = rest.find('.');
-  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
-  if (dot == std::string::npos || dot == 0) return false;
-  if (!std::all_of(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(dot), digit)) return false;
-  *layer = std::stoll(rest.substr(0, dot));
-  const std::string module = rest.substr(dot + 1);
-  if (module == "self_attn")
-    *kind = stack == 0 ? AttentionKind::Self : stack == 1 ? AttentionKind::EncoderSelf : AttentionKind::DecoderSelf;
-  else if (module == "multihead_attn" && stack == 2)
-    *kind = AttentionKind::Cross;
-  else
-    return false;
-  return true;
+// One module's captured weights as a typed entry; undefined weights (the module did not run)
+// leave the entry empty, which complete() reports.
+AttentionWeights typed(AttentionKind kind, int64_t layer, const nn::MultiHeadAttention& mha) {
+  AttentionWeights w;
+  w.kind = kind;
+  w.layer = layer;
+  const Tensor& t = mha.last_attention();  // [B, H, Tq, Tk]
+  if (!t.defined()) return w;
+  w.values = t.to_vector<double>();
+  w.batch = t.size(0), w.heads = t.size(1), w.queries = t.size(2), w.keys = t.size(3);
+  return w;
 }
 
-std::vector<AttentionWeights>& stack_of(CapturedAttention& c, AttentionKind kind) {
-  switch (kind) {
-    case AttentionKind::EncoderSelf: return c.encoder_self;
-    case AttentionKind::DecoderSelf: return c.decoder_self;
-    case AttentionKind::Cross: return c.cross;
-    case AttentionKind::Self: break;
-  }
-  return c.self;
+// Every layer's self-attention of one stack, as `kind`.
+std::vector<AttentionWeights> stack_weights(nn::Encoder& stack, AttentionKind kind) {
+  std::vector<AttentionWeights> out;
+  for (int64_t i = 0; i < stack.num_layers(); ++i) out.push_back(typed(kind, i, stack.layer(i).self_attn()));
+  return out;
 }
 
-// The weights the pass `run` leaves in `model`'s attention modules, typed.
+// The weights the pass `run` leaves in `model`'s attention modules, read layer by layer from the
+// model's own stacks.
 CapturedAttention capture(models::Model& model, const std::function<void()>& run) {
   NoGradGuard no_grad;
-  std::vector<std::pair<std::string, Tensor>> caps;
-  {
-    CaptureScope scope(model);
-    run();
-    caps = model.captured_attention();
-  }
+  CaptureScope scope(model);
+  run();
   CapturedAttention out;
-  for (const auto& [name, t] : caps) {
-    AttentionKind kind{};
-    int64_t layer = 0;
-    if (!parse_attention_name(name, &kind, &layer)) continue;
-    std::vector<AttentionWeights>& list = stack_of(out, kind);
-    if (static_cast<int64_t>(list.size()) <= layer) list.resize(static_cast<size_t>(layer + 1));
-    AttentionWeights& w = list[static_cast<size_t>(layer)];
-    w.kind = kind;
-    w.layer = layer;
-    w.values = t.to_vector<double>();
-    w.batch = t.size(0), w.heads = t.size(1), w.queries = t.size(2), w.keys = t.size(3);
+  if (auto* ed = dynamic_cast<models::EncoderDecoderModel*>(&model)) {
+    out.encoder_self = stack_weights(ed->encoder(), AttentionKind::EncoderSelf);
+    nn::Decoder& decoder = ed->decoder();
+    for (int64_t i = 0; i < decoder.num_layers(); ++i) {
+      out.decoder_self.push_back(typed(AttentionKind::DecoderSelf, i, decoder.layer(i).self_attn()));
+      out.cross.push_back(typed(AttentionKind::Cross, i, decoder.layer(i).multihead_attn()));
+    }
+  } else if (auto* lm = dynamic_cast<models::DecoderOnlyModel*>(&model)) {
+    out.self = stack_weights(lm->blocks(), AttentionKind::Self);
+  } else if (auto* mlm = dynamic_cast<models::EncoderOnlyModel*>(&model)) {
+    out.self = stack_weights(mlm->blocks(), AttentionKind::Self);
   }
   return out;
 }
