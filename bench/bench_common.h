@@ -14,9 +14,7 @@
 
 #include "attn/core/rng.h"
 #include "attn/core/tensor.h"
-
-// Debian's OpenBLAS exports this; with its OpenMP build BLAS also follows omp_set_num_threads.
-extern "C" void openblas_set_num_threads(int num_threads);
+#include "attn/ops/threads.h"
 
 namespace attn::bench {
 
@@ -40,8 +38,7 @@ inline int take_threads_flag(int& argc, char** argv) {
 // Sets the thread count of OpenMP and OpenBLAS together (n <= 0: leave the defaults).
 inline void set_threads(int n) {
   if (n <= 0) return;
-  omp_set_num_threads(n);
-  openblas_set_num_threads(n);
+  attn::set_num_threads(n);
 }
 
 // A float32 tensor of standard normal values, drawn from a fixed seed.

@@ -4,7 +4,6 @@
 // all-reduce and the two one-number collectives). Run by bench/dist_bench.sh for 1 and 2 ranks
 // (`mpirun -np N build/dist_bench`). Not here: the trainer's data pipeline, validation or
 // checkpoints (the training step alone is timed), nor any PyTorch comparison.
-#include <omp.h>
 
 #include <chrono>
 #include <cstdio>
@@ -17,11 +16,9 @@
 #include "attn/dist/sharding.h"
 #include "attn/models/encoder_decoder.h"
 #include "attn/ops/ops.h"
+#include "attn/ops/threads.h"
 #include "attn/train/adam.h"
 #include "attn/train/batching.h"
-
-// Debian's OpenBLAS exports this; with its OpenMP build BLAS also follows omp_set_num_threads.
-extern "C" void openblas_set_num_threads(int num_threads);
 
 namespace {
 
@@ -75,8 +72,7 @@ std::vector<io::Example> reverse_examples(int64_t n) {
 
 int run(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  omp_set_num_threads(o.threads);
-  openblas_set_num_threads(o.threads);
+  attn::set_num_threads(o.threads);
   const dist::Communicator& world = dist::Communicator::world();
   const int rank = world.rank(), size = world.size();
 

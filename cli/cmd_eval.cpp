@@ -26,6 +26,7 @@
 #include "attn/models/checkpoint.h"
 #include "attn/models/decoder_only.h"
 #include "attn/models/encoder_only.h"
+#include "attn/ops/threads.h"
 #include "attn/run/evaluate.h"
 #include "attn/run/model_folder.h"
 #include "attn/run/token_codec.h"
@@ -371,7 +372,7 @@ int run_eval_single_stack(const EvalOptions& o, models::Arch arch) {
 
 int run_eval(const EvalOptions& o) {
   ATTN_CHECK(o.threads >= 0, "eval", "--threads must be >= 0, got ", o.threads);
-  if (o.threads > 0) train::set_num_threads(o.threads);
+  if (o.threads > 0) attn::set_num_threads(o.threads);
   if (!o.hyp.empty()) return run_score_files(o);
   ATTN_CHECK(!o.model_dir.empty(), "eval",
              "give --model DIR to run::evaluate a model, or --hyp FILE --ref FILE to score outputs");

@@ -13,6 +13,7 @@
 
 #include "attn/core/error.h"
 #include "attn/io/lines.h"
+#include "attn/ops/threads.h"
 #include "attn/run/fill_mask.h"
 #include "attn/run/model_folder.h"
 #include "attn/train/trainer.h"
@@ -50,7 +51,7 @@ std::string shown(const std::string& token) {
 
 int run_fill_mask(const FillMaskOptions& o) {
   ATTN_CHECK(o.threads >= 0, kCmd, "--threads must be >= 0, got ", o.threads);
-  if (o.threads > 0) train::set_num_threads(o.threads);
+  if (o.threads > 0) attn::set_num_threads(o.threads);
   ATTN_CHECK(o.top_k >= 1, kCmd, "--top-k must be >= 1, got ", o.top_k);
   ATTN_CHECK(o.batch_size >= 1, kCmd, "--batch-size must be >= 1, got ", o.batch_size);
   ATTN_CHECK(o.texts.empty() || o.input.empty(), kCmd, "give texts with --text or --input, not both");

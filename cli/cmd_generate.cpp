@@ -21,6 +21,7 @@
 #include "attn/io/bpe.h"
 #include "attn/io/lines.h"
 #include "attn/models/gpt2.h"
+#include "attn/ops/threads.h"
 #include "attn/run/generate.h"
 #include "attn/run/model_folder.h"
 #include "attn/run/token_codec.h"
@@ -71,7 +72,7 @@ run::GenerateSettings resolve_mode(const GenerateOptions& o) {
 
 int run_generate(const GenerateOptions& o) {
   ATTN_CHECK(o.threads >= 0, kCmd, "--threads must be >= 0, got ", o.threads);
-  if (o.threads > 0) train::set_num_threads(o.threads);
+  if (o.threads > 0) attn::set_num_threads(o.threads);
   ATTN_CHECK(o.batch_size >= 1, kCmd, "--batch-size must be >= 1, got ", o.batch_size);
   ATTN_CHECK(o.prompts.empty() || o.input.empty(), kCmd, "give prompts with --prompt or --input, not both");
   run::GenerateSettings settings = resolve_mode(o);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "attn/core/error.h"
+#include "attn/ops/threads.h"
 #include "attn/run_report/run_report.h"
 #include "attn/train/trainer.h"
 #include "commands.h"
@@ -31,7 +32,7 @@ struct InspectOptions {
 
 int run_inspect(const InspectOptions& o) {
   ATTN_CHECK(o.threads >= 0, "inspect", "--threads must be >= 0, got ", o.threads);
-  if (o.threads > 0) train::set_num_threads(o.threads);
+  if (o.threads > 0) attn::set_num_threads(o.threads);
   ATTN_CHECK(o.max_len >= 0, "inspect", "--max-len must be >= 1 (0: source length + 50), got ", o.max_len);
   run_report::RunReportOptions ro;
   ro.out_dir = o.out_dir;

@@ -14,6 +14,7 @@
 #include "attn/core/error.h"
 #include "attn/io/lines.h"
 #include "attn/io/tsv.h"
+#include "attn/ops/threads.h"
 #include "attn/run/model_folder.h"
 #include "attn/run/token_codec.h"
 #include "attn/run/translate.h"
@@ -34,7 +35,7 @@ struct ScoreOptions {
 
 int run_score(const ScoreOptions& o) {
   ATTN_CHECK(o.threads >= 0, "score", "--threads must be >= 0, got ", o.threads);
-  if (o.threads > 0) train::set_num_threads(o.threads);
+  if (o.threads > 0) attn::set_num_threads(o.threads);
   ATTN_CHECK(o.batch_size >= 1, "score", "--batch-size must be >= 1, got ", o.batch_size);
   const run::ModelFolder folder = run::open_model_folder(o.model_dir, "score", !o.ids);
   ATTN_CHECK(folder.eos >= 0, "score", "the model in '", o.model_dir, "' has no EOS token (eos_id = -1)");

@@ -13,6 +13,7 @@
 
 #include "attn/core/error.h"
 #include "attn/io/lines.h"
+#include "attn/ops/threads.h"
 #include "attn/run/model_folder.h"
 #include "attn/run/token_codec.h"
 #include "attn/run/translate.h"
@@ -35,7 +36,7 @@ struct TranslateOptions {
 
 int run_translate(const TranslateOptions& o) {
   ATTN_CHECK(o.threads >= 0, "translate", "--threads must be >= 0, got ", o.threads);
-  if (o.threads > 0) train::set_num_threads(o.threads);
+  if (o.threads > 0) attn::set_num_threads(o.threads);
   ATTN_CHECK(o.max_len >= 0, "translate", "--max-len must be >= 1 (0: source length + 50), got ", o.max_len);
   run::SearchSettings search = o.search;
   if (o.max_len > 0) search.max_len = o.max_len;

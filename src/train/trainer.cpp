@@ -103,11 +103,6 @@ uint64_t run_fingerprint(const TrainConfig& config, const Dataset& data) {
 
 }  // namespace
 
-void set_num_threads(int64_t n) {
-  ATTN_CHECK(n >= 0, kOp, "the thread count must not be negative, got ", n);
-  attn::set_num_threads(n);
-}
-
 ThreadSplit training_thread_split(const TrainConfig& config, int ranks) {
   if (config.parallel == "batch") return ThreadSplit::Batch;
   if (config.parallel == "ops") return ThreadSplit::Ops;
@@ -431,9 +426,9 @@ const std::vector<EpochMetrics>& Trainer::run(std::optional<int64_t> max_steps) 
                 : 1;
   if (shards_ > 1) {
     replicas_->make(shards_);
-    set_num_threads(1);  // outside the shards (validation, the optimizer) ops run on one thread
+    attn::set_num_threads(1);  // outside the shards (validation, the optimizer) ops run on one thread
   } else {
-    set_num_threads(threads);
+    attn::set_num_threads(threads);
   }
   stopped_ = false;
   // A new run that fails before its first checkpoint leaves the folder as it found it

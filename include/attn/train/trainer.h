@@ -36,9 +36,6 @@
 
 namespace attn::train {
 
-// attn::set_num_threads (attn/ops/threads.h: OpenMP's and OpenBLAS's thread count, n >= 1;
-// n = 0 leaves the runtime's default), with a negative count refused as a training error.
-void set_num_threads(int64_t n);
 // How a run's threads share a training step (config.parallel):
 //   Ops    every op divides its work among the threads (OpenMP, BLAS); the other work of the
 //          step runs on one. Pays for large models, whose ops are big enough to share.
