@@ -10,15 +10,16 @@ JOBS     ?= $(shell nproc)
 # Warnings are errors in CI (CI=true) and may be forced with WERROR=ON.
 WERROR   ?= $(if $(CI),ON,OFF)
 
-# Building and running attn: the compiler, CMake, OpenBLAS, JSON, CLI11, SentencePiece, ICU.
+# Building and running attn: the compiler, CMake, OpenBLAS, JSON, CLI11, SentencePiece, ICU,
+# cpp-httplib (attn serve).
 # MPI is optional (CMake uses it when it is installed; the demo trains in one process).
 DEMO_PACKAGES := build-essential cmake pkg-config libopenblas-dev libopenblas0-openmp \
-  nlohmann-json3-dev libcli11-dev libsentencepiece-dev libicu-dev
+  nlohmann-json3-dev libcli11-dev libsentencepiece-dev libicu-dev libcpp-httplib-dev
 # The tests and benchmarks add GoogleTest, Google Benchmark, PyTorch, NLTK, the SentencePiece
 # tools and MPI (and node with npm, below).
 TEST_PACKAGES := $(DEMO_PACKAGES) libgtest-dev libgmock-dev libbenchmark-dev \
   python3 python3-torch python3-numpy sentencepiece python3-nltk \
-  openmpi-bin libopenmpi-dev
+  openmpi-bin libopenmpi-dev python3-requests curl
 
 .PHONY: all deps deps-demo build test demo bench clean
 

@@ -1,0 +1,166 @@
+// attn/serve/engine.h — the engine behind `attn serve`: one thread owns a model folder's model
+// and a running batch of decoder rows; HTTP worker threads only submit requests (token ids and
+// generation parameters) and read back each request's events. At every decoding step finished
+// or cancelled rows leave the batch and waiting requests join it (continuous batching, Orca's
+// iteration-level scheduling): a request that arrives while others decode waits at most one
+// step. Each request's prompt is encoded (or prefilled) alone and its decoding steps run on
+// batch-invariant kernels, so its tokens and log-probabilities are the same bits whether it
+// runs alone or among others, whenever it joined (docs/serving.md).
+// Families: encoder-decoder (the prompt is the source; greedy, sampling, beam search) and
+// decoder-only (the prompt is continued; greedy, sampling, beam search). Not here: HTTP,
+// JSON, text (the server and run::TokenCodec do that), encoder-only models (no decoding).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "attn/run/model_folder.h"
+#include "attn/serve/metrics.h"
+
+namespace attn::serve {
+
+// How one request decodes (OpenAI's completion fields, and attn's own where OpenAI has none).
+struct GenerationParams {
+  // Generated tokens at most, EOS included (as `attn generate --max-tokens`); >= 1. A choice
+  // cut here finishes with FinishReason::Length.
+  int64_t max_tokens = 16;
+  // 0: greedy (the most probable token, ties to the lower id); > 0: sampling at this temperature.
+  double temperature = 1.0;
+  double top_p = 1.0;  // in (0, 1]
+  int64_t top_k = 0;   // >= 0 (0: no top-k filter)
+  // The sampling seed; unset: the engine draws one. Choice i of a request samples from the i-th
+  // stream of Rng(seed), as prompt i of `attn generate --seed` does.
+  std::optional<uint64_t> seed;
+  int64_t n = 1;  // choices, >= 1 (independent samples; with beam search the n best hypotheses)
+  // >= 1: beam search with this many live hypotheses and the GNMT length penalty `alpha`
+  // (as `attn translate --beam`); temperature, top_p, top_k are then ignored and n <= beam.
+  // 0: no beam search.
+  int64_t beam = 0;
+  double alpha = 0.6;
+  // -1: no log-probabilities; 0..5: each token event carries its log-probability and this
+  // many most probable alternatives (not with beam search).
+  int64_t logprobs = -1;
+};
+
+// A request the engine refuses: `field` names the offending request field (OpenAI's `param`),
+// `code` is OpenAI's error code ("context_length_exceeded", "invalid_value", ...).
+class RequestError : public std::runtime_error {
+ public:
+  RequestError(std::string field, std::string code, const std::string& message)
+      : std::runtime_error(message), field_(std::move(field)), code_(std::move(code)) {}
+  const std::string& field() const { return field_; }
+  const std::string& code() const { return code_; }
+
+ private:
+  std::string field_, code_;
+};
+
+// The queue is full (503 with Retry-After), or the engine is draining (503).
+class Unavailable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class FinishReason { Stop, Length, Cancelled };  // Stop: EOS; Length: max_tokens
+const char* finish_reason_name(FinishReason r);       // "stop", "length", "cancelled"
+
+struct TokenLogprob {
+  int64_t token = -1;
+  double logprob = 0;
+};
+
+// What a request's reader sees, in order. Greedy and sampling choices send one Token event per
+// generated token (EOS is never sent as a token) and then one Finish; beam search sends no Token
+// events and its n best hypotheses as Finish events (choice 0 the best) when the search ends.
+// Events of different choices interleave. After every choice has finished, one Done event.
+struct Event {
+  enum class Kind { Token, Finish, Done, Error };
+  Kind kind = Kind::Token;
+  int64_t choice = 0;
+  // Token: the token, its log-probability under the model, and (with logprobs >= 1) the
+  // `logprobs` most probable tokens of that step, best first (ties: lower id first).
+  int64_t token = -1;
+  double logprob = 0;
+  std::vector<TokenLogprob> top;
+  // Finish: why the choice ended, all its generated tokens (EOS excluded) and their summed
+  // log-probability (EOS included when it ended with EOS); beam search also its score.
+  FinishReason reason = FinishReason::Stop;
+  std::vector<int64_t> tokens;
+  double score = 0;
+  // Error: what went wrong inside the engine (the request is over).
+  std::string message;
+};
+
+class Engine;
+
+// One submitted request, shared by the HTTP thread that reads it and the engine that fills it.
+class Request {
+ public:
+  // Waits up to `timeout` for the next event; false on timeout (or after Done/Error was read).
+  bool next(Event& out, std::chrono::milliseconds timeout);
+  // Frees the request's rows at the engine's next step (a client that went away, a stop
+  // string found); its remaining choices finish with FinishReason::Cancelled. Idempotent.
+  void cancel();
+  bool cancelled() const;
+  int64_t prompt_tokens() const { return prompt_tokens_; }
+
+ private:
+  friend class Engine;
+  void push(Event e);
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Event> events_;
+  bool over_ = false;        // Done or Error pushed
+  bool read_over_ = false;   // ... and read
+  bool cancelled_ = false;
+  int64_t prompt_tokens_ = 0;
+};
+
+struct EngineOptions {
+  int64_t max_batch = 16;  // decoder rows per step at most (choices x beams of running requests)
+  int64_t max_queue = 64;  // requests waiting to join at most; beyond that submit() is Unavailable
+  bool batch_invariant = true;  // decoding steps on batch-invariant kernels (ops/batch_invariant.h)
+};
+
+class Engine {
+ public:
+  // Starts the engine thread over the folder's model (encoder-decoder or decoder-only; else
+  // attn::Error). The folder must outlive the engine.
+  Engine(const run::ModelFolder& folder, EngineOptions options);
+  ~Engine();  // cancels what is left and joins the thread
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Checks the request against the model (ids in range and not PAD, the prompt within the
+  // model's context, max_tokens, the parameters: RequestError naming the field) and queues it.
+  // Unavailable when max_queue requests already wait or the engine is draining.
+  std::shared_ptr<Request> submit(std::vector<int64_t> prompt, const GenerationParams& params);
+
+  // Stops accepting (submit -> Unavailable), lets running and queued requests finish for up to
+  // `timeout`, then cancels the rest; returns when the engine thread is idle.
+  void drain(std::chrono::milliseconds timeout);
+
+  // The longest prompt accepted, in tokens (encoder-decoder: source tokens; decoder-only: prompt
+  // tokens without the <bos> the engine prepends); -1 when the model has no limit.
+  int64_t max_prompt_tokens() const;
+  // The most generated tokens a request may ask for (its max_tokens), given its prompt length.
+  int64_t max_new_tokens(int64_t prompt_tokens) const;
+
+  MetricsSnapshot metrics() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace attn::serve

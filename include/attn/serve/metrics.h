@@ -1,0 +1,46 @@
+// attn/serve/metrics.h — what the server counts, as plain numbers: counters, gauges and
+// cumulative histograms that the engine and the HTTP layer update, and their Prometheus text
+// exposition (format 0.0.4) for GET /metrics. Thread-safe: one mutex per Metrics.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace attn::serve {
+
+// A histogram with fixed upper bounds (Prometheus `le`), each count cumulative when rendered.
+struct Histogram {
+  std::vector<double> bounds;         // increasing upper bounds; +Inf is implicit
+  std::vector<uint64_t> counts;       // per bucket (not cumulative), bounds.size() + 1 entries
+  double sum = 0;
+  uint64_t count = 0;
+
+  explicit Histogram(std::vector<double> upper_bounds = {});
+  void observe(double value);
+};
+
+// A consistent copy of the engine's numbers.
+struct MetricsSnapshot {
+  uint64_t requests_total = 0;           // submitted and accepted
+  uint64_t requests_finished_total = 0;  // every choice ended (stop or length)
+  uint64_t requests_cancelled_total = 0;
+  uint64_t prompt_tokens_total = 0;
+  uint64_t completion_tokens_total = 0;  // generated tokens, EOS excluded
+  uint64_t steps_total = 0;              // decoding steps run
+  int64_t queue_length = 0;              // requests waiting to join
+  int64_t running_requests = 0;
+  int64_t running_rows = 0;
+  int64_t max_batch = 0;
+  Histogram batch_rows;                  // rows per decoding step (occupancy)
+  Histogram time_to_first_token_seconds; // submit -> first token (or first result for beam search)
+  Histogram time_per_token_seconds;      // between consecutive tokens of a choice
+  Histogram request_seconds;             // submit -> done
+};
+
+// Default bucket bounds of each histogram.
+MetricsSnapshot empty_metrics(int64_t max_batch);
+
+}  // namespace attn::serve
