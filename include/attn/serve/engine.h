@@ -130,6 +130,9 @@ struct EngineOptions {
   int64_t max_batch = 16;  // decoder rows per step at most (choices x beams of running requests)
   int64_t max_queue = 64;  // requests waiting to join at most; beyond that submit() is Unavailable
   bool batch_invariant = true;  // decoding steps on batch-invariant kernels (ops/batch_invariant.h)
+  // Decoder-only: the model reads <bos> + prompt (off for GPT-2 checkpoints, which read the
+  // prompt as it is, as run::GenerateSettings::prepend_bos).
+  bool prepend_bos = true;
 };
 
 class Engine {
