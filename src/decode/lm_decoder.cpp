@@ -95,6 +95,22 @@ void LmDecoder::start_prompts(const std::vector<std::vector<int64_t>>& prompts) 
   started_ = true;
 }
 
+void LmDecoder::join(const std::vector<int64_t>& prefix) {
+  ATTN_CHECK(!model_.is_training(), kOp, "the model is in training mode (dropout on); call eval() before decoding");
+  ATTN_CHECK(!first_.defined(), kOp, "join() while start()'s first distribution is pending: step first");
+  NoGradGuard no_grad;
+  nn::KVCache fresh = model_.init_cache(1);  // one row, no positions yet
+  if (!prefix.empty())
+    model_.forward_cached_hidden(Tensor::from_vector<int64_t>(prefix, {1, static_cast<int64_t>(prefix.size())}),
+                                 fresh);  // [1, L, D], only the cache is kept
+  if (!started_) {
+    cache_ = std::move(fresh);
+    started_ = true;
+  } else {
+    cache_.append_rows(fresh);
+  }
+}
+
 Tensor LmDecoder::step(const Tensor& last_tokens) {
   ATTN_CHECK(started_, kOp, "step() before start()");
   const int64_t n = cache_.rows();

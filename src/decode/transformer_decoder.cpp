@@ -32,6 +32,23 @@ void TransformerDecoder::start(const Tensor& src_ids) {
   cache_ = use_kv_cache_ ? model_.init_cache(memory_, memory_padding_) : nn::KVCache();  // cross K/V [B, H, S, Dh]
 }
 
+void TransformerDecoder::join(const Tensor& src_ids) {
+  ATTN_CHECK(use_kv_cache_, kOp, "join() needs the KV-cache path");
+  ATTN_CHECK(!model_.is_training(), kOp,
+             "the model is in training mode (dropout on); call eval() before decoding");
+  ATTN_CHECK(src_ids.defined() && src_ids.dtype() == DType::I64 && src_ids.dim() == 2 && src_ids.size(0) >= 1,
+             kOp, "src_ids must be i64 [B, S] with B >= 1, got ", src_ids.defined() ? src_ids.str() : "undefined");
+  NoGradGuard no_grad;
+  const Tensor memory = model_.encode(src_ids);          // [B', S', D]
+  const Tensor padding = model_.padding_mask(src_ids);   // [B', S'] or undefined
+  nn::KVCache fresh = model_.init_cache(memory, padding);  // cross K/V [B', H, S', Dh]
+  fresh.set_left_pad(std::vector<int64_t>(static_cast<size_t>(src_ids.size(0)), 0));  // per-row positions
+  cache_.append_rows(fresh);
+  memory_ = memory;  // the KV path reads the cache; this only marks the batch as started
+  for (int64_t b = 0; b < src_ids.size(0); ++b) rows_.push_back(Row{});
+  rows_gathered_ = false;
+}
+
 void TransformerDecoder::gather_memory() {
   const int64_t n = static_cast<int64_t>(rows_.size());
   const int64_t b = memory_.size(0), s = memory_.size(1), d = memory_.size(2);

@@ -86,13 +86,21 @@ Tensor EncoderDecoderModel::forward_cached(const Tensor& tgt_ids, nn::KVCache& c
   ATTN_CHECK(cache.num_layers() == decoder_->num_layers() && cache.rows() == n, kOp, "the cache holds ",
              cache.rows(), " rows for ", cache.num_layers(), " layers; expected ", n, " rows for ",
              decoder_->num_layers(), " layers (init_cache first)");
-  const int64_t position = cache.length();
   const auto tokens = tgt_ids.to_vector<int64_t>();
   std::vector<int> is_pad(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) is_pad[i] = config_.pad_id >= 0 && tokens[i] == config_.pad_id ? 1 : 0;
-  Tensor y = embed(*tgt_embedding_, tgt_positions_.get(), *dropout_, tgt_ids, position);  // [N, 1, D]
+  // Rows of a running batch that joined at different steps are left-padded (KVCache::left_pad):
+  // each then has its own position; otherwise every row is at position cache.length().
+  Tensor positions;  // [N, 1] or undefined
+  Tensor y;
+  if (cache.left_pad().empty()) {
+    y = embed(*tgt_embedding_, tgt_positions_.get(), *dropout_, tgt_ids, cache.length());  // [N, 1, D]
+  } else {
+    positions = cache.next_positions(1);                                                     // [N, 1]
+    y = embed_at(*tgt_embedding_, tgt_positions_.get(), *dropout_, tgt_ids, positions);      // [N, 1, D]
+  }
   cache.append_self_padding(is_pad);
-  Tensor hidden = decoder_->forward_cached(y, cache);  // [N, 1, D]
+  Tensor hidden = decoder_->forward_cached(y, cache, positions);  // [N, 1, D]
   Tensor logits = generate(hidden);                  // [N, 1, V]
   return logits.reshape({n, logits.size(2)});        // [N, V]
 }

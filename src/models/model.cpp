@@ -59,6 +59,16 @@ Tensor Model::embed(const nn::Embedding& embedding, const nn::PositionalEncoding
   return dropout.forward(x);                                                         // [B, T, D]
 }
 
+Tensor Model::embed_at(const nn::Embedding& embedding, const nn::PositionalEncoding* positions_table,
+                       nn::Dropout& dropout, const Tensor& ids, const Tensor& positions) const {
+  ATTN_CHECK(ids.dtype() == DType::I64 && ids.dim() == 2, "embed", "token ids must be i64 [B, T], got ",
+             ids.str());
+  Tensor x = embedding.forward(ids);                                                 // [B, T, D]
+  if (config_.scale_embeddings) x = scale(x, std::sqrt(static_cast<double>(config_.d_model)));  // [B, T, D]
+  if (positions_table) x = positions_table->forward_at(x, positions);               // [B, T, D]
+  return dropout.forward(x);                                                         // [B, T, D]
+}
+
 void Model::xavier_init_matrices(const nn::Module& stack, Rng& rng) {
   for (auto& [name, p] : stack.named_parameters())
     if (p.dim() > 1) nn::xavier_uniform_(p, rng);

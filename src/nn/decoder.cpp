@@ -68,7 +68,8 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Attent
 }
 
 Tensor DecoderLayer::forward_cached(const Tensor& x_t, LayerKV& cache, const Tensor& self_padding,
-                                    const Tensor& memory_padding, const std::vector<int64_t>& row_sources) {
+                                    const Tensor& memory_padding, const std::vector<int64_t>& row_sources,
+                                    const Tensor& positions) {
   const int64_t D = options_.d_model;
   ATTN_CHECK(x_t.dim() == 3 && x_t.size(1) == 1 && x_t.size(2) == D, "DecoderLayer",
              "expected a step x_t [N, 1, ", D, "], got ", x_t.str());
@@ -76,6 +77,7 @@ Tensor DecoderLayer::forward_cached(const Tensor& x_t, LayerKV& cache, const Ten
              "cached decoding needs the cross-attention K/V in the cache (Decoder::init_cache)");
   AttentionMasks self_masks;  // the new position sees every cached one and itself
   self_masks.key_padding_mask = self_padding;
+  self_masks.positions = positions;
   if (options_.norm_first) {
     Tensor h = norm1_->forward(x_t);                                                         // [N, 1, D]
     Tensor out = dropout1_->add_to(x_t, self_attn_->forward_cached(h, cache.self, self_masks));  // [N, 1, D]
@@ -131,7 +133,7 @@ KVCache Decoder::init_cache(const Tensor& memory, const Tensor& memory_padding) 
   return cache;
 }
 
-Tensor Decoder::forward_cached(const Tensor& x_t, KVCache& cache) {
+Tensor Decoder::forward_cached(const Tensor& x_t, KVCache& cache, const Tensor& positions) {
   ATTN_CHECK(cache.num_layers() == num_layers(), "Decoder", "the cache has ", cache.num_layers(),
              " layers, the decoder ", num_layers());
   ATTN_CHECK(cache.length() >= 1, "Decoder", "append the step's target padding flags to the cache first");
@@ -141,7 +143,8 @@ Tensor Decoder::forward_cached(const Tensor& x_t, KVCache& cache) {
   const Tensor self_padding = cache.self_padding_last(held + 1);  // [N, T'+1] or undefined
   Tensor h = x_t;                                    // [N, 1, D]
   for (int64_t i = 0; i < num_layers(); ++i)
-    h = layer(i).forward_cached(h, cache.layer(i), self_padding, cache.memory_padding(), cache.row_sources());  // [N, 1, D]
+    h = layer(i).forward_cached(h, cache.layer(i), self_padding, cache.memory_padding(), cache.row_sources(),
+                                positions);  // [N, 1, D]
   if (norm_) h = norm_->forward(h);  // [N, 1, D]
   return h;
 }

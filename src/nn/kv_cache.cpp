@@ -242,6 +242,133 @@ void KVCache::reorder(const std::vector<int64_t>& rows) {
   }
 }
 
+namespace {
+
+// The rows of a [Na, H, ha, Dh] and b [Nb, H, hb, Dh] (either undefined = no positions yet, with
+// na / nb rows) in one buffer [Na + Nb, H, capacity, Dh], each right-aligned to max(ha, hb)
+// positions with zeros before; returns the view of those positions. `heads`/`dh` describe an
+// undefined side from the defined one.
+Tensor stack_right_aligned(const Tensor& a, int64_t na, const Tensor& b, int64_t nb) {
+  if (!a.defined() && !b.defined()) return Tensor();
+  const Tensor& ref = a.defined() ? a : b;
+  const int64_t H = ref.size(1), Dh = ref.size(3);
+  const int64_t ha = a.defined() ? a.size(2) : 0, hb = b.defined() ? b.size(2) : 0;
+  const int64_t h = std::max(ha, hb);
+  const int64_t capacity = std::max({kMinCachePositions, 2 * h, a.defined() ? cache_capacity(a) : 0});
+  Tensor buffer = Tensor::zeros({na + nb, H, capacity, Dh}, ref.dtype());  // [N, H, C, Dh]
+  Tensor view = buffer.slice(2, 0, h);                                      // [N, H, h, Dh]
+  if (ha > 0) view.slice(0, 0, na).slice(2, h - ha, h).copy_from(a);
+  if (hb > 0) view.slice(0, na, na + nb).slice(2, h - hb, h).copy_from(b);
+  return view;
+}
+
+// Sources a [Sa_n, H, Sa, Dh] and b [Sb_n, H, Sb, Dh] stacked, each left-aligned to max(Sa, Sb)
+// positions with zeros after.
+Tensor stack_left_aligned(const Tensor& a, const Tensor& b) {
+  if (!a.defined()) return b;
+  if (!b.defined()) return a;
+  const int64_t na = a.size(0), nb = b.size(0), s = std::max(a.size(2), b.size(2));
+  Tensor out = Tensor::zeros({na + nb, a.size(1), s, a.size(3)}, a.dtype());  // [Sa_n + Sb_n, H, S, Dh]
+  out.slice(0, 0, na).slice(2, 0, a.size(2)).copy_from(a);
+  out.slice(0, na, na + nb).slice(2, 0, b.size(2)).copy_from(b);
+  return out;
+}
+
+}  // namespace
+
+void KVCache::append_rows(const KVCache& other) {
+  const int64_t na = rows(), nb = other.rows();
+  if (na == 0) {
+    *this = other;
+    return;
+  }
+  if (nb == 0) return;
+  ATTN_CHECK(other.num_layers() == num_layers(), kOp, "append_rows: the caches have ", num_layers(), " and ",
+             other.num_layers(), " layers");
+  // Self-attention: right-aligned to the longer history T.
+  const int64_t ta = self_pad_len_, tb = other.self_pad_len_, t = std::max(ta, tb);
+  for (int64_t i = 0; i < num_layers(); ++i) {
+    LayerKV& l = layers_[static_cast<size_t>(i)];
+    const LayerKV& o = other.layers_[static_cast<size_t>(i)];
+    l.self.k = stack_right_aligned(l.self.k, na, o.self.k, nb);  // [Na + Nb, Hkv, T', Dh]
+    l.self.v = stack_right_aligned(l.self.v, na, o.self.v, nb);
+  }
+  std::vector<int> flags(static_cast<size_t>((na + nb) * t), 1);
+  for (int64_t r = 0; r < na; ++r)
+    for (int64_t j = 0; j < ta; ++j) flags[static_cast<size_t>(r * t + t - ta + j)] = self_pad_[static_cast<size_t>(r * ta + j)];
+  for (int64_t r = 0; r < nb; ++r)
+    for (int64_t j = 0; j < tb; ++j)
+      flags[static_cast<size_t>((na + r) * t + t - tb + j)] = other.self_pad_[static_cast<size_t>(r * tb + j)];
+  std::vector<int64_t> left(static_cast<size_t>(na + nb));
+  for (int64_t r = 0; r < na; ++r) left[static_cast<size_t>(r)] = (left_pad_.empty() ? 0 : left_pad_[static_cast<size_t>(r)]) + t - ta;
+  for (int64_t r = 0; r < nb; ++r)
+    left[static_cast<size_t>(na + r)] = (other.left_pad_.empty() ? 0 : other.left_pad_[static_cast<size_t>(r)]) + t - tb;
+  self_pad_ = std::move(flags);
+  self_pad_len_ = t;
+  left_pad_ = std::move(left);
+
+  // Cross-attention: sources stacked, other's rows reading theirs.
+  const int64_t sa = sources(), sb = other.sources();
+  ATTN_CHECK((sa > 0) == (sb > 0), kOp, "append_rows: one cache has cross-attention sources and the other not");
+  if (sa > 0) {
+    const int64_t len_a = layers_.empty() ? memory_padding_.size(1) : layers_[0].cross.k.size(2);
+    const int64_t len_b = other.layers_.empty() ? other.memory_padding_.size(1) : other.layers_[0].cross.k.size(2);
+    const int64_t s = std::max(len_a, len_b);
+    for (int64_t i = 0; i < num_layers(); ++i) {
+      LayerKV& l = layers_[static_cast<size_t>(i)];
+      const LayerKV& o = other.layers_[static_cast<size_t>(i)];
+      l.cross.k = stack_left_aligned(l.cross.k, o.cross.k);  // [Sa + Sb, Hkv, S, Dh]
+      l.cross.v = stack_left_aligned(l.cross.v, o.cross.v);
+    }
+    if (memory_padding_.defined() || other.memory_padding_.defined() || len_a != len_b) {
+      std::vector<int> pad(static_cast<size_t>((sa + sb) * s), 1);
+      const auto fill = [&](const Tensor& mask, int64_t first, int64_t count, int64_t len) {
+        const std::vector<int64_t> m = mask.defined() ? mask.to_vector<int64_t>() : std::vector<int64_t>();
+        for (int64_t r = 0; r < count; ++r)
+          for (int64_t j = 0; j < len; ++j)
+            pad[static_cast<size_t>((first + r) * s + j)] = m.empty() ? 0 : static_cast<int>(m[static_cast<size_t>(r * len + j)]);
+      };
+      fill(memory_padding_, 0, sa, len_a);
+      fill(other.memory_padding_, sa, sb, len_b);
+      memory_padding_ = Tensor::from_bools(pad, {sa + sb, s});  // [Sa + Sb, S]
+    }
+    std::vector<int64_t> src(static_cast<size_t>(na + nb));
+    for (int64_t r = 0; r < na; ++r) src[static_cast<size_t>(r)] = row_sources_.empty() ? r : row_sources_[static_cast<size_t>(r)];
+    for (int64_t r = 0; r < nb; ++r)
+      src[static_cast<size_t>(na + r)] = sa + (other.row_sources_.empty() ? r : other.row_sources_[static_cast<size_t>(r)]);
+    bool identity = sa + sb == na + nb;
+    for (int64_t r = 0; r < na + nb && identity; ++r) identity = src[static_cast<size_t>(r)] == r;
+    row_sources_ = identity ? std::vector<int64_t>() : std::move(src);
+  }
+}
+
+int64_t KVCache::trim_padding() {
+  const int64_t n = rows();
+  if (n == 0 || self_pad_len_ == 0 || left_pad_.empty()) return 0;
+  int64_t drop = self_pad_len_;
+  for (int64_t r = 0; r < n; ++r) {
+    int64_t lead = 0;  // leading PAD flags of row r
+    while (lead < self_pad_len_ && self_pad_[static_cast<size_t>(r * self_pad_len_ + lead)] != 0) ++lead;
+    drop = std::min({drop, lead, left_pad_[static_cast<size_t>(r)]});
+  }
+  if (drop == 0) return 0;
+  const int64_t t = self_pad_len_ - drop;
+  for (LayerKV& l : layers_)
+    for (Tensor* x : {&l.self.k, &l.self.v}) {
+      if (!x->defined()) continue;
+      const int64_t held = x->size(2);  // the last `held` of the T positions
+      const int64_t cut = std::max<int64_t>(0, held - t);
+      if (cut > 0) *x = x->slice(2, cut, held);  // [N, Hkv, held - cut, Dh], a view of the same buffer
+    }
+  std::vector<int> flags(static_cast<size_t>(n * t));
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = 0; j < t; ++j) flags[static_cast<size_t>(r * t + j)] = self_pad_[static_cast<size_t>(r * self_pad_len_ + drop + j)];
+  self_pad_ = std::move(flags);
+  self_pad_len_ = t;
+  for (int64_t& p : left_pad_) p -= drop;
+  return drop;
+}
+
 int64_t KVCache::memory_bytes() const {
   int64_t bytes = 0;
   for (const LayerKV& l : layers_)

@@ -45,6 +45,15 @@ class LmDecoder : public IncrementalDecoder {
   void reorder(const std::vector<int64_t>& rows) override;
   int64_t vocab_size() const override;
 
+  // Continuous batching: a new row joins the running batch after the current ones. `prefix` is
+  // its input without the last token (possibly empty), run through a cache of its own here,
+  // alone; the row's next step takes that last token (as search's BOS) and returns the
+  // distribution after it. The other rows keep their state (nn::KVCache::append_rows). Not
+  // while a start()'s first distribution is pending.
+  void join(const std::vector<int64_t>& prefix);
+  // Drops cached positions that are padding for every row (KVCache::trim_padding).
+  int64_t trim_padding() { return cache_.trim_padding(); }
+
   const nn::KVCache& cache() const { return cache_; }
 
  private:

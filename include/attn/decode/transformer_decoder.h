@@ -30,6 +30,15 @@ class TransformerDecoder : public IncrementalDecoder {
   void reorder(const std::vector<int64_t>& rows) override;
   int64_t vocab_size() const override;
 
+  // Continuous batching (KV path only): src_ids I64 [B', S'] join the running batch as B' new
+  // rows after the current ones, each with an empty prefix (its next step takes BOS), while the
+  // other rows keep their state. Each source is encoded here, alone, so its rows compute the
+  // same values as in a batch of their own (nn::KVCache::append_rows). With no rows running,
+  // the same as start() but with per-row positions.
+  void join(const Tensor& src_ids);
+  // Drops cached positions that are padding for every row (KVCache::trim_padding).
+  int64_t trim_padding() { return cache_.trim_padding(); }
+
   bool uses_kv_cache() const { return use_kv_cache_; }
   const nn::KVCache& cache() const { return cache_; }  // empty on the recompute path
 

@@ -49,6 +49,9 @@ class Model : public nn::Module {
   // ids [B, T] -> dropout(embedding(ids) * sqrt(D) + positions[offset, offset + T)) [B, T, D].
   Tensor embed(const nn::Embedding& embedding, const nn::PositionalEncoding* positions,
                nn::Dropout& dropout, const Tensor& ids, int64_t offset = 0) const;
+  // The same with each token's own position: positions I64 [B, T].
+  Tensor embed_at(const nn::Embedding& embedding, const nn::PositionalEncoding* positions_table,
+                  nn::Dropout& dropout, const Tensor& ids, const Tensor& positions) const;
   // nn.Transformer._reset_parameters: xavier_uniform_ on every parameter with dim > 1.
   static void xavier_init_matrices(const nn::Module& stack, Rng& rng);
 

@@ -37,9 +37,11 @@ class DecoderLayer : public Module {
   // over cache.cross, through the same sublayers and norms as forward().
   // self_padding Bool [N, T'+1] (the cached positions and this one) / memory_padding Bool
   // [N_src, S], or undefined; row r reads source row row_sources[r] of the cross-attention K/V
-  // (empty: row r). With RoPE, this position is the number of cached ones. -> [N, 1, D].
+  // (empty: row r). With RoPE, this position is `positions` (I64 [N, 1], each row's own: rows
+  // that joined a running batch later are left-padded), or when undefined the number of cached
+  // ones. -> [N, 1, D].
   Tensor forward_cached(const Tensor& x_t, LayerKV& cache, const Tensor& self_padding, const Tensor& memory_padding,
-                        const std::vector<int64_t>& row_sources = {});
+                        const std::vector<int64_t>& row_sources = {}, const Tensor& positions = Tensor());
 
   // As EncoderLayer's: self_attention() of either kind, self_attn() the softmax one (an error
   // with linear attention), feed_forward() the dense FFN (an error with experts), moe().
@@ -75,7 +77,8 @@ class Decoder : public Module {
   KVCache init_cache(const Tensor& memory, const Tensor& memory_padding);
   // One step of every layer (DecoderLayer::forward_cached) then the final norm: x_t [N, 1, D]
   // -> [N, 1, D]. The caller has already appended the step's target padding flags to `cache`.
-  Tensor forward_cached(const Tensor& x_t, KVCache& cache);
+  // positions: each row's position I64 [N, 1] for RoPE, or undefined (see DecoderLayer).
+  Tensor forward_cached(const Tensor& x_t, KVCache& cache, const Tensor& positions = Tensor());
 
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
   DecoderLayer& layer(int64_t i) { return *layers_.at(static_cast<size_t>(i)); }

@@ -94,6 +94,20 @@ class KVCache {
   // dropped (the only copy: of the sources that stay, when some go).
   void reorder(const std::vector<int64_t>& rows);
 
+  // Continuous batching (serve/engine.h): appends `other`'s rows after this cache's rows, so
+  // that a request that arrives mid-decoding joins the running batch. The two caches must have
+  // as many layers. The shorter side is left-padded to the longer's length T: its rows get PAD
+  // flags and zero K/V in the new leading positions and their left_pad grows by as much, so
+  // every row keeps its own positions (next_positions). The cross-attention sources are
+  // concatenated too, the shorter sources right-padded (memory_padding true there) and other's
+  // rows reading their own sources. A cache without rows takes other's state as it is.
+  // Every row's attention sees exactly the keys it saw before (the rest is masked).
+  void append_rows(const KVCache& other);
+  // Drops the leading positions that are padding in every row (after the rows that held them
+  // left): T and every row's left_pad shrink by as much; positions are unchanged. Returns the
+  // number of positions dropped.
+  int64_t trim_padding();
+
   // Bytes held by the cached positions: 2 * layers * Hkv * (N * T' + N_src * S) * Dh *
   // sizeof(dtype) (the spare room of the self-attention buffers is not counted).
   int64_t memory_bytes() const;
