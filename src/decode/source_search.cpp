@@ -183,7 +183,8 @@ class BeamSource final : public SourceSearch {
     if (done_) return results_;
     // A search stopped early: its finished and live hypotheses ranked together, as at the limit.
     std::vector<Hypothesis> ranked = finished_;
-    for (const Live& l : live_) ranked.push_back(Hypothesis{l.tokens, l.logprob, t_ >= 1 ? l.logprob / penalty(t_) : 0, false});
+    for (const Live& l : live_)
+      ranked.push_back(Hypothesis{l.tokens, l.logprob, t_ >= 1 ? l.logprob / penalty(t_) : 0.0, false});
     return rank(std::move(ranked));
   }
 
@@ -362,9 +363,10 @@ void run_searches(const char* op, IncrementalDecoder& decoder, const Tensor& src
       if (owned[s] == 0) continue;
       const std::vector<int64_t> parents = searches[s]->advance(lp.data() + offset * v, v);
       ATTN_CHECK(parents.size() == searches[s]->next_tokens().size(), op, "search ", s, " returned ",
-                 parents.size(), " parents for ", searches[s]->next_tokens().size(), " rows");
+                 parents.size(), " parents for its ", searches[s]->next_tokens().size(), " new rows");
       for (int64_t p : parents) {
-        ATTN_CHECK(p >= 0 && p < owned[s], op, "search ", s, " returned parent ", p, " outside its ", owned[s], " rows");
+        ATTN_CHECK(p >= 0 && p < owned[s], op, "search ", s, " returned parent ", p, " outside its ", owned[s],
+                   " rows");
         rows.push_back(offset + p);
       }
       offset += owned[s];

@@ -90,7 +90,8 @@ TEST(SourceSearch, ASearchFedByHandEndsAsInsideRunSearchesBesideOtherSearches) {
       ASSERT_TRUE(batch[s]->done());
       auto alone = mixed_search(s, 2 + static_cast<int64_t>(s) * 2);
       run_alone(*alone, m, kSources[s]);
-      expect_same(alone->results(), batch[s]->results(), "seed " + std::to_string(seed) + " source " + std::to_string(s));
+      const std::string what = "seed " + std::to_string(seed) + " source " + std::to_string(s);
+      expect_same(alone->results(), batch[s]->results(), what);
       // Control: a driver that loses track of the rows gets another beam result somewhere.
       auto lost = mixed_search(s, 2 + static_cast<int64_t>(s) * 2);
       run_alone(*lost, m, kSources[s], /*follow_parents=*/false);
