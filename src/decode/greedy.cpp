@@ -1,7 +1,11 @@
-// Greedy search (see greedy.h): the argmax chain per source, with finished rows dropped from
-// the decoder's batch. Deliberately no length penalty and no batching tricks beyond reorder().
+// Greedy search (see greedy.h): one greedy_source per source of the batch, run by
+// run_searches(), which drops finished rows from the decoder's batch (source_search.cpp holds
+// the search itself). Deliberately no length penalty and no batching tricks beyond reorder().
 #include "attn/decode/greedy.h"
 
+#include <memory>
+
+#include "attn/decode/source_search.h"
 #include "search_common.h"
 
 namespace attn::decode {
@@ -15,43 +19,16 @@ std::vector<Hypothesis> greedy_search(IncrementalDecoder& decoder, const Tensor&
   const char* op = "greedy_search";
   const std::vector<int64_t> limit = detail::prepare(
       op, decoder, src_ids, {options.bos, options.eos, options.pad, options.max_len, options.max_extra});
-  const int64_t v = decoder.vocab_size();
   const int64_t b = src_ids.size(0);
-  std::vector<Hypothesis> out(static_cast<size_t>(b));
-  if (b == 0) return out;
-
-  decoder.start(src_ids);
-  std::vector<int64_t> live(static_cast<size_t>(b));  // live row i decodes source live[i]
-  for (int64_t i = 0; i < b; ++i) live[i] = i;
-  std::vector<int64_t> last(static_cast<size_t>(b), options.bos);
-
-  while (!live.empty()) {
-    const int64_t n = static_cast<int64_t>(live.size());
-    const std::vector<double> lp = detail::read_log_probs(op, decoder.step(detail::token_tensor(last)), n, v);
-    std::vector<int64_t> keep_rows, keep_src, keep_last;
-    for (int64_t r = 0; r < n; ++r) {
-      const double* row = lp.data() + r * v;
-      int64_t best = 0;  // strict > keeps the lower id on ties
-      for (int64_t t = 1; t < v; ++t)
-        if (row[t] > row[best]) best = t;
-      Hypothesis& h = out[live[r]];
-      h.logprob += row[best];
-      h.score = h.logprob;
-      if (best == options.eos) {
-        h.finished = true;
-        continue;
-      }
-      h.tokens.push_back(best);
-      if (h.length() >= limit[live[r]]) continue;  // cut at the limit
-      keep_rows.push_back(r);
-      keep_src.push_back(live[r]);
-      keep_last.push_back(best);
-    }
-    if (keep_rows.empty()) break;
-    if (static_cast<int64_t>(keep_rows.size()) != n) decoder.reorder(keep_rows);  // drop finished rows
-    live = std::move(keep_src);
-    last = std::move(keep_last);
+  std::vector<std::unique_ptr<ChainSearch>> searches;
+  std::vector<SourceSearch*> run;
+  for (int64_t s = 0; s < b; ++s) {
+    searches.push_back(greedy_source(options, limit[s]));
+    run.push_back(searches.back().get());
   }
+  run_searches(op, decoder, src_ids, run);
+  std::vector<Hypothesis> out;
+  for (const auto& search : searches) out.push_back(std::move(search->results().front()));
   return out;
 }
 

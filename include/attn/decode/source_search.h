@@ -33,15 +33,19 @@ class SourceSearch {
   virtual const std::vector<int64_t>& next_tokens() const = 0;
 
   // log_probs: its rows' next-token log-probabilities, row-major [rows, v] (rows =
-  // next_tokens().size() before the call). Advances one step and returns the parents of its rows
-  // after the step: new row i continues old row parents[i] (an index among its old rows; may
-  // repeat). Empty when the search has ended (done() is then true).
+  // next_tokens().size() before the call; the pointer must hold rows * v values). Advances one
+  // step and returns the parents of its rows after the step: new row i continues old row
+  // parents[i] (an index among its old rows; may repeat), and parents.size() is the new
+  // next_tokens().size(). Empty when the search has ended (done() is then true).
+  // attn::Error, leaving the search as it was: advance() after done(), a null pointer, v < 1, a
+  // v that differs from the first step's or does not hold the options' bos and eos, a NaN.
   virtual std::vector<int64_t> advance(const double* log_probs, int64_t v) = 0;
 
   virtual bool done() const = 0;
 
   // Its hypotheses, best first (beam search: up to n_best; greedy and sampling: one). Valid
-  // once done(); before that, what it holds so far (a cancelled search's partial answer).
+  // once done(); before that, what it holds so far (a cancelled search's partial answer): the
+  // chain so far, or beam search's finished and live hypotheses ranked together as at the limit.
   virtual std::vector<Hypothesis> results() const = 0;
 };
 
@@ -58,7 +62,9 @@ class ChainSearch : public SourceSearch {
 };
 
 // limit: length limit in generated tokens, EOS included (>= 1). The option structs' own
-// bos/eos are used; their pad/max_len/max_extra are not (the limit is given).
+// bos/eos are used; their pad/max_len/max_extra are not (the limit is given). Bad options
+// (bos < 0, eos < -1, limit < 1, and what validate() refuses for sampling and beam search) are
+// attn::Error here; bos and eos are checked against the vocabulary at the first advance().
 std::unique_ptr<ChainSearch> greedy_source(const GreedyOptions& options, int64_t limit);
 // `rng`: the source's own generator stream (sample() seeds source s with the s-th draw of
 // Rng(options.seed).next_u64()).
@@ -66,8 +72,11 @@ std::unique_ptr<ChainSearch> sampling_source(const SamplingOptions& options, int
 std::unique_ptr<SourceSearch> beam_source(const BeamOptions& options, int64_t limit);
 
 // Runs one search per source of src_ids (I64 [B, S]; searches[b] for source b) to the end:
-// decoder.start(src_ids), then step / advance / reorder until every search is done. `op` names
-// the caller in errors (read_log_probs's checks).
+// decoder.start(src_ids), then step / advance / reorder until every search is done. Each step
+// feeds the running searches' next_tokens() in source order, hands each its rows and reorders
+// the decoder with their parents (offset by their first rows), skipping reorder() when no row
+// moved or left. Every search must be new (one row, not done); B = 0 does nothing. `op` names
+// the caller in errors (the decoder's output: shape, NaN).
 void run_searches(const char* op, IncrementalDecoder& decoder, const Tensor& src_ids,
                   const std::vector<SourceSearch*>& searches);
 
