@@ -1,15 +1,22 @@
-// serve/engine.cpp — see attn/serve/engine.h. First version: the engine thread serves queued
-// requests one at a time through the run layer (run::search_batch / run::generate_batch) and
-// sends each choice's tokens when it is done. Continuous batching replaces the loop below.
+// serve/engine.cpp — see attn/serve/engine.h. The engine thread loops: admit waiting requests
+// while the batch has room (each joins the decoder alone: its source encoded or its prompt
+// prefilled, TransformerDecoder::join / LmDecoder::join), drop cancelled ones, run one decoding
+// step for every live row on batch-invariant kernels, hand each request's rows to its searches
+// (decode/source_search.h: greedy, sampling, beam), send the events, and reorder the rows.
 #include "attn/serve/engine.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
+#include "attn/core/autograd.h"
 #include "attn/core/error.h"
+#include "attn/decode/lm_decoder.h"
+#include "attn/decode/source_search.h"
+#include "attn/decode/transformer_decoder.h"
 #include "attn/models/decoder_only.h"
-#include "attn/run/generate.h"
-#include "attn/run/translate.h"
+#include "attn/models/encoder_decoder.h"
+#include "attn/ops/batch_invariant.h"
 
 namespace attn::serve {
 
@@ -51,134 +58,414 @@ void Request::push(Event e) {
   cv_.notify_all();
 }
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// The `k` most probable tokens of a row, best first, ties to the lower id.
+std::vector<TokenLogprob> top_tokens(const double* row, int64_t v, int64_t k) {
+  std::vector<TokenLogprob> top;
+  for (int64_t t = 0; t < v; ++t) {
+    if (static_cast<int64_t>(top.size()) == k && !(row[t] > top.back().logprob)) continue;
+    auto at = std::find_if(top.begin(), top.end(), [&](const TokenLogprob& x) { return row[t] > x.logprob; });
+    top.insert(at, TokenLogprob{t, row[t]});
+    if (static_cast<int64_t>(top.size()) > k) top.pop_back();
+  }
+  return top;
+}
+
+}  // namespace
+
 struct Engine::Impl {
   struct Job {
     std::shared_ptr<Request> request;
     std::vector<int64_t> prompt;
     GenerationParams params;
-    std::chrono::steady_clock::time_point submitted;
+    Clock::time_point submitted;
+  };
+  // One search of a running request and the rows it owns (consecutive in the decoder).
+  struct Choice {
+    std::unique_ptr<decode::SourceSearch> search;
+    decode::ChainSearch* chain = nullptr;  // the same search when it is greedy or sampling
+    int64_t index = 0;                     // its choice number (beam search: its results are 0..n-1)
+    Clock::time_point last_token;
+    bool over = false;
+  };
+  struct Running {
+    Job job;
+    std::vector<Choice> choices;
+    bool first_sent = false;
+    int64_t generated = 0;  // tokens sent
+    int64_t rows() const {
+      int64_t r = 0;
+      for (const Choice& c : choices) r += static_cast<int64_t>(c.search->next_tokens().size());
+      return r;
+    }
+    // Rows it may grow to: beam search keeps up to `beam` live hypotheses.
+    int64_t reserved() const { return job.params.beam >= 1 ? job.params.beam : job.params.n; }
   };
 
   const run::ModelFolder& folder;
   EngineOptions options;
   models::Arch arch = models::Arch::EncoderDecoder;
+  std::shared_ptr<models::EncoderDecoderModel> seq2seq;
+  std::shared_ptr<models::DecoderOnlyModel> lm;
+  std::unique_ptr<decode::TransformerDecoder> seq2seq_decoder;
+  std::unique_ptr<decode::LmDecoder> lm_decoder;
+
   mutable std::mutex mu;
-  std::condition_variable cv;
+  std::condition_variable cv;       // the engine thread waits here for work
+  std::condition_variable idle_cv;  // drain() waits here for the engine to empty
   std::deque<Job> queue;
-  bool stopping = false;   // the thread ends
-  bool draining = false;   // submit refuses
-  bool busy = false;       // a job is running
+  std::vector<Running> running;     // engine thread only
+  int64_t running_count = 0;        // under mu: running.size() as last published
+  bool stopping = false;
+  bool draining = false;
+  bool cancel_all = false;  // cancel every running and waiting request (drain's deadline, shutdown)
   MetricsSnapshot stats;
   std::thread thread;
 
   Impl(const run::ModelFolder& f, EngineOptions o) : folder(f), options(o), stats(empty_metrics(o.max_batch)) {
     ATTN_CHECK(folder.base != nullptr, "serve", "no model loaded");
     arch = folder.base->config().arch;
-    ATTN_CHECK(arch == models::Arch::EncoderDecoder || arch == models::Arch::DecoderOnly, "serve",
-               "the engine decodes encoder-decoder and decoder-only models; '", folder.dir, "' is ",
-               models::arch_name(arch));
+    if (arch == models::Arch::EncoderDecoder) {
+      seq2seq = std::dynamic_pointer_cast<models::EncoderDecoderModel>(folder.base);
+      ATTN_CHECK(seq2seq != nullptr, "serve", "the model in '", folder.dir, "' is not an encoder-decoder model");
+    } else if (arch == models::Arch::DecoderOnly) {
+      lm = std::dynamic_pointer_cast<models::DecoderOnlyModel>(folder.base);
+      ATTN_CHECK(lm != nullptr, "serve", "the model in '", folder.dir, "' is not a decoder-only model");
+    } else {
+      fail("serve", "the engine decodes encoder-decoder and decoder-only models; '", folder.dir, "' is ",
+           models::arch_name(arch));
+    }
+    folder.base->eval();
+    reset_decoder();
   }
 
-  void run_job(Job& job) {
+  void reset_decoder() {
+    if (seq2seq) seq2seq_decoder = std::make_unique<decode::TransformerDecoder>(*seq2seq);
+    if (lm) lm_decoder = std::make_unique<decode::LmDecoder>(*lm);
+  }
+  decode::IncrementalDecoder& decoder() {
+    if (seq2seq_decoder) return *seq2seq_decoder;
+    return *lm_decoder;
+  }
+  int64_t rows_in_use() const {
+    int64_t r = 0;
+    for (const Running& x : running) r += x.rows();
+    return r;
+  }
+
+  // The searches of a new request, and its row(s) in the decoder (appended after the others).
+  Running admit(Job job) {
     const GenerationParams& p = job.params;
-    std::vector<std::vector<decode::Hypothesis>> found;
-    if (arch == models::Arch::EncoderDecoder) {
-      run::SearchSettings s;
-      s.beam = p.beam >= 1 ? p.beam : 1;
-      s.alpha = p.alpha;
-      s.n_best = p.beam >= 1 ? p.n : 1;
-      s.max_len = p.max_tokens;
-      found = run::search_batch(folder, {job.prompt}, s);
+    Running run;
+    run.job = std::move(job);
+    const std::vector<int64_t>& prompt = run.job.prompt;
+    int64_t bos = folder.bos;
+    const int64_t before = rows_in_use();
+    if (seq2seq_decoder) {
+      seq2seq_decoder->join(Tensor::from_vector<int64_t>(prompt, {1, static_cast<int64_t>(prompt.size())}));
     } else {
-      run::GenerateSettings s;
-      if (p.beam >= 1) {
-        s.mode = run::GenerateSettings::Mode::Beam;
-        s.beam = p.beam;
-        s.alpha = p.alpha;
-        s.n_best = p.n;
-      } else if (p.temperature > 0) {
-        s.mode = run::GenerateSettings::Mode::Sample;
-        s.temperature = p.temperature;
-        s.top_k = p.top_k;
-        s.top_p = p.top_p;
-        s.seed = *p.seed;
-      }
-      s.max_tokens = p.max_tokens;
-      s.prepend_bos = options.prepend_bos;
-      found = run::generate_batch(folder, {job.prompt}, s);
+      std::vector<int64_t> input;
+      if (options.prepend_bos) input.push_back(folder.bos);
+      input.insert(input.end(), prompt.begin(), prompt.end());
+      bos = input.back();  // the last input token is fed at the row's first step
+      input.pop_back();
+      lm_decoder->join(input);
     }
-    const auto now = std::chrono::steady_clock::now();
-    const double ttft = std::chrono::duration<double>(now - job.submitted).count();
-    std::lock_guard<std::mutex> lock(mu);
-    stats.time_to_first_token_seconds.observe(ttft);
-    const std::vector<decode::Hypothesis>& hyps = found.at(0);
-    for (size_t c = 0; c < hyps.size(); ++c) {
-      const decode::Hypothesis& h = hyps[c];
-      if (p.beam < 1)
-        for (int64_t t : h.tokens) {
-          Event e;
-          e.kind = Event::Kind::Token;
-          e.choice = static_cast<int64_t>(c);
-          e.token = t;
-          job.request->push(std::move(e));
+    const int64_t limit = p.max_tokens;
+    if (p.beam >= 1) {
+      decode::BeamOptions o;
+      o.beam = p.beam;
+      o.alpha = p.alpha;
+      o.n_best = p.n;
+      o.bos = bos;
+      o.eos = folder.eos;
+      Choice c;
+      c.search = decode::beam_source(o, limit);
+      run.choices.push_back(std::move(c));
+    } else {
+      Rng master(*p.seed);
+      for (int64_t i = 0; i < p.n; ++i) {
+        Choice c;
+        std::unique_ptr<decode::ChainSearch> chain;
+        if (p.temperature == 0) {
+          decode::GreedyOptions o;
+          o.bos = bos;
+          o.eos = folder.eos;
+          chain = decode::greedy_source(o, limit);
+        } else {
+          decode::SamplingOptions o;
+          o.temperature = p.temperature;
+          o.top_k = p.top_k;
+          o.top_p = p.top_p;
+          o.bos = bos;
+          o.eos = folder.eos;
+          chain = decode::sampling_source(o, limit, Rng(master.next_u64()));
         }
+        c.chain = chain.get();
+        c.search = std::move(chain);
+        c.index = i;
+        run.choices.push_back(std::move(c));
+      }
+      if (p.n > 1) {  // the other choices' rows: copies of the joined row
+        std::vector<int64_t> rows(static_cast<size_t>(before));
+        for (int64_t r = 0; r < before; ++r) rows[static_cast<size_t>(r)] = r;
+        for (int64_t i = 0; i < p.n; ++i) rows.push_back(before);
+        decoder().reorder(rows);
+      }
+    }
+    const auto now = Clock::now();
+    for (Choice& c : run.choices) c.last_token = now;
+    return run;
+  }
+
+  void finish_choice(Running& run, Choice& c, FinishReason forced, bool use_forced) {
+    c.over = true;
+    const std::vector<decode::Hypothesis> hyps = c.search->results();
+    if (hyps.empty()) {
       Event f;
       f.kind = Event::Kind::Finish;
-      f.choice = static_cast<int64_t>(c);
-      f.reason = h.finished ? FinishReason::Stop : FinishReason::Length;
+      f.choice = c.index;
+      f.reason = use_forced ? forced : FinishReason::Length;
+      run.job.request->push(std::move(f));
+      return;
+    }
+    const size_t count = run.job.params.beam >= 1 ? hyps.size() : 1;
+    for (size_t k = 0; k < count; ++k) {
+      const decode::Hypothesis& h = hyps[k];
+      Event f;
+      f.kind = Event::Kind::Finish;
+      f.choice = run.job.params.beam >= 1 ? static_cast<int64_t>(k) : c.index;
+      f.reason = use_forced ? forced : (h.finished ? FinishReason::Stop : FinishReason::Length);
       f.tokens = h.tokens;
       f.logprob = h.logprob;
       f.score = h.score;
-      stats.completion_tokens_total += h.tokens.size();
-      job.request->push(std::move(f));
+      if (run.job.params.beam >= 1 && !use_forced) {
+        std::lock_guard<std::mutex> lock(mu);
+        stats.completion_tokens_total += h.tokens.size();
+      }
+      run.job.request->push(std::move(f));
     }
-    ++stats.requests_finished_total;
-    stats.request_seconds.observe(ttft);
+  }
+
+  // Ends a request: Done, metrics.
+  void close(Running& run, bool cancelled) {
+    Event done;
+    done.kind = Event::Kind::Done;
+    run.job.request->push(std::move(done));
+    std::lock_guard<std::mutex> lock(mu);
+    if (cancelled) ++stats.requests_cancelled_total;
+    else ++stats.requests_finished_total;
+    stats.request_seconds.observe(seconds_between(run.job.submitted, Clock::now()));
+  }
+
+  void note_first(Running& run) {
+    if (run.first_sent) return;
+    run.first_sent = true;
+    std::lock_guard<std::mutex> lock(mu);
+    stats.time_to_first_token_seconds.observe(seconds_between(run.job.submitted, Clock::now()));
+  }
+
+  // One decoding step of every live row; requests that end leave the batch.
+  void step() {
+    std::vector<int64_t> tokens;
+    for (const Running& run : running)
+      for (const Choice& c : run.choices) {
+        const auto& t = c.search->next_tokens();
+        tokens.insert(tokens.end(), t.begin(), t.end());
+      }
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    Tensor lp;
+    {
+      NoGradGuard no_grad;
+      BatchInvariantGuard invariant(options.batch_invariant);
+      lp = decoder().step(Tensor::from_vector<int64_t>(tokens, {n}));  // [N, V]
+    }
+    const int64_t v = lp.size(1);
+    const std::vector<double> values = lp.to_vector<double>();
+    const auto now = Clock::now();
+    std::vector<int64_t> rows;  // the decoder's rows after the step
+    int64_t offset = 0, sent = 0;
+    std::vector<Running> still;
+    for (Running& run : running) {
+      const int64_t top_k = run.job.params.logprobs;
+      for (Choice& c : run.choices) {
+        const int64_t k = static_cast<int64_t>(c.search->next_tokens().size());
+        if (k == 0) continue;
+        const double* row = values.data() + offset * v;
+        const int64_t new_first = static_cast<int64_t>(rows.size());
+        for (int64_t parent : c.search->advance(row, v)) rows.push_back(offset + parent);
+        (void)new_first;
+        if (c.chain != nullptr && c.chain->last_token() != folder.eos) {
+          Event e;
+          e.kind = Event::Kind::Token;
+          e.choice = c.index;
+          e.token = c.chain->last_token();
+          e.logprob = c.chain->last_logprob();
+          if (top_k >= 1) e.top = top_tokens(row, v, top_k);
+          note_first(run);
+          run.job.request->push(std::move(e));
+          ++sent;
+          ++run.generated;
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            stats.time_per_token_seconds.observe(seconds_between(c.last_token, now));
+          }
+          c.last_token = now;
+        }
+        offset += k;
+        if (c.search->done()) {
+          if (c.chain == nullptr) note_first(run);
+          finish_choice(run, c, FinishReason::Stop, false);
+        }
+      }
+      bool over = true;
+      for (const Choice& c : run.choices) over = over && c.over;
+      if (over) close(run, false);
+      else still.push_back(std::move(run));
+    }
+    running = std::move(still);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++stats.steps_total;
+      stats.batch_rows.observe(static_cast<double>(n));
+      stats.completion_tokens_total += static_cast<uint64_t>(sent);
+    }
+    if (static_cast<int64_t>(rows.size()) != n || !std::is_sorted(rows.begin(), rows.end()) ||
+        std::adjacent_find(rows.begin(), rows.end()) != rows.end()) {
+      reorder_or_reset(rows);
+    }
+  }
+
+  void reorder_or_reset(const std::vector<int64_t>& rows) {
+    if (rows.empty()) {
+      reset_decoder();  // nothing runs: a fresh decoder for the next request
+      return;
+    }
+    decoder().reorder(rows);
+    if (seq2seq_decoder) seq2seq_decoder->trim_padding();
+    else lm_decoder->trim_padding();
+  }
+
+  // Requests whose client went away (or whose stop string completed) leave before the step.
+  void drop_cancelled() {
+    bool any = false;
+    for (const Running& run : running) any = any || run.job.request->cancelled();
+    if (!any) return;
+    std::vector<int64_t> rows;
+    std::vector<Running> still;
+    int64_t offset = 0;
+    for (Running& run : running) {
+      const int64_t k = run.rows();
+      if (run.job.request->cancelled()) {
+        for (Choice& c : run.choices)
+          if (!c.over) finish_choice(run, c, FinishReason::Cancelled, true);
+        close(run, true);
+      } else {
+        for (int64_t r = 0; r < k; ++r) rows.push_back(offset + r);
+        still.push_back(std::move(run));
+      }
+      offset += k;
+    }
+    running = std::move(still);
+    reorder_or_reset(rows);
+  }
+
+  void publish() {
+    std::lock_guard<std::mutex> lock(mu);
+    running_count = static_cast<int64_t>(running.size());
+    stats.running_requests = running_count;
+    stats.running_rows = rows_in_use();
+    stats.queue_length = static_cast<int64_t>(queue.size());
+    if (running.empty() && queue.empty()) idle_cv.notify_all();
+  }
+
+  void fail_all(const std::string& message) {
+    for (Running& run : running) {
+      Event err;
+      err.kind = Event::Kind::Error;
+      err.message = message;
+      run.job.request->push(std::move(err));
+    }
+    running.clear();
+    reset_decoder();
   }
 
   void loop() {
     for (;;) {
-      Job job;
+      // Admission: waiting requests join while their rows fit (in arrival order: no overtaking).
+      std::vector<Job> joining;
       {
         std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return stopping || !queue.empty(); });
-        if (queue.empty()) return;
-        job = std::move(queue.front());
-        queue.pop_front();
-        busy = true;
-        stats.queue_length = static_cast<int64_t>(queue.size());
-        stats.running_requests = 1;
-      }
-      if (job.request->cancelled()) {
-        Event f;
-        f.kind = Event::Kind::Finish;
-        f.reason = FinishReason::Cancelled;
-        job.request->push(f);
-      } else {
-        try {
-          run_job(job);
-        } catch (const std::exception& e) {
-          Event err;
-          err.kind = Event::Kind::Error;
-          err.message = e.what();
-          job.request->push(std::move(err));
+        cv.wait(lock, [&] { return stopping || cancel_all || !queue.empty() || !running.empty(); });
+        if (cancel_all) {
+          for (Running& run : running) run.job.request->cancel();
+          for (Job& job : queue) job.request->cancel();
+          if (running.empty() && queue.empty() && !stopping) {
+            cancel_all = false;  // everything is cancelled; wait for new work again
+            idle_cv.notify_all();
+            continue;
+          }
+        }
+        if (stopping && running.empty()) {
+          for (Job& job : queue) {
+            Event f;
+            f.kind = Event::Kind::Finish;
+            f.reason = FinishReason::Cancelled;
+            job.request->push(f);
+            Event done;
+            done.kind = Event::Kind::Done;
+            job.request->push(done);
+          }
+          queue.clear();
+          idle_cv.notify_all();
+          return;
+        }
+        int64_t reserved = 0;
+        for (const Running& run : running) reserved += run.reserved();
+        while (!queue.empty()) {
+          const Job& next = queue.front();
+          const int64_t need = next.params.beam >= 1 ? next.params.beam : next.params.n;
+          if (reserved + need > options.max_batch) break;
+          reserved += need;
+          joining.push_back(std::move(queue.front()));
+          queue.pop_front();
         }
       }
-      Event done;
-      done.kind = Event::Kind::Done;
-      job.request->push(done);
-      std::lock_guard<std::mutex> lock(mu);
-      busy = false;
-      stats.running_requests = 0;
-      cv.notify_all();
+      try {
+        for (Job& job : joining) {
+          if (job.request->cancelled()) {
+            Running gone;
+            gone.job = std::move(job);
+            Event f;
+            f.kind = Event::Kind::Finish;
+            f.reason = FinishReason::Cancelled;
+            gone.job.request->push(f);
+            close(gone, true);
+            continue;
+          }
+          running.push_back(admit(std::move(job)));
+        }
+        drop_cancelled();
+        publish();
+        if (!running.empty()) step();
+        publish();
+      } catch (const std::exception& e) {
+        fail_all(e.what());
+        publish();
+      }
     }
   }
 };
 
-Engine::Engine(const run::ModelFolder& folder, EngineOptions options)
-    : impl_(std::make_unique<Impl>(folder, options)) {
+Engine::Engine(const run::ModelFolder& folder, EngineOptions options) {
   ATTN_CHECK(options.max_batch >= 1, "serve", "--max-batch must be >= 1, got ", options.max_batch);
   ATTN_CHECK(options.max_queue >= 0, "serve", "--max-queue must be >= 0, got ", options.max_queue);
+  impl_ = std::make_unique<Impl>(folder, options);
   impl_->thread = std::thread([this] { impl_->loop(); });
 }
 
@@ -186,7 +473,7 @@ Engine::~Engine() {
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->stopping = true;
-    for (auto& job : impl_->queue) job.request->cancel();
+    impl_->cancel_all = true;  // what still runs or waits ends with Finish(cancelled) and Done
   }
   impl_->cv.notify_all();
   if (impl_->thread.joinable()) impl_->thread.join();
@@ -228,12 +515,12 @@ std::shared_ptr<Request> Engine::submit(std::vector<int64_t> prompt, const Gener
     throw RequestError("max_tokens", "invalid_value",
                        str_cat("max_tokens must be in [1, ", max_new, "] for this prompt, got ", params.max_tokens));
   if (!(std::isfinite(params.temperature) && params.temperature >= 0 && params.temperature <= 2))
-    throw RequestError("temperature", "invalid_value",
-                       str_cat("temperature must be in [0, 2], got ", params.temperature));
+    throw RequestError("temperature", "invalid_value", str_cat("temperature must be in [0, 2], got ", params.temperature));
   if (!(params.top_p > 0 && params.top_p <= 1))
     throw RequestError("top_p", "invalid_value", str_cat("top_p must be in (0, 1], got ", params.top_p));
   if (params.top_k < 0) throw RequestError("top_k", "invalid_value", str_cat("top_k must be >= 0, got ", params.top_k));
-  if (params.n < 1 || params.n > 16) throw RequestError("n", "invalid_value", str_cat("n must be in [1, 16], got ", params.n));
+  if (params.n < 1 || params.n > 16)
+    throw RequestError("n", "invalid_value", str_cat("n must be in [1, 16], got ", params.n));
   if (params.beam < 0 || params.beam > 16)
     throw RequestError("beam_size", "invalid_value", str_cat("beam_size must be in [0, 16], got ", params.beam));
   if (params.beam >= 1 && params.n > params.beam)
@@ -247,13 +534,13 @@ std::shared_ptr<Request> Engine::submit(std::vector<int64_t> prompt, const Gener
   const int64_t rows = params.beam >= 1 ? params.beam : params.n;
   if (rows > impl_->options.max_batch)
     throw RequestError(params.beam >= 1 ? "beam_size" : "n", "invalid_value",
-                       str_cat("the request needs ", rows, " decoder rows, more than --max-batch ",
+                       str_cat("the request needs ", rows, " decoder rows, more than the server's --max-batch ",
                                impl_->options.max_batch));
 
   auto request = std::make_shared<Request>();
   request->prompt_tokens_ = n_prompt;
-  Impl::Job job{request, std::move(prompt), params, std::chrono::steady_clock::now()};
-  if (!job.params.seed) job.params.seed = std::random_device{}();
+  Impl::Job job{request, std::move(prompt), params, Clock::now()};
+  if (!job.params.seed) job.params.seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (impl_->draining || impl_->stopping) throw Unavailable("the server is shutting down");
@@ -271,9 +558,12 @@ std::shared_ptr<Request> Engine::submit(std::vector<int64_t> prompt, const Gener
 void Engine::drain(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(impl_->mu);
   impl_->draining = true;
-  if (!impl_->cv.wait_for(lock, timeout, [&] { return impl_->queue.empty() && !impl_->busy; }))
-    for (auto& job : impl_->queue) job.request->cancel();
-  impl_->cv.wait(lock, [&] { return impl_->queue.empty() && !impl_->busy; });
+  const auto idle = [&] { return impl_->queue.empty() && impl_->running_count == 0; };
+  if (!impl_->idle_cv.wait_for(lock, timeout, idle)) {
+    impl_->cancel_all = true;
+    impl_->cv.notify_all();
+    impl_->idle_cv.wait(lock, idle);
+  }
 }
 
 MetricsSnapshot Engine::metrics() const {
