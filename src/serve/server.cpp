@@ -365,6 +365,12 @@ struct Server::Impl {
     const auto index = [&](int64_t c) { return static_cast<int64_t>(pi) * job.n + c; };
     if (e.kind == Event::Kind::Done) {
       p.done = true;
+      // The engine promises a Finish for every choice before Done; an answer with a choice
+      // missing would be wrong text, so it is an error instead.
+      for (size_t c = 0; c < p.choices.size(); ++c)
+        if (!p.choices[c].finished)
+          return ApiError(500, "server_error", str_cat("the engine ended the request without finishing choice ", c),
+                          std::nullopt, std::string("engine_error"));
       return std::nullopt;
     }
     if (e.kind == Event::Kind::Error)

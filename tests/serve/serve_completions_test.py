@@ -87,7 +87,7 @@ def prom_check(text, what, check=check):
 
 # ---- encoder-decoder --------------------------------------------------------------------------
 sources = ["01234", "54321", "13520", "2403", "0", "55", "310", "4213"]
-with Served(attn, rev, "--max-batch", "16") as s:
+with Served(attn, rev, "--max-batch", "16", checks=check) as s:
     check.eq(s.get("/health").json(), {"status": "ok"}, "health")
     models_json = s.get("/v1/models").json()
     check.eq([m["id"] for m in models_json["data"]], ["rev"], "model id is the folder's base name")
@@ -206,7 +206,7 @@ with Served(attn, rev, "--max-batch", "16") as s:
     check.true(any("ready" == line.strip() for line in s.lines), "prints ready")
 
 # ---- decoder-only -----------------------------------------------------------------------------
-with Served(attn, lm) as s:
+with Served(attn, lm, checks=check) as s:
     prompts = ["abcd", "jklm", "nopab", "c"]
     want = cli("generate", "--model", lm, "--greedy", "--max-tokens", "6", *sum([["--prompt", p] for p in prompts], []))
     got = [texts_of(s.complete({"model": "lm", "prompt": p, "temperature": 0, "max_tokens": 6}))[0] for p in prompts]
@@ -221,7 +221,7 @@ with Served(attn, lm) as s:
     check.eq(s.stop(), 0, "SIGTERM: exit 0 (lm)")
 
 # ---- encoder-only -----------------------------------------------------------------------------
-with Served(attn, mlm) as s:
+with Served(attn, mlm, checks=check) as s:
     r = s.complete({"model": "mlm", "prompt": ["aa[MASK]a", "[MASK]ccc"]})
     check.eq(texts_of(r), ["aaaa", "cccc"], "fill-mask text")
     check.eq(r["usage"], {"prompt_tokens": 8, "completion_tokens": 2, "total_tokens": 10}, "fill-mask usage")

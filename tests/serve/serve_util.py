@@ -27,7 +27,7 @@ class ServerFailed(Exception):
 
 
 class Served:
-    def __init__(self, attn, model_dir, *args, env=None):
+    def __init__(self, attn, model_dir, *args, env=None, checks=None):
         self.cmd = [attn, "serve", "--model", model_dir, "--port", "0", "--threads", "1", *args]
         self.env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", **(env or {}))
         self.proc = None
@@ -35,6 +35,7 @@ class Served:
         self.lines = []  # stdout lines
         self.err = []    # stderr lines
         self.headers = {}
+        self.checks = checks  # when set, a failed completion is a failed check, not an exception
 
     # -- lifetime ---------------------------------------------------------------------------
     def __enter__(self):
@@ -111,7 +112,10 @@ class Served:
         """A non-streamed completion; asserts 200 and returns the JSON."""
         r = self.post("/v1/completions", body)
         if r.status_code != 200:
-            raise AssertionError("HTTP %d: %s" % (r.status_code, r.text))
+            if self.checks is None:
+                raise AssertionError("HTTP %d: %s" % (r.status_code, r.text))
+            self.checks.true(False, "completion %s: HTTP %d: %s" % (str(body)[:100], r.status_code, r.text[:300]))
+            return {"choices": [], "usage": None, "object": None, "id": "", "created": None}
         return r.json()
 
     def stream(self, body):
@@ -119,7 +123,10 @@ class Served:
         body = dict(body, stream=True)
         r = self.post("/v1/completions", body, stream=True)
         if r.status_code != 200:
-            raise AssertionError("HTTP %d: %s" % (r.status_code, r.text))
+            if self.checks is None:
+                raise AssertionError("HTTP %d: %s" % (r.status_code, r.text))
+            self.checks.true(False, "stream %s: HTTP %d: %s" % (str(body)[:100], r.status_code, r.text[:300]))
+            return [], False
         assert r.headers["Content-Type"] == "text/event-stream", r.headers
         events, done = [], False
         for event in sse_events(r):
@@ -127,7 +134,13 @@ class Served:
                 done = True
                 continue
             assert not done, "data after [DONE]"
-            events.append(json.loads(event))
+            data = json.loads(event)
+            if "error" in data:
+                if self.checks is None:
+                    raise AssertionError("error event: %s" % event)
+                self.checks.true(False, "stream %s: error event %s" % (str(body)[:100], event[:300]))
+                continue
+            events.append(data)
         return events, done
 
 
