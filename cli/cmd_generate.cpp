@@ -20,7 +20,6 @@
 #include "attn/core/error.h"
 #include "attn/io/bpe.h"
 #include "attn/io/lines.h"
-#include "attn/models/gpt2.h"
 #include "attn/ops/threads.h"
 #include "attn/run/generate.h"
 #include "attn/run/model_folder.h"
@@ -77,22 +76,10 @@ int run_generate(const GenerateOptions& o) {
   ATTN_CHECK(o.prompts.empty() || o.input.empty(), kCmd, "give prompts with --prompt or --input, not both");
   run::GenerateSettings settings = resolve_mode(o);
   // A GPT-2 checkpoint brings its own tokenizer; anything else is one of our model folders.
-  std::optional<io::BpeTokenizer> bpe;
-  run::ModelFolder folder;
-  if (models::is_gpt2_folder(o.model_dir)) {
-    models::Gpt2 gpt2 = models::load_gpt2(o.model_dir);
-    const models::ModelConfig& c = gpt2.model->config();
-    folder.dir = o.model_dir;
-    folder.base = gpt2.model;
-    folder.pad = c.pad_id;
-    folder.bos = c.bos_id;
-    folder.eos = c.eos_id;
-    folder.src_vocab_size = folder.tgt_vocab_size = c.vocab_size();
-    bpe = std::move(gpt2.tokenizer);
-    settings.prepend_bos = false;
-  } else {
-    folder = run::open_model_folder(o.model_dir, kCmd, !o.ids, models::Arch::DecoderOnly);
-  }
+  run::GenerationFolder opened = run::open_generation_folder(o.model_dir, kCmd, !o.ids, models::Arch::DecoderOnly);
+  const run::ModelFolder& folder = opened.folder;
+  const std::optional<io::BpeTokenizer>& bpe = opened.bpe;
+  settings.prepend_bos = opened.prepend_bos;
 
   run::TokenCodec codec;
   codec.vocab = bpe || o.ids ? nullptr : &*folder.vocab;

@@ -23,6 +23,8 @@ void register_average(CLI::App& app, Action* action);
 // Decoder-only and encoder-only models: attn generate and attn fill-mask (cmd_generate.cpp, cmd_fill_mask.cpp).
 void register_generate(CLI::App& app, Action* action);
 void register_fill_mask(CLI::App& app, Action* action);
+// Serving a model folder over HTTP: attn serve (cmd_serve.cpp).
+void register_serve(CLI::App& app, Action* action);
 // Subword vocabularies: attn vocab train|encode|decode (cmd_vocab.cpp).
 void register_vocab(CLI::App& app, Action* action);
 // The seeds' demonstrations: attn lab steps|scale|permutation|masks|rope|kv-cache|memory (cmd_lab.cpp).

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   attn::cli::register_average(app, &action);
   attn::cli::register_generate(app, &action);
   attn::cli::register_fill_mask(app, &action);
+  attn::cli::register_serve(app, &action);
   attn::cli::register_vocab(app, &action);
   attn::cli::register_lab(app, &action);
   try {

@@ -9,6 +9,7 @@
 #include "attn/io/atomic_file.h"
 #include "attn/io/run_files.h"
 #include "attn/models/checkpoint.h"
+#include "attn/models/gpt2.h"
 
 namespace attn::run {
 
@@ -75,6 +76,34 @@ ModelFolder open_model_folder(const std::string& dir, const char* command, bool 
     }
   }
   return f;
+}
+
+GenerationFolder open_generation_folder(const std::string& dir, const char* command, bool need_vocab,
+                                        std::optional<models::Arch> arch) {
+  GenerationFolder g;
+  if (models::is_gpt2_folder(dir)) {
+    models::Gpt2 gpt2 = models::load_gpt2(dir);
+    if (arch && *arch != models::Arch::DecoderOnly)
+      fail(command, "'", dir, "' is a GPT-2 (decoder-only) folder; ", command, " needs an ",
+           models::arch_name(*arch), " model");
+    const models::ModelConfig& c = gpt2.model->config();
+    g.folder.dir = dir;
+    g.folder.base = gpt2.model;
+    g.folder.pad = c.pad_id;
+    g.folder.bos = c.bos_id;
+    g.folder.eos = c.eos_id;
+    g.folder.src_vocab_size = g.folder.tgt_vocab_size = c.vocab_size();
+    g.bpe = std::move(gpt2.tokenizer);
+    g.prepend_bos = false;
+    return g;
+  }
+  std::error_code ec;
+  models::Arch family = arch.value_or(models::Arch::EncoderDecoder);
+  // Without a family asked for, config.json names it (a folder without one fails in
+  // open_model_folder with its message about the path).
+  if (!arch && fs::exists(fs::path(dir) / io::kConfigFileName, ec)) family = models::load_model_config(dir).arch;
+  g.folder = open_model_folder(dir, command, need_vocab, family);
+  return g;
 }
 
 }  // namespace attn::run

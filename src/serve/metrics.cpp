@@ -2,6 +2,8 @@
 #include "attn/serve/metrics.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 namespace attn::serve {
 
@@ -28,6 +30,71 @@ MetricsSnapshot empty_metrics(int64_t max_batch) {
   m.time_per_token_seconds = Histogram(latency);
   m.request_seconds = Histogram({0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120});
   return m;
+}
+
+namespace {
+
+// A sample value: integers without a fraction, others with enough digits to read back.
+std::string number(double v) {
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (std::isnan(v)) return "NaN";
+  char buf[64];
+  if (v == std::floor(v) && std::fabs(v) < 1e15) std::snprintf(buf, sizeof buf, "%.0f", v);
+  else std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+void header(std::string& out, const std::string& name, const char* type, const char* help) {
+  out += "# HELP " + name + " " + help + "\n";
+  out += "# TYPE " + name + " " + type + "\n";
+}
+
+void scalar(std::string& out, const std::string& name, const char* type, const char* help, double v) {
+  header(out, name, type, help);
+  out += name + " " + number(v) + "\n";
+}
+
+void histogram(std::string& out, const std::string& name, const char* help, const Histogram& h) {
+  header(out, name, "histogram", help);
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < h.bounds.size(); ++i) {
+    cumulative += i < h.counts.size() ? h.counts[i] : 0;
+    out += name + "_bucket{le=\"" + number(h.bounds[i]) + "\"} " + number(static_cast<double>(cumulative)) + "\n";
+  }
+  out += name + "_bucket{le=\"+Inf\"} " + number(static_cast<double>(h.count)) + "\n";
+  out += name + "_sum " + number(h.sum) + "\n";
+  out += name + "_count " + number(static_cast<double>(h.count)) + "\n";
+}
+
+}  // namespace
+
+std::string prometheus_text(const MetricsSnapshot& m, const std::map<int, uint64_t>& responses_by_status,
+                            bool model_loaded) {
+  std::string out;
+  const auto d = [](auto v) { return static_cast<double>(v); };
+  scalar(out, "attn_model_loaded", "gauge", "1 once the model is loaded and requests are served", model_loaded ? 1 : 0);
+  scalar(out, "attn_requests_total", "counter", "completion requests accepted (one per prompt)", d(m.requests_total));
+  scalar(out, "attn_requests_finished_total", "counter", "requests whose every choice ended (stop or length)",
+         d(m.requests_finished_total));
+  scalar(out, "attn_requests_cancelled_total", "counter", "requests cancelled (client gone, stop string, shutdown)",
+         d(m.requests_cancelled_total));
+  scalar(out, "attn_prompt_tokens_total", "counter", "prompt tokens of accepted requests", d(m.prompt_tokens_total));
+  scalar(out, "attn_completion_tokens_total", "counter", "generated tokens, EOS excluded", d(m.completion_tokens_total));
+  scalar(out, "attn_decode_steps_total", "counter", "decoding steps run", d(m.steps_total));
+  scalar(out, "attn_queue_length", "gauge", "requests waiting to join the running batch", d(m.queue_length));
+  scalar(out, "attn_running_requests", "gauge", "requests in the running batch", d(m.running_requests));
+  scalar(out, "attn_running_rows", "gauge", "decoder rows in the running batch", d(m.running_rows));
+  scalar(out, "attn_max_batch", "gauge", "decoder rows per step at most (--max-batch)", d(m.max_batch));
+  histogram(out, "attn_batch_rows", "decoder rows per decoding step (batch occupancy)", m.batch_rows);
+  histogram(out, "attn_time_to_first_token_seconds", "seconds from submission to a request's first token",
+            m.time_to_first_token_seconds);
+  histogram(out, "attn_time_per_token_seconds", "seconds between consecutive tokens of a choice",
+            m.time_per_token_seconds);
+  histogram(out, "attn_request_seconds", "seconds from submission to a request's end", m.request_seconds);
+  header(out, "attn_http_responses_total", "counter", "HTTP responses sent, by status code");
+  for (const auto& [status, count] : responses_by_status)
+    out += "attn_http_responses_total{status=\"" + std::to_string(status) + "\"} " + number(d(count)) + "\n";
+  return out;
 }
 
 }  // namespace attn::serve

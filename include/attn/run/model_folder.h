@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "attn/io/bpe.h"
 #include "attn/io/vocab.h"
 #include "attn/models/config.h"
 #include "attn/models/encoder_decoder.h"
@@ -36,5 +37,20 @@ struct ModelFolder {
 // model's vocabulary, or (when need_vocab) a missing vocab.json is an attn::Error naming the path.
 ModelFolder open_model_folder(const std::string& dir, const char* command, bool need_vocab,
                               models::Arch arch = models::Arch::EncoderDecoder);
+
+// A folder that a command generates or serves from: one of our model folders, or a Hugging
+// Face GPT-2 folder (config.json, model.safetensors, vocab.json + merges.txt), which brings its
+// own byte-level BPE tokenizer and reads prompts without a <bos> in front.
+struct GenerationFolder {
+  ModelFolder folder;                  // GPT-2: vocab empty, src and tgt vocabulary its BPE's size
+  std::optional<io::BpeTokenizer> bpe;  // GPT-2's tokenizer (null for our folders)
+  bool prepend_bos = true;             // false for GPT-2 (run::GenerateSettings::prepend_bos)
+};
+
+// Opens `dir` as a GPT-2 folder when models::is_gpt2_folder says it is one, else as
+// open_model_folder(dir, command, need_vocab, arch); `arch` unset takes the family the
+// folder's config.json names (attn serve serves every family).
+GenerationFolder open_generation_folder(const std::string& dir, const char* command, bool need_vocab,
+                                        std::optional<models::Arch> arch = models::Arch::DecoderOnly);
 
 }  // namespace attn::run

@@ -43,4 +43,11 @@ struct MetricsSnapshot {
 // Default bucket bounds of each histogram.
 MetricsSnapshot empty_metrics(int64_t max_batch);
 
+// GET /metrics: the engine's numbers and the HTTP responses sent, by status code, as
+// Prometheus text format 0.0.4 (names prefixed attn_; # HELP and # TYPE before each metric's
+// samples; histograms as cumulative _bucket{le} lines ending in le="+Inf", then _sum and
+// _count). `model_loaded` is 0 while the model loads.
+std::string prometheus_text(const MetricsSnapshot& m, const std::map<int, uint64_t>& responses_by_status,
+                            bool model_loaded);
+
 }  // namespace attn::serve
