@@ -1,10 +1,10 @@
 // attn/ops/batch_invariant.h — the batch-invariant mode of decoding (continuous batching in
 // attn serve): while it is on, a row's results are the same bits whatever else is computed with
 // it. Concretely, for the forward pass of inference:
-//   - every float32 product x W^T (linear layers, the output head, the experts of a mixture)
-//     sums each output element in one fixed order, whatever the number of rows M, the row's
-//     place among them and the thread count (kernels/gemm.h: the small-M dot products, in
-//     chunks of kSmallM rows, for any M and any weight size);
+//   - every product x W^T (float32 and float64: linear layers, the output head, the experts of
+//     a mixture) sums each output element in one fixed order, whatever the number of rows M,
+//     the row's place among them and the thread count (kernels/gemm.h: the small-M dot
+//     products, in chunks of kSmallM rows, for any M and any weight size);
 //   - scaled_dot_product_attention (float32 and float64, without need_weights or dropout)
 //     visits, for each (row, head, query), only the keys it may see, in increasing key order,
 //     and skips masked keys entirely: left or right padding, the key length Tk, the batch size,
