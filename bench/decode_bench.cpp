@@ -6,7 +6,11 @@
 // Twin: `torch_bench.py run --topics decode` (nn.Transformer re-running the decoder over the
 // prefix, and a hand-written PyTorch KV-cache loop). Also beam search (beam 4, 32 tokens, KV
 // cache), with the cache's self- and cross-attention bytes at the end; it has no torch twin.
+// And greedy decoding with the KV cache in and out of the batch-invariant mode
+// (attn/ops/batch_invariant.h) for batches of 1, 8 and 16 sources: the mode's cost.
 // Not here: sampling.
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "attn/core/autograd.h"
@@ -14,6 +18,7 @@
 #include "attn/decode/greedy.h"
 #include "attn/decode/transformer_decoder.h"
 #include "attn/models/encoder_decoder.h"
+#include "attn/ops/batch_invariant.h"
 #include "bench_common.h"
 
 namespace attn::bench {
@@ -76,6 +81,51 @@ BENCHMARK(decode_greedy)
     ->Args({8, 1})
     ->Args({1, 0})
     ->Args({8, 0})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// Greedy decoding with the KV cache, the whole search (the encoder's pass included) in the
+// batch-invariant mode (inv:1) or not (inv:0); ms_per_step = the wall time / 64 steps. The
+// tokens may differ between the two (other rounding), not between runs.
+void decode_greedy_invariant(benchmark::State& state) {
+  const int64_t batch = state.range(0);
+  const bool invariant = state.range(1) != 0;
+  models::EncoderDecoderModel model(base_config());
+  model.eval();
+  const Tensor src = random_sources(batch);  // [B, S]
+  decode::GreedyOptions options;
+  options.bos = model.config().bos_id;
+  options.eos = -1;  // run to the limit: always kNewTokens tokens
+  options.pad = model.config().pad_id;
+  options.max_len = kNewTokens;
+  NoGradGuard no_grad;
+  BatchInvariantGuard mode(invariant);
+  uint64_t hash = 0;
+  double seconds = 0.0;  // the searches' wall time
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    decode::TransformerDecoder decoder(model, true);
+    const auto out = decode::greedy_search(decoder, src, options);
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (static_cast<int64_t>(out.size()) != batch || static_cast<int64_t>(out[0].tokens.size()) != kNewTokens) {
+      state.SkipWithError("greedy_search did not decode 64 tokens per source");
+      break;
+    }
+    benchmark::DoNotOptimize(out.data());
+    hash = 1469598103934665603ull;
+    for (const auto& row : out)
+      for (int64_t t : row.tokens) hash = (hash ^ static_cast<uint64_t>(t)) * 1099511628211ull;
+  }
+  state.counters["tokens_hash"] = static_cast<double>(hash & ((1ull << 48) - 1));
+  state.counters["ms_per_step"] =
+      1e3 * seconds / static_cast<double>(std::max<int64_t>(1, static_cast<int64_t>(state.iterations())) * kNewTokens);
+  state.counters["tokens_per_s"] =
+      benchmark::Counter(static_cast<double>(batch * kNewTokens), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+BENCHMARK(decode_greedy_invariant)
+    ->ArgNames({"B", "inv"})
+    ->ArgsProduct({{1, 8, 16}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -7,16 +7,21 @@
 // output reads each weight row once, for all M rows, split over the OpenMP threads. Its AVX2
 // rows are compiled here under a target attribute and picked by the ISA switch (simd/isa.h);
 // AVX-512 CPUs take them too, since the product is bound by memory bandwidth, not arithmetic.
+// In the batch-invariant mode (batch_invariant.h) every x W^T runs the small-M row kernels,
+// chunk by chunk of kSmallM rows (gemm_invariant), whatever M and the weight's size.
 // set_num_threads sets OpenBLAS's thread count with OpenMP's, so that no other file names BLAS.
 #include "kernels/gemm.h"
 
 #include <cblas.h>
 #include <omp.h>
 
+#include <algorithm>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
+#include "kernels/batch_invariant.h"
 #include "kernels/simd/isa.h"
 
 // OpenBLAS's own thread setting (its cblas.h declares it too; other BLAS builds do not).
@@ -130,6 +135,53 @@ RowKernel row_kernel() {
   return row_scalar;
 }
 
+// c[m * ldc] for m < M against one weight row b, in double: four interleaved partial sums, the
+// same order for every M.
+void row_double(double* c, int64_t ldc, const double* A, int64_t lda, const double* b, int64_t M, int64_t K,
+                double alpha, double beta) {
+  for (int64_t m = 0; m < M; ++m) {
+    const double* a = A + m * lda;
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    int64_t k = 0;
+    for (; k + 4 <= K; k += 4) {
+      s0 += a[k] * b[k];
+      s1 += a[k + 1] * b[k + 1];
+      s2 += a[k + 2] * b[k + 2];
+      s3 += a[k + 3] * b[k + 3];
+    }
+    for (; k < K; ++k) s0 += a[k] * b[k];
+    const double s = alpha * ((s0 + s1) + (s2 + s3));
+    double& out = c[m * ldc];
+    out = beta == 0.0 ? s : s + beta * out;
+  }
+}
+
+// Weight rows per block of gemm_invariant: a block of about 128 KiB stays in cache while every
+// chunk of kSmallM rows of A runs against it (at least 16 rows, for the threads' balance).
+int64_t invariant_block_rows(int64_t K, int64_t elem_bytes) {
+  const int64_t rows = (int64_t{128} << 10) / std::max<int64_t>(1, K * elem_bytes);
+  return std::max<int64_t>(16, rows);
+}
+
+// gemm_invariant with the row kernel `row` (RowKernel for float, row_double for double).
+template <class T, class Row>
+void invariant_product(Row row, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
+                       int64_t ldb, T beta, T* C, int64_t ldc) {
+  const int64_t block = invariant_block_rows(K, static_cast<int64_t>(sizeof(T)));
+  const int64_t blocks = (N + block - 1) / block;
+  // Threads split the weight blocks; which thread computes an output never changes its sum.
+  const bool parallel = blocks > 1 && M * N * K >= kSmallMParallelMin && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t n0 = blk * block, n1 = std::min(N, n0 + block);
+    for (int64_t m0 = 0; m0 < M; m0 += kSmallM) {
+      const int64_t rows = std::min(kSmallM, M - m0);
+      for (int64_t n = n0; n < n1; ++n)
+        row(C + m0 * ldc + n, ldc, A + m0 * lda, lda, B + n * ldb, rows, K, alpha, beta);
+    }
+  }
+}
+
 }  // namespace
 
 template <>
@@ -149,30 +201,36 @@ void gemm_small_m<double>(int64_t M, int64_t N, int64_t K, double alpha, const d
   if (M == 0 || N == 0) return;
   const bool parallel = N * K >= kSmallMParallelMin && N >= 64 && !omp_in_parallel();
 #pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t n = 0; n < N; ++n) {
-    const double* b = B + n * ldb;
-    for (int64_t m = 0; m < M; ++m) {
-      const double* a = A + m * lda;
-      double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-      int64_t k = 0;
-      for (; k + 4 <= K; k += 4) {
-        s0 += a[k] * b[k];
-        s1 += a[k + 1] * b[k + 1];
-        s2 += a[k + 2] * b[k + 2];
-        s3 += a[k + 3] * b[k + 3];
-      }
-      for (; k < K; ++k) s0 += a[k] * b[k];
-      const double s = alpha * ((s0 + s1) + (s2 + s3));
-      double& c = C[m * ldc + n];
-      c = beta == 0.0 ? s : s + beta * c;
-    }
-  }
+  for (int64_t n = 0; n < N; ++n) row_double(C + n, ldc, A, lda, B + n * ldb, M, K, alpha, beta);
 }
 
 template <>
-void gemm<float>(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-                 int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+void gemm_invariant<float>(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
+  if (M <= kSmallM) return gemm_small_m<float>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  invariant_product<float>(row_kernel(), M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+template <>
+void gemm_invariant<double>(int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
+                            const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (M <= kSmallM) return gemm_small_m<double>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  invariant_product<double>(row_double, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+namespace {
+
+// gemm with the batch-invariant mode given (`invariant`), so that gemm_batched's workers follow
+// the calling thread's mode.
+void gemm_mode(bool invariant, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+               int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (invariant && !ta && tb) {
+    gemm_invariant<float>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
   if (use_small_m(ta, tb, M, N, K)) {
     gemm_small_m<float>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
@@ -182,24 +240,41 @@ void gemm<float>(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
               static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
 }
 
-template <>
-void gemm<double>(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
-                  int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+void gemm_mode(bool invariant, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
+               int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
+  if (invariant && !ta && tb) {
+    gemm_invariant<double>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, A,
               static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
+}
+
+}  // namespace
+
+template <>
+void gemm<float>(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                 int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  gemm_mode(batch_invariant(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+template <>
+void gemm<double>(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
+                  int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+  gemm_mode(batch_invariant(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 template <class T>
 void gemm_batched(int64_t batch, bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,
                   const T* A, int64_t lda, int64_t sa, const T* B, int64_t ldb, int64_t sb, T beta,
                   T* C, int64_t ldc, int64_t sc) {
+  const bool invariant = batch_invariant();  // the calling thread's mode, for every worker
 #pragma omp parallel for schedule(static) if (batch > 1 && M * N * K * batch > 32768)
   for (int64_t i = 0; i < batch; ++i)
-    gemm<T>(ta, tb, M, N, K, alpha, A + i * sa, lda, B + i * sb, ldb, beta, C + i * sc, ldc);
+    gemm_mode(invariant, ta, tb, M, N, K, alpha, A + i * sa, lda, B + i * sb, ldb, beta, C + i * sc, ldc);
 }
-
 template void gemm_batched<float>(int64_t, bool, bool, int64_t, int64_t, int64_t, float,
                                   const float*, int64_t, int64_t, const float*, int64_t, int64_t,
                                   float, float*, int64_t, int64_t);

@@ -1,6 +1,8 @@
 // kernels/gemm.h — the only caller of BLAS. Row-major C = alpha * op(A) op(B) + beta * C,
 // with op(X) = X or X^T. Raw pointers and sizes, no allocation, float and double.
-// float products of a few rows against a large transposed weight take gemm_small_m instead.
+// float products of a few rows against a large transposed weight take gemm_small_m instead, and
+// in the batch-invariant mode (batch_invariant.h) every x W^T (float and double) takes
+// gemm_invariant, whatever M.
 // The thread count of BLAS and OpenMP is set here too (upper layers: attn/ops/threads.h).
 #pragma once
 
@@ -14,12 +16,14 @@ namespace attn::kernels {
 void set_num_threads(int n);
 
 // C[M, N] = alpha * op(A)[M, K] * op(B)[K, N] + beta * C. lda/ldb/ldc are row strides of
-// the stored (untransposed) matrices, as in cblas with CblasRowMajor.
+// the stored (untransposed) matrices, as in cblas with CblasRowMajor. In the calling thread's
+// batch-invariant mode, a product with op(A) = A and op(B) = B^T takes gemm_invariant.
 template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
           int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
 
-// `batch` independent products with constant strides between the matrices.
+// `batch` independent products with constant strides between the matrices (the calling
+// thread's batch-invariant mode holds for all of them, also those run by OpenMP workers).
 template <class T>
 void gemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                   T alpha, const T* A, int64_t lda, int64_t stride_a, const T* B, int64_t ldb,
@@ -34,13 +38,23 @@ template <class T>
 void gemm_small_m(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
                   int64_t ldb, T beta, T* C, int64_t ldc);
 
+// C[M, N] = alpha * A[M, K] B[N, K]^T + beta * C for any M: the rows in chunks of kSmallM,
+// each chunk against each weight row as gemm_small_m computes it (the same row kernel, so the
+// same bits as gemm_small_m for M <= kSmallM), with the weight rows in blocks that stay in
+// cache across the chunks and the blocks split over OpenMP threads. Each output's sum has one
+// order, independent of M, of the row's chunk and place in it, and of the thread count: a row
+// gives the same bits alone as among any others. What the batch-invariant mode runs.
+template <class T>
+void gemm_invariant(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
+                    int64_t ldb, T beta, T* C, int64_t ldc);
+
 // Rows up to which float gemm takes the small-M path, and the smallest weight (N * K) it does
 // so for: x W^T for the few rows of a decoding step, not attention tiles or training batches.
 inline constexpr int64_t kSmallM = 8;
 inline constexpr int64_t kSmallMMinWeight = 1 << 16;
 
 // Whether gemm<float> hands this product to gemm_small_m: op(A) = A, op(B) = B^T, few rows,
-// a weight-sized B. (float64 always goes to BLAS: it is the reference dtype.)
+// a weight-sized B. (float64 goes to BLAS outside the batch-invariant mode: the reference dtype.)
 inline bool use_small_m(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K) {
   return !trans_a && trans_b && M >= 1 && M <= kSmallM && N * K >= kSmallMMinWeight;
 }

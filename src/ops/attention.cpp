@@ -3,7 +3,9 @@
 // nodes (SdpaBackward saves P; FlashSdpaBackward saves only out and the log-sum-exp).
 // Masks follow nn.MultiheadAttention (Bool true = masked out; float is added; a -inf float
 // entry counts as masked); causal is bottom-right aligned; fully masked rows give zeros.
-// Grouped-query K/V heads and ALiBi slopes go to the kernels as they are. q, k, v and the
+// Grouped-query K/V heads and ALiBi slopes go to the kernels as they are. In the batch-invariant
+// mode (attn/ops/batch_invariant.h) the row-wise kernel (attention_invariant) replaces the tiled
+// one, with the tiled one's backward. q, k, v and the
 // incoming gradient are read where they lie (split heads, a KV cache); out is written as
 // [B, Tq, H, Dv] memory (joining heads is a view) and dq, dk, dv in their inputs' layouts (the
 // split's backward copies nothing); the packed variant reads q, k, v inside one projection.
@@ -19,6 +21,8 @@
 
 #include "attn/ops/ops.h"
 #include "kernels/attention_flash.h"
+#include "kernels/attention_invariant.h"
+#include "kernels/batch_invariant.h"
 #include "kernels/attention_naive.h"
 #include "kernels/attention_short.h"
 #include "kernels/dropout.h"
@@ -369,10 +373,15 @@ SdpaResult sdpa_impl(const Operand& q, const Operand& k, const Operand& v, const
     node.scale = scale;
     node.packed = packed;
   };
-  if (impl == detail::SdpaImpl::Flash) {
+  if (impl == detail::SdpaImpl::Flash || impl == detail::SdpaImpl::Invariant) {
+    // Both write out and lse alike, so the flash backward serves both.
     Tensor lse = Tensor::empty({d.B, d.H, d.Tq}, dtype_of<T>);  // [B, H, Tq]
-    kernels::attention_flash_forward<T>(out.t.data<T>(), lse.data<T>(), q.t.data<T>(), k.t.data<T>(),
-                                        v.t.data<T>(), mask, d, static_cast<T>(scale), kernels::FlashTiles{}, layout);
+    if (impl == detail::SdpaImpl::Invariant)
+      kernels::attention_invariant_forward<T>(out.t.data<T>(), lse.data<T>(), q.t.data<T>(), k.t.data<T>(),
+                                              v.t.data<T>(), mask, d, static_cast<T>(scale), layout);
+    else
+      kernels::attention_flash_forward<T>(out.t.data<T>(), lse.data<T>(), q.t.data<T>(), k.t.data<T>(),
+                                          v.t.data<T>(), mask, d, static_cast<T>(scale), kernels::FlashTiles{}, layout);
     if (record) {
       auto node = std::make_shared<FlashSdpaBackward>();
       fill_node(*node);
@@ -448,8 +457,9 @@ SdpaResult run_sdpa(const Operand& q, const Operand& k, const Operand& v, const 
                     bool packed, const SdpaOptions& options, const SdpaDims& d, detail::SdpaImpl impl) {
   check_options(options, d, q.t.dtype());
   if (impl == detail::SdpaImpl::Auto) impl = detail::choose_sdpa_impl(options, q.t.dtype(), d.Tq, d.Tk);
-  ATTN_CHECK(impl != detail::SdpaImpl::Flash || (!options.need_weights && options.dropout_p == 0.0), kOp,
-             "the flash kernel returns no weights and has no dropout; got need_weights ",
+  ATTN_CHECK((impl != detail::SdpaImpl::Flash && impl != detail::SdpaImpl::Invariant) ||
+                 (!options.need_weights && options.dropout_p == 0.0),
+             kOp, "the flash and invariant kernels return no weights and have no dropout; got need_weights ",
              options.need_weights, ", dropout_p ", options.dropout_p);
   ATTN_CHECK(impl != detail::SdpaImpl::Short || q.t.dtype() == DType::F32, kOp,
              "the short-sequence kernel is float32 only; got ", dtype_name(q.t.dtype()));
@@ -462,7 +472,8 @@ SdpaResult run_sdpa(const Operand& q, const Operand& k, const Operand& v, const 
 namespace detail {
 
 SdpaImpl choose_sdpa_impl(const SdpaOptions& options, DType dtype, int64_t Tq, int64_t Tk) {
-  if (!options.need_weights && options.dropout_p == 0.0) return SdpaImpl::Flash;
+  if (!options.need_weights && options.dropout_p == 0.0)
+    return kernels::batch_invariant() ? SdpaImpl::Invariant : SdpaImpl::Flash;
   return dtype == DType::F32 && kernels::use_short_attention(Tq, Tk) ? SdpaImpl::Short : SdpaImpl::Naive;
 }
 

@@ -101,3 +101,4 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 }  // namespace attn
 
 #include "attn/ops/attention.h"
+#include "attn/ops/batch_invariant.h"

@@ -1,0 +1,155 @@
+// kernels/attention_invariant.cpp — the batch-invariant mode's attention (attention_invariant.h):
+// per (batch row, head, query) the visible keys are gathered in increasing order, scored, and
+// softmax-weighted into the output, all on one thread; masked keys are never touched.
+#include "kernels/attention_invariant.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/simd/vector_kernels.h"
+
+namespace attn::kernels {
+
+namespace {
+
+// Below this many multiply-adds (B*H*Tq*Tk*(Dh+Dv)) a call stays on one thread, as the other
+// attention kernels do. Threads never change a result: each query is one thread's.
+constexpr int64_t kParallelWork = 32768;
+
+// The vector kernels for float32 (fetched before any OpenMP region), plain loops for float64.
+template <class T>
+struct Rows {
+  const simd::VectorKernels* vk = nullptr;
+
+  static Rows make() {
+    Rows r;
+    if constexpr (std::is_same_v<T, float>) r.vk = &simd::vector_kernels();
+    return r;
+  }
+  // sum_c x[c] y[c], in an order fixed by n.
+  T dot(const T* x, const T* y, int64_t n) const {
+    if constexpr (std::is_same_v<T, float>) {
+      return vk->dot(x, y, n);
+    } else {
+      T acc = 0;
+      for (int64_t c = 0; c < n; ++c) acc += x[c] * y[c];
+      return acc;
+    }
+  }
+  // max over x[0..n) (n >= 1; the order does not matter for a max).
+  T max(const T* x, int64_t n) const {
+    if constexpr (std::is_same_v<T, float>) {
+      return vk->row_max(x, n, -std::numeric_limits<float>::infinity());
+    } else {
+      T m = x[0];
+      for (int64_t c = 1; c < n; ++c) m = x[c] > m ? x[c] : m;
+      return m;
+    }
+  }
+  // x[c] = exp(x[c] - m) in place; returns their sum, in an order fixed by n.
+  T exp_shifted_sum(T* x, T m, int64_t n) const {
+    if constexpr (std::is_same_v<T, float>) {
+      return vk->exp_shifted_sum(x, x, m, n);
+    } else {
+      T sum = 0;
+      for (int64_t c = 0; c < n; ++c) {
+        x[c] = std::exp(x[c] - m);
+        sum += x[c];
+      }
+      return sum;
+    }
+  }
+  // acc[c] += s * x[c]
+  void accumulate(T* acc, const T* x, T s, int64_t n) const {
+    if constexpr (std::is_same_v<T, float>) {
+      vk->accumulate(acc, x, s, n);
+    } else {
+      for (int64_t c = 0; c < n; ++c) acc[c] += x[c] * s;
+    }
+  }
+  // y[c] = x[c] * s
+  void scale(T* y, const T* x, T s, int64_t n) const {
+    if constexpr (std::is_same_v<T, float>) {
+      vk->scale(y, x, s, n);
+    } else {
+      for (int64_t c = 0; c < n; ++c) y[c] = x[c] * s;
+    }
+  }
+};
+
+}  // namespace
+
+template <class T>
+void attention_invariant_forward(T* out, T* lse, const T* q, const T* k, const T* v, const AttentionMask<T>& mask,
+                                 const AttentionDims& d, T scale, const AttentionLayout& layout) {
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  const Rows<T> rows = Rows<T>::make();
+  const int64_t BH = d.B * d.H, group = d.H / d.Hkv, off = d.Tk - d.Tq;
+  const bool parallel = BH > 1 && BH * d.Tq * d.Tk * (d.Dh + d.Dv) >= kParallelWork && !omp_in_parallel();
+#pragma omp parallel if (parallel)
+  {
+    // One thread's scratch: the visible keys' scores (then weights) and indices, and the
+    // output accumulator.
+    std::vector<T> score(static_cast<size_t>(d.Tk));
+    std::vector<int64_t> key(static_cast<size_t>(d.Tk));
+    std::vector<T> acc(static_cast<size_t>(d.Dv));
+#pragma omp for schedule(static)
+    for (int64_t bh = 0; bh < BH; ++bh) {
+      const int64_t b = bh / d.H, h = bh % d.H, kh = h / group;
+      const T* qh = layout.q.at(q, b, h);    // [Tq, Dh], rows layout.q.row apart
+      const T* kb = layout.k.at(k, b, kh);   // [Tk, Dh]
+      const T* vb = layout.v.at(v, b, kh);   // [Tk, Dv]
+      T* oh = layout.out.at(out, b, h);      // [Tq, Dv]
+      const uint8_t* pad = mask.key_padding ? mask.key_padding + b * d.Tk : nullptr;
+      const T slope = mask.alibi ? mask.alibi[h] : T(0);
+      for (int64_t i = 0; i < d.Tq; ++i) {
+        const T* qi = qh + i * layout.q.row;
+        T* oi = oh + i * layout.out.row;
+        const int64_t self = i + off;  // the query's own position among the keys
+        const int64_t last = mask.causal ? std::min(self, d.Tk - 1) : d.Tk - 1;
+        const int64_t first = mask.window > 0 ? std::max<int64_t>(0, self - mask.window + 1) : 0;
+        const T* brow = mask.bias ? mask.bias + b * mask.bias_stride_b + h * mask.bias_stride_h + i * d.Tk : nullptr;
+        // The visible keys in increasing order, and their scores.
+        int64_t n = 0;
+        for (int64_t j = first; j <= last; ++j) {
+          if (pad && pad[j]) continue;
+          if (brow && brow[j] == kNegInf) continue;
+          T s = scale * rows.dot(qi, kb + j * layout.k.row, d.Dh);
+          if (brow) s += brow[j];
+          if (mask.alibi) s -= slope * static_cast<T>(j > self ? j - self : self - j);
+          score[static_cast<size_t>(n)] = s;
+          key[static_cast<size_t>(n)] = j;
+          ++n;
+        }
+        T* li = lse + bh * d.Tq + i;
+        if (n == 0) {  // no visible key: zeros, and the backward's marker
+          for (int64_t c = 0; c < d.Dv; ++c) oi[c] = T(0);
+          *li = kNegInf;
+          continue;
+        }
+        const T m = rows.max(score.data(), n);
+        const T l = rows.exp_shifted_sum(score.data(), m, n);  // score now holds e_j
+        std::fill(acc.begin(), acc.end(), T(0));
+        for (int64_t t = 0; t < n; ++t)
+          rows.accumulate(acc.data(), vb + key[static_cast<size_t>(t)] * layout.v.row, score[static_cast<size_t>(t)],
+                          d.Dv);
+        rows.scale(oi, acc.data(), T(1) / l, d.Dv);
+        *li = m + std::log(l);
+      }
+    }
+  }
+}
+
+template void attention_invariant_forward<float>(float*, float*, const float*, const float*, const float*,
+                                                 const AttentionMask<float>&, const AttentionDims&, float,
+                                                 const AttentionLayout&);
+template void attention_invariant_forward<double>(double*, double*, const double*, const double*, const double*,
+                                                  const AttentionMask<double>&, const AttentionDims&, double,
+                                                  const AttentionLayout&);
+
+}  // namespace attn::kernels
