@@ -479,16 +479,18 @@ Engine::~Engine() {
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
+// The served context is the config's max_len for every positional kind: a hard limit for learned
+// positions, and the length the model was configured for otherwise (a bound on what one request
+// may make the server compute and hold).
 int64_t Engine::max_prompt_tokens() const {
   const models::ModelConfig& c = impl_->folder.base->config();
-  if (c.positional != nn::PositionalKind::Learned) return -1;
   if (impl_->arch == models::Arch::DecoderOnly) return c.max_len - (impl_->options.prepend_bos ? 1 : 0);
   return c.max_len;
 }
 
 int64_t Engine::max_new_tokens(int64_t prompt_tokens) const {
   const models::ModelConfig& c = impl_->folder.base->config();
-  if (c.positional != nn::PositionalKind::Learned) return int64_t{1} << 20;
+  // Decoder-only: the last generated token is never fed back, so input + limit - 1 positions.
   if (impl_->arch == models::Arch::DecoderOnly)
     return c.max_len - (prompt_tokens + (impl_->options.prepend_bos ? 1 : 0)) + 1;
   return c.max_len;  // the target side has its own positions

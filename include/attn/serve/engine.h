@@ -154,7 +154,8 @@ class Engine {
   void drain(std::chrono::milliseconds timeout);
 
   // The longest prompt accepted, in tokens (encoder-decoder: source tokens; decoder-only: prompt
-  // tokens without the <bos> the engine prepends); -1 when the model has no limit.
+  // tokens without the <bos> the engine prepends): the served context is the config's max_len,
+  // whatever the positional encoding.
   int64_t max_prompt_tokens() const;
   // The most generated tokens a request may ask for (its max_tokens), given its prompt length.
   int64_t max_new_tokens(int64_t prompt_tokens) const;

@@ -201,7 +201,9 @@ TEST(ServeEngine, GreedyAndBeamAnswersEqualTheRunLayers) {
       for (int64_t c = 0; c < p.n; ++c) {
         EXPECT_EQ(a.finished[static_cast<size_t>(c)], expected[i][static_cast<size_t>(c)].tokens)
             << "beam " << beam << " source " << i << " choice " << c;
-        if (beam >= 1) EXPECT_NEAR(a.scores[static_cast<size_t>(c)], expected[i][static_cast<size_t>(c)].score, 1e-4);
+        if (beam > 1) {  // beam_size 1 is greedy search in both (score = log-probability)
+          EXPECT_NEAR(a.scores[static_cast<size_t>(c)], expected[i][static_cast<size_t>(c)].score, 1e-4);
+        }
       }
     }
   }
