@@ -44,6 +44,17 @@ void Request::cancel() {
   cancelled_ = true;
 }
 
+void Request::cancel_choice(int64_t choice) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (std::find(cancelled_choices_.begin(), cancelled_choices_.end(), choice) == cancelled_choices_.end())
+    cancelled_choices_.push_back(choice);
+}
+
+std::vector<int64_t> Request::cancelled_choices() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cancelled_choices_;
+}
+
 bool Request::cancelled() const {
   std::lock_guard<std::mutex> lock(mu_);
   return cancelled_;
@@ -77,6 +88,15 @@ std::vector<TokenLogprob> top_tokens(const double* row, int64_t v, int64_t k) {
 }
 
 }  // namespace
+
+// A choice that left the batch: no rows, nothing to advance.
+struct Stopped : decode::SourceSearch {
+  const std::vector<int64_t>& next_tokens() const override { return none; }
+  std::vector<int64_t> advance(const double*, int64_t) override { return {}; }
+  bool done() const override { return true; }
+  std::vector<decode::Hypothesis> results() const override { return {}; }
+  std::vector<int64_t> none;
+};
 
 struct Engine::Impl {
   struct Job {
@@ -351,28 +371,38 @@ struct Engine::Impl {
     else lm_decoder->trim_padding();
   }
 
-  // Requests whose client went away (or whose stop string completed) leave before the step.
+  // Requests whose client went away, and choices whose stop string completed, leave before the
+  // step.
   void drop_cancelled() {
     bool any = false;
-    for (const Running& run : running) any = any || run.job.request->cancelled();
+    for (const Running& run : running)
+      any = any || run.job.request->cancelled() || !run.job.request->cancelled_choices().empty();
     if (!any) return;
     std::vector<int64_t> rows;
     std::vector<Running> still;
     int64_t offset = 0;
     for (Running& run : running) {
-      const int64_t k = run.rows();
-      if (run.job.request->cancelled()) {
-        for (Choice& c : run.choices)
-          if (!c.over) finish_choice(run, c, FinishReason::Cancelled, true);
-        close(run, true);
-      } else {
-        for (int64_t r = 0; r < k; ++r) rows.push_back(offset + r);
-        still.push_back(std::move(run));
+      const bool whole = run.job.request->cancelled() || (run.job.params.beam >= 1 && !run.job.request->cancelled_choices().empty());
+      const std::vector<int64_t> some = run.job.request->cancelled_choices();
+      bool over = true;
+      for (Choice& c : run.choices) {
+        const int64_t k = static_cast<int64_t>(c.search->next_tokens().size());
+        const bool cut = whole || std::find(some.begin(), some.end(), c.index) != some.end();
+        if (cut && !c.over) finish_choice(run, c, FinishReason::Cancelled, true);
+        if (!c.over)
+          for (int64_t r = 0; r < k; ++r) rows.push_back(offset + r);
+        else {
+          c.chain = nullptr;
+          c.search = std::make_unique<Stopped>();  // its rows are gone
+        }
+        over = over && c.over;
+        offset += k;
       }
-      offset += k;
+      if (over) close(run, whole);
+      else still.push_back(std::move(run));
     }
     running = std::move(still);
-    reorder_or_reset(rows);
+    if (static_cast<int64_t>(rows.size()) != offset) reorder_or_reset(rows);
   }
 
   void publish() {

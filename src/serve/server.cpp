@@ -385,7 +385,8 @@ struct Server::Impl {
       if (c.text.stopped()) {
         c.finished = true;
         c.finish_reason = "stop";
-        // Every choice of the prompt over: its engine request may stop decoding.
+        // The choice's row leaves the batch; once every choice is over, the whole request.
+        p.request->cancel_choice(e.choice);
         bool all = true;
         for (const ChoiceState& o : p.choices) all = all && o.finished;
         if (all) p.request->cancel();

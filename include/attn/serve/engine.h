@@ -111,6 +111,12 @@ class Request {
   // string found); its remaining choices finish with FinishReason::Cancelled. Idempotent.
   void cancel();
   bool cancelled() const;
+  // Frees one choice's row at the engine's next step (a stop string found in that choice); it
+  // finishes with FinishReason::Cancelled and the request's other choices go on. Beam search
+  // has one search for all its choices: there the whole request is cancelled.
+  void cancel_choice(int64_t choice);
+  // The choices cancel_choice() named so far.
+  std::vector<int64_t> cancelled_choices() const;
   int64_t prompt_tokens() const { return prompt_tokens_; }
 
  private:
@@ -123,6 +129,7 @@ class Request {
   bool over_ = false;        // Done or Error pushed
   bool read_over_ = false;   // ... and read
   bool cancelled_ = false;
+  std::vector<int64_t> cancelled_choices_;
   int64_t prompt_tokens_ = 0;
 };
 

@@ -246,6 +246,44 @@ TEST(ServeEngine, ACancelledRequestEndsAndLeavesTheOthersUnchanged) {
   EXPECT_EQ(engine.metrics().requests_cancelled_total, 1u);
 }
 
+TEST(ServeEngine, ACancelledChoiceLeavesItsSiblingsUnchanged) {
+  const run::ModelFolder f = folder_of(models::Arch::DecoderOnly);
+  GenerationParams p;
+  p.temperature = 1.2;
+  p.seed = 21;
+  p.n = 3;
+  p.max_tokens = 30;
+  p.logprobs = 0;
+  Engine engine(f, EngineOptions{});
+  const Answer all = read_all(*engine.submit({5, 6}, p), 3);
+  auto r = engine.submit({5, 6}, p);
+  Answer cut;
+  cut.tokens.resize(3);
+  cut.logprobs.resize(3);
+  cut.reasons.resize(3, FinishReason::Stop);
+  Event e;
+  bool asked = false;
+  while (r->next(e, 30s)) {
+    if (e.kind == Event::Kind::Token) {
+      cut.tokens[static_cast<size_t>(e.choice)].push_back(e.token);
+      cut.logprobs[static_cast<size_t>(e.choice)].push_back(e.logprob);
+      if (e.choice == 1 && !asked) {  // choice 1 stops after its first token
+        r->cancel_choice(1);
+        asked = true;
+      }
+    } else if (e.kind == Event::Kind::Finish) {
+      cut.reasons[static_cast<size_t>(e.choice)] = e.reason;
+    }
+  }
+  EXPECT_EQ(cut.reasons[1], FinishReason::Cancelled);
+  EXPECT_LT(cut.tokens[1].size(), all.tokens[1].size()) << "the cancelled choice stopped early";
+  for (size_t c : {size_t{0}, size_t{2}}) {
+    EXPECT_EQ(cut.tokens[c], all.tokens[c]) << "choice " << c;
+    EXPECT_TRUE(same_bits(cut.logprobs[c], all.logprobs[c])) << "choice " << c;
+  }
+  EXPECT_EQ(engine.metrics().requests_cancelled_total, 0u) << "the request itself finished";
+}
+
 TEST(ServeEngine, BadRequestsNameTheirField) {
   const run::ModelFolder f = folder_of(models::Arch::EncoderDecoder);
   Engine engine(f, EngineOptions{4, 64, true, true});
