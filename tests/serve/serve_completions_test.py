@@ -8,7 +8,8 @@ decoder-only, mlm: encoder-only). Each is served by a real `attn serve --port 0`
 greedy and beam-search text equal the command line's; streamed text equals non-streamed text
 (greedy, seeded sampling, n > 1, stop strings, echo, logprobs, several prompts); the same
 seed gives the same text; temperature 0 under 1, 2, 4 and 8 concurrent requests gives every
-request its solo answer; token-id prompts read as their text; usage counts are exact;
+request its solo answer, and a grid of (max batch, requests) gives each seeded sampled request
+its solo text and log-probabilities; token-id prompts read as their text; usage counts are exact;
 /tokenize round trips; /metrics is well-formed Prometheus text; encoder-only models fill
 masks; SIGTERM ends the server with status 0.
 """
@@ -219,6 +220,35 @@ with Served(attn, lm, checks=check) as s:
     r = s.post("/v1/completions", {"model": "lm", "prompt": "abcd", "max_tokens": 100})
     check.error(r, 400, "max_tokens", None, "max_tokens past the context")
     check.eq(s.stop(), 0, "SIGTERM: exit 0 (lm)")
+
+# ---- the (max batch, requests) grid ------------------------------------------------------------
+# Seeded sampling with logprobs: every request's text and log-probabilities (as JSON numbers,
+# i.e. every bit of the double) equal its solo answer whatever the batch room and how many run
+# together; with --max-batch below the request count, requests wait and join mid-decoding.
+grid_prompts = ["01234", "54321", "13520", "2403", "0", "55"]
+def grid_body(src, i):
+    return {"model": "rev", "prompt": src, "temperature": 1.3, "seed": 40 + i, "logprobs": 1, "max_tokens": 12}
+def answer(r):
+    return [(c["text"], c["logprobs"]["token_logprobs"]) for c in r["choices"]]
+for max_batch, n_requests in ((1, 3), (2, 2), (2, 4), (4, 2), (4, 6)):
+    with Served(attn, rev, "--max-batch", str(max_batch), checks=check) as s:
+        solo = [answer(s.complete(grid_body(src, i))) for i, src in enumerate(grid_prompts[:n_requests])]
+        results, barrier = {}, threading.Barrier(n_requests)
+
+        def one(i):
+            barrier.wait()
+            results[i] = answer(s.complete(grid_body(grid_prompts[i], i)))
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(n_requests)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        check.eq([results.get(i) for i in range(n_requests)], solo,
+                 "max batch %d, %d requests: solo text and log-probabilities" % (max_batch, n_requests))
+        # Control: the solo answers differ from one another (text or log-probability bits), so
+        # answers swapped or mixed between requests would be caught.
+        check.eq(len(set(repr(a) for a in solo)), n_requests, "control: distinct solo answers (max batch %d)" % max_batch)
 
 # ---- encoder-only -----------------------------------------------------------------------------
 with Served(attn, mlm, checks=check) as s:
