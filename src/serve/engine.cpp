@@ -111,6 +111,7 @@ struct Engine::Impl {
     decode::ChainSearch* chain = nullptr;  // the same search when it is greedy or sampling
     int64_t index = 0;                     // its choice number (beam search: its results are 0..n-1)
     Clock::time_point last_token;
+    int64_t sent = 0;  // Token events sent
     bool over = false;
   };
   struct Running {
@@ -171,6 +172,10 @@ struct Engine::Impl {
   decode::IncrementalDecoder& decoder() {
     if (seq2seq_decoder) return *seq2seq_decoder;
     return *lm_decoder;
+  }
+  int64_t decoder_rows() const {
+    if (seq2seq_decoder) return seq2seq_decoder->cache().rows();
+    return lm_decoder->cache().rows();
   }
   int64_t rows_in_use() const {
     int64_t r = 0;
@@ -331,10 +336,11 @@ struct Engine::Impl {
           run.job.request->push(std::move(e));
           ++sent;
           ++run.generated;
-          {
+          if (c.sent > 0) {  // the time between this choice's consecutive tokens
             std::lock_guard<std::mutex> lock(mu);
             stats.time_per_token_seconds.observe(seconds_between(c.last_token, now));
           }
+          ++c.sent;
           c.last_token = now;
         }
         offset += k;
@@ -478,7 +484,18 @@ struct Engine::Impl {
             close(gone, true);
             continue;
           }
-          running.push_back(admit(std::move(job)));
+          // A request that cannot join (its source or prompt fails in the model) ends alone with
+          // an Error; the batch goes on when the decoder holds exactly the running rows.
+          std::shared_ptr<Request> request = job.request;
+          try {
+            running.push_back(admit(std::move(job)));
+          } catch (const std::exception& e) {
+            Event err;
+            err.kind = Event::Kind::Error;
+            err.message = e.what();
+            request->push(std::move(err));
+            if (decoder_rows() != rows_in_use()) throw;
+          }
         }
         drop_cancelled();
         publish();
