@@ -191,16 +191,14 @@ struct Engine::Impl {
     const std::vector<int64_t>& prompt = run.job.prompt;
     int64_t bos = folder.bos;
     const int64_t before = rows_in_use();
-    if (seq2seq_decoder) {
-      seq2seq_decoder->join(Tensor::from_vector<int64_t>(prompt, {1, static_cast<int64_t>(prompt.size())}));
-    } else {
-      std::vector<int64_t> input;
-      if (options.prepend_bos) input.push_back(folder.bos);
-      input.insert(input.end(), prompt.begin(), prompt.end());
-      bos = input.back();  // the last input token is fed at the row's first step
-      input.pop_back();
-      lm_decoder->join(input);
+    std::vector<int64_t> prefix;  // decoder-only: <bos> + prompt without its last token
+    if (lm_decoder) {
+      if (options.prepend_bos) prefix.push_back(folder.bos);
+      prefix.insert(prefix.end(), prompt.begin(), prompt.end());
+      bos = prefix.back();  // the last input token is fed at the row's first step
+      prefix.pop_back();
     }
+    // The searches first (nothing to undo if one is refused), then the row joins the batch.
     const int64_t limit = p.max_tokens;
     if (p.beam >= 1) {
       decode::BeamOptions o;
@@ -236,6 +234,12 @@ struct Engine::Impl {
         c.index = i;
         run.choices.push_back(std::move(c));
       }
+    }
+    if (seq2seq_decoder)
+      seq2seq_decoder->join(Tensor::from_vector<int64_t>(prompt, {1, static_cast<int64_t>(prompt.size())}));
+    else
+      lm_decoder->join(prefix);
+    if (p.beam < 1) {
       if (p.n > 1) {  // the other choices' rows: copies of the joined row
         std::vector<int64_t> rows(static_cast<size_t>(before));
         for (int64_t r = 0; r < before; ++r) rows[static_cast<size_t>(r)] = r;
