@@ -69,7 +69,7 @@ class Module {
   // ---- reduced precision for inference (nn/quantize.h) -----------------------------------
   // Replaces this module's own quantizable weights (not its children's) by their quantized
   // copies from `ctx`; the default has none. Called by nn::quantize_module, once per module.
-  virtual void quantize_own(QuantizeContext& ctx) {}
+  virtual void quantize_own(QuantizeContext& /*ctx*/) {}
 
  protected:
   // Registers a parameter (a leaf; marked requires_grad) and returns the same handle.
