@@ -20,6 +20,8 @@ void register_inspect(CLI::App& app, Action* action);
 // Training and checkpoint averaging (cmd_train.cpp, cmd_average.cpp).
 void register_train(CLI::App& app, Action* action);
 void register_average(CLI::App& app, Action* action);
+// Reduced-precision weights for inference: attn quantize (cmd_quantize.cpp).
+void register_quantize(CLI::App& app, Action* action);
 // Decoder-only and encoder-only models: attn generate and attn fill-mask (cmd_generate.cpp, cmd_fill_mask.cpp).
 void register_generate(CLI::App& app, Action* action);
 void register_fill_mask(CLI::App& app, Action* action);

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   attn::cli::register_inspect(app, &action);
   attn::cli::register_train(app, &action);
   attn::cli::register_average(app, &action);
+  attn::cli::register_quantize(app, &action);
   attn::cli::register_generate(app, &action);
   attn::cli::register_fill_mask(app, &action);
   attn::cli::register_serve(app, &action);

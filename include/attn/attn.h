@@ -20,6 +20,8 @@
 #include "attn/nn/feed_forward.h"
 #include "attn/nn/module.h"
 #include "attn/nn/positional.h"
+#include "attn/nn/quantize.h"
 #include "attn/ops/attention.h"
 #include "attn/ops/ops.h"
+#include "attn/ops/quantize.h"
 #include "attn/ops/threads.h"

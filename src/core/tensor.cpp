@@ -84,6 +84,8 @@ double load_as_double(const void* base, DType dtype, int64_t off) {
     case DType::F64: return static_cast<const double*>(base)[off];
     case DType::I64: return static_cast<double>(static_cast<const int64_t*>(base)[off]);
     case DType::Bool: return static_cast<const uint8_t*>(base)[off] ? 1.0 : 0.0;
+    case DType::I8: return static_cast<const int8_t*>(base)[off];
+    case DType::BF16: return float_from_bf16(static_cast<const uint16_t*>(base)[off]);
   }
   return 0;
 }
@@ -94,6 +96,11 @@ void store_from_double(void* base, DType dtype, int64_t off, double v) {
     case DType::F64: static_cast<double*>(base)[off] = v; break;
     case DType::I64: static_cast<int64_t*>(base)[off] = static_cast<int64_t>(v); break;
     case DType::Bool: static_cast<uint8_t*>(base)[off] = v != 0.0; break;
+    case DType::I8:  // truncated toward zero as for I64, saturated to [-128, 127], NaN -> 0
+      static_cast<int8_t*>(base)[off] = std::isnan(v) ? int8_t{0}
+                                                      : static_cast<int8_t>(std::clamp(v, -128.0, 127.0));
+      break;
+    case DType::BF16: static_cast<uint16_t*>(base)[off] = bf16_from_float(static_cast<float>(v)); break;
   }
 }
 
@@ -202,6 +209,8 @@ T* Tensor::data() const {
 template float* Tensor::data<float>() const;
 template double* Tensor::data<double>() const;
 template int64_t* Tensor::data<int64_t>() const;
+template int8_t* Tensor::data<int8_t>() const;
+template uint16_t* Tensor::data<uint16_t>() const;
 template <>
 bool* Tensor::data<bool>() const {
   ATTN_CHECK(dtype() == DType::Bool, "data", "tensor is ", dtype_name(dtype()), ", requested bool");
@@ -258,8 +267,13 @@ void Tensor::copy_from(const Tensor& src) const {
                      static_cast<const int64_t*>(src.raw_data()), src.strides(), shape());
         return;
       case DType::Bool:
+      case DType::I8:
         strided_copy(static_cast<uint8_t*>(raw_data()), strides(),
                      static_cast<const uint8_t*>(src.raw_data()), src.strides(), shape());
+        return;
+      case DType::BF16:
+        strided_copy(static_cast<uint16_t*>(raw_data()), strides(),
+                     static_cast<const uint16_t*>(src.raw_data()), src.strides(), shape());
         return;
     }
   }

@@ -77,6 +77,8 @@ const char* file_dtype_name(DType d) {
     case DType::F64: return "F64";
     case DType::I64: return "I64";
     case DType::Bool: return "BOOL";
+    case DType::I8: return "I8";
+    case DType::BF16: return "BF16";
   }
   return "?";
 }
@@ -87,6 +89,15 @@ bool attn_dtype(const std::string& name, DType& out) {
   else if (name == "F64") out = DType::F64;
   else if (name == "I64") out = DType::I64;
   else if (name == "BOOL") out = DType::Bool;
+  else return false;
+  return true;
+}
+
+// The same, also for the reduced-precision weight dtypes (SafetensorsFile::get_stored).
+bool attn_stored_dtype(const std::string& name, DType& out) {
+  if (attn_dtype(name, out)) return true;
+  if (name == "I8") out = DType::I8;
+  else if (name == "BF16") out = DType::BF16;
   else return false;
   return true;
 }
@@ -508,12 +519,16 @@ const SafetensorsTensorInfo& SafetensorsFile::info(const std::string& name) cons
   return tensors_[it->second].second;
 }
 
-Tensor SafetensorsFile::get(const std::string& name) const {
+Tensor SafetensorsFile::get(const std::string& name) const { return get_tensor(name, false); }
+
+Tensor SafetensorsFile::get_stored(const std::string& name) const { return get_tensor(name, true); }
+
+Tensor SafetensorsFile::get_tensor(const std::string& name, bool reduced) const {
   const SafetensorsTensorInfo& info = this->info(name);
   DType dtype{};
-  if (!attn_dtype(info.dtype, dtype)) {
+  if (!(reduced ? attn_stored_dtype(info.dtype, dtype) : attn_dtype(info.dtype, dtype))) {
     bad_file(path_, "unsupported dtype ", info.dtype, " for tensor '", name,
-             "' (attn reads F32, F64, I64 and BOOL)");
+             reduced ? "' (attn reads F32, F64, I64, BOOL, I8 and BF16)" : "' (attn reads F32, F64, I64 and BOOL)");
   }
   unsigned char* bytes = static_cast<unsigned char*>(mapping_->addr) + 8 + header_size_ + info.begin;
   const size_t nbytes = static_cast<size_t>(info.nbytes());

@@ -121,23 +121,42 @@ io::SafetensorsFile open_weights(const std::string& path) {
   }
 }
 
-// The file's dtype string as a weight dtype, or false for anything but F32/F64.
+// The file's dtype string as a weight dtype, or false for anything but F32/F64 and the
+// quantized weights' I8/BF16.
 bool weight_dtype(const std::string& name, DType& out) {
   if (name == "F32") out = DType::F32;
   else if (name == "F64") out = DType::F64;
+  else if (name == "I8") out = DType::I8;
+  else if (name == "BF16") out = DType::BF16;
   else return false;
   return true;
 }
 
-std::string file_dtype_str(DType d) { return d == DType::F64 ? "F64" : "F32"; }
+std::string file_dtype_str(DType d) {
+  switch (d) {
+    case DType::F64: return "F64";
+    case DType::I8: return "I8";
+    case DType::BF16: return "BF16";
+    default: return "F32";
+  }
+}
 
 // The problems of one file tensor against the parameter `expected` (dtype, then shape).
+// `quantization` is config.json's.
 void check_entry(const std::string& name, const io::SafetensorsTensorInfo& info, const Tensor& expected,
-                 std::vector<std::string>& problems) {
+                 Quantization quantization, std::vector<std::string>& problems) {
   DType d{};
   if (!weight_dtype(info.dtype, d)) {
     problems.push_back(str_cat("tensor '", name, "': dtype ", info.dtype, " is not supported (weights are F32 or ",
                                "F64; config.json says \"dtype\": \"", dtype_name(expected.dtype()), "\")"));
+  } else if (d != expected.dtype() && (d == DType::I8 || d == DType::BF16) && quantization == Quantization::None) {
+    problems.push_back(str_cat("tensor '", name, "': dtype ", info.dtype, " (quantized) in the file, but config.json ",
+                               "has no \"quantization\" key (a quantized folder's config says \"quantization\": ",
+                               "\"int8\" or \"bf16\")"));
+  } else if (d != expected.dtype() && quantization != Quantization::None) {
+    problems.push_back(str_cat("tensor '", name, "': dtype ", info.dtype, " in the file, but config.json says ",
+                               "\"quantization\": \"", quantization_name(quantization), "\", which stores it as ",
+                               file_dtype_str(expected.dtype())));
   } else if (d != expected.dtype()) {
     problems.push_back(str_cat("tensor '", name, "': dtype ", info.dtype, " in the file, but config.json says ",
                                "\"dtype\": \"", dtype_name(expected.dtype()), "\" (", file_dtype_str(expected.dtype()),
@@ -250,11 +269,11 @@ LoadedCheckpoint load_checkpoint(const std::string& dir) {
   for (const CheckpointTensor& t : out.tensors) {
     const io::SafetensorsTensorInfo& info = file.info(t.name);
     if (auto p = param.find(t.name); p != param.end()) {
-      check_entry(t.name, info, p->second, problems);
+      check_entry(t.name, info, p->second, config.quantization, problems);
       source_of[t.name] = t.name;
     } else if (auto a = canonical_of.find(t.name); a != canonical_of.end()) {
       const std::string& canonical = a->second;
-      check_entry(t.name, info, param.at(canonical), problems);
+      check_entry(t.name, info, param.at(canonical), config.quantization, problems);
       // The canonical name fills the parameter when present, else the first alias met; any
       // further copy must equal it.
       if (file.has(canonical)) alias_copies.emplace_back(t.name, canonical);
@@ -275,7 +294,7 @@ LoadedCheckpoint load_checkpoint(const std::string& dir) {
   // A writer that keeps tied names apart (PyTorch's state_dict does) must store equal values.
   if (problems.empty()) {
     for (const auto& [alias, canonical] : alias_copies) {
-      if (!same_bytes(file.get(alias), file.get(canonical))) {
+      if (!same_bytes(file.get_stored(alias), file.get_stored(canonical))) {
         problems.push_back(str_cat("tensor '", alias, "': differs from '", canonical,
                                    "', but config.json ties them (share_embeddings / tie_output)"));
       }
@@ -290,11 +309,58 @@ LoadedCheckpoint load_checkpoint(const std::string& dir) {
   }
 
   nn::NamedTensors state;
-  for (const auto& [canonical, source] : source_of) state.emplace_back(canonical, file.get(source));
+  for (const auto& [canonical, source] : source_of) state.emplace_back(canonical, file.get_stored(source));
   out.model->load_state_dict(state, /*strict=*/true);  // cannot fail after the checks above
+  // Quantized weights: values the kernels rely on (int8 in [-127, 127], finite scales; bf16
+  // finite, subnormals flushed in place).
+  for (const auto& [name, t] : own) {
+    if (t.dtype() != DType::I8 && t.dtype() != DType::BF16) continue;
+    const Tensor scale = t.dtype() == DType::I8 ? param.at(name + "_scale") : Tensor();
+    try {
+      validate_quantized_values(t, scale, name);
+    } catch (const Error& e) {
+      fail(kLoad, "'", out.weights_path, "': ", without_tag(e.what()));
+    }
+  }
   return out;
 }
 
 std::shared_ptr<Model> load_model(const std::string& dir) { return load_checkpoint(dir).model; }
+
+std::string quantize_model_folder(const std::string& dir, const std::string& out_dir, Quantization q) {
+  constexpr const char* kOp = "quantize";
+  ATTN_CHECK(q != Quantization::None, kOp, "no quantization given (int8 or bf16)");
+  std::string out = out_dir;
+  if (out.empty()) {
+    std::string base = dir;
+    while (base.size() > 1 && base.back() == '/') base.pop_back();
+    out = base + "-" + quantization_name(q);
+  }
+  std::error_code ec;
+  if (fs::exists(out, ec) && fs::exists(dir, ec) && fs::equivalent(out, dir, ec))
+    fail(kOp, "the output folder '", out, "' is the model folder itself; choose another --out");
+  const LoadedCheckpoint loaded = load_checkpoint(dir);
+  const Quantization already = loaded.model->config().quantization;
+  ATTN_CHECK(already == Quantization::None, kOp, "'", dir, "' is quantized already (\"quantization\": \"",
+             quantization_name(already), "\"); quantize its float32 model instead");
+  try {
+    loaded.model->quantize(q);
+  } catch (const Error& e) {
+    fail(kOp, "'", loaded.weights_path, "': ", without_tag(e.what()));
+  }
+  // Every other plain file of the folder comes along (vocab.json, train_config.json, ...).
+  ExtraFiles extra;
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file() || name.empty() || name[0] == '.') continue;
+    if (name == io::kConfigFileName || name == io::kWeightsFileName) continue;
+    names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) extra.emplace_back(name, io::read_file(join_path(dir, name.c_str())));
+  save_model(out, *loaded.model, extra);
+  return out;
+}
 
 }  // namespace attn::models

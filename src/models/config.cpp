@@ -99,6 +99,8 @@ void ModelConfig::validate() const {
              "activation swiglu is a gated FFN; encoder_only's masked-LM head applies the activation element-wise");
   ATTN_CHECK(dtype == DType::F32 || dtype == DType::F64, kOp, "dtype must be f32 or f64, got ",
              dtype_name(dtype));
+  ATTN_CHECK(quantization == Quantization::None || dtype == DType::F32, kOp, "quantization ",
+             quantization_name(quantization), " needs dtype f32, got ", dtype_name(dtype));
   ATTN_CHECK(src_vocab_size > 0, kOp, "src_vocab_size must be positive, got ", src_vocab_size);
   if (arch == Arch::EncoderDecoder) {
     ATTN_CHECK(tgt_vocab_size > 0, kOp, "tgt_vocab_size must be positive, got ", tgt_vocab_size);
@@ -180,6 +182,7 @@ json ModelConfig::to_json() const {
   j["eos_id"] = eos_id;
   j["dtype"] = dtype_name(dtype);
   j["seed"] = seed;
+  if (quantization != defaults.quantization) j["quantization"] = quantization_name(quantization);
   return j;
 }
 
@@ -227,6 +230,8 @@ ModelConfig ModelConfig::from_json(const json& j) {
       {"bos_id", int_field(c.bos_id)},
       {"eos_id", int_field(c.eos_id)},
       {"dtype", [&](const std::string& k, const json& v) { c.dtype = read_enum(k, v, parse_dtype); }},
+      {"quantization",
+       [&](const std::string& k, const json& v) { c.quantization = read_enum(k, v, parse_quantization); }},
       {"seed",
        [&](const std::string& k, const json& v) {
          ATTN_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0), kOp, "key '", k,

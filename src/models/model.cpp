@@ -7,11 +7,22 @@
 #include "attn/nn/attention.h"
 #include "attn/nn/init.h"
 #include "attn/nn/moe.h"
+#include "attn/nn/quantize.h"
 #include "attn/ops/ops.h"
 
 namespace attn::models {
 
 Model::Model(ModelConfig config) : config_(std::move(config)) { config_.validate(); }
+
+void Model::quantize(Quantization q) {
+  ATTN_CHECK(config_.quantization == Quantization::None, "quantize", "the model is quantized already (",
+             quantization_name(config_.quantization), "); quantize the float32 model instead");
+  ATTN_CHECK(q != Quantization::None, "quantize", "no quantization given (int8 or bf16)");
+  ATTN_CHECK(config_.dtype == DType::F32, "quantize", "only f32 models can be quantized, this one is ",
+             dtype_name(config_.dtype));
+  nn::quantize_module(*this, q);
+  config_.quantization = q;
+}
 
 Tensor Model::padding_mask(const Tensor& ids) const {
   ATTN_CHECK(ids.dtype() == DType::I64 && ids.dim() == 2, "padding_mask", "ids must be i64 [B, T], got ",

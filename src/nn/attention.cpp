@@ -12,7 +12,9 @@
 
 #include "attn/nn/init.h"
 #include "attn/nn/kv_cache.h"
+#include "attn/nn/quantize.h"
 #include "attn/ops/ops.h"
+#include "attn/ops/quantize.h"
 
 namespace attn::nn {
 
@@ -68,9 +70,20 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_model, int64_t n_heads, double 
 Tensor MultiHeadAttention::project(const Tensor& x, int64_t i) const {
   const int64_t D = d_model_, kv = n_kv_heads_ * head_dim_;
   const int64_t begin = i == 0 ? 0 : D + (i - 1) * kv, end = i == 0 ? D : begin + kv;
-  Tensor w = slice(in_proj_weight_, 0, begin, end);  // [D or Hkv*Dh, D], rows of W_Q, W_K or W_V
   Tensor b = slice(in_proj_bias_, 0, begin, end);    // [D or Hkv*Dh]
+  if (!is_floating(in_proj_weight_.dtype())) {       // quantized: plain views of the rows and their scales
+    const Tensor s = in_proj_weight_scale_.defined() ? in_proj_weight_scale_.slice(0, begin, end) : Tensor();
+    return quantized_linear(x, in_proj_weight_.slice(0, begin, end), s, b);  // [B, T, D or Hkv*Dh]
+  }
+  Tensor w = slice(in_proj_weight_, 0, begin, end);  // [D or Hkv*Dh, D], rows of W_Q, W_K or W_V
   return linear(x, w, b);                            // [B, T, D or Hkv*Dh]
+}
+
+void MultiHeadAttention::quantize_own(QuantizeContext& ctx) {
+  const QuantizedWeight& q = ctx.get(in_proj_weight_, ctx.prefix + "in_proj_weight");
+  swap_parameter("in_proj_weight", q.weight);
+  in_proj_weight_ = q.weight;
+  if (q.scale.defined()) in_proj_weight_scale_ = register_constant("in_proj_weight_scale", q.scale);
 }
 
 Tensor MultiHeadAttention::split_heads(const Tensor& x) const { return split_heads(x, n_heads_); }
@@ -114,7 +127,7 @@ AttentionOutput MultiHeadAttention::run(const Tensor& query, const Tensor& key, 
              query.size(0), ", Tk, ", D, "], got ", key.str(), " with query ", query.str());
   ATTN_CHECK(value.shape() == key.shape(), kOp, "value must have key's shape ", shape_str(key.shape()),
              ", got ", value.str());
-  const DType dtype = in_proj_weight_.dtype();
+  const DType dtype = in_proj_bias_.dtype();
   ATTN_CHECK(query.dtype() == dtype && key.dtype() == dtype && value.dtype() == dtype, kOp,
              "inputs must be ", dtype_name(dtype), " like the parameters; got query ", query.str(),
              ", key ", key.str(), ", value ", value.str());
@@ -157,7 +170,7 @@ AttentionOutput MultiHeadAttention::run(const Tensor& query, const Tensor& key, 
   if (!options_.rope && query.same(key) && key.same(value)) {
     // Self-attention: the three projections as one product with the stacked in_proj_weight,
     // attended where they lie in it; the gradient comes back as one [B, T, D + 2*Hkv*Dh] tensor.
-    Tensor qkv = linear(query, in_proj_weight_, in_proj_bias_);               // [B, T, D + 2*Hkv*Dh]
+    Tensor qkv = linear_any(query, in_proj_weight_, in_proj_weight_scale_, in_proj_bias_);  // [B, T, D + 2*Hkv*Dh]
     attended = scaled_dot_product_attention_packed(qkv, H, n_kv_heads_, options);  // out [B, H, T, Dh]
   } else {
     Tensor q = split_heads(project(query, 0));                // [B, H, Tq, Dh]
@@ -185,7 +198,7 @@ AttentionOutput MultiHeadAttention::run(const Tensor& query, const Tensor& key, 
 CrossKV MultiHeadAttention::project_memory_kv(const Tensor& memory) const {
   ATTN_CHECK(memory.defined() && memory.dim() == 3 && memory.size(2) == d_model_, kOp,
              "memory must be [B, S, ", d_model_, "], got ", memory.defined() ? memory.str() : "undefined");
-  ATTN_CHECK(memory.dtype() == in_proj_weight_.dtype(), kOp, "memory must be ", dtype_name(in_proj_weight_.dtype()),
+  ATTN_CHECK(memory.dtype() == in_proj_bias_.dtype(), kOp, "memory must be ", dtype_name(in_proj_bias_.dtype()),
              ", got ", memory.str());
   CrossKV kv;
   kv.k = split_heads(project(memory, 1), n_kv_heads_).contiguous();  // [B, Hkv, S, Dh]
@@ -198,7 +211,7 @@ Tensor MultiHeadAttention::forward_cached(const Tensor& x, SelfKV& kv, const Att
   Tensor& v_cache = kv.v;
   ATTN_CHECK(x.defined() && x.dim() == 3 && x.size(2) == d_model_, kOp, "cached self-attention's x must be [N, T, ",
              d_model_, "], got ", x.defined() ? x.str() : "undefined");
-  ATTN_CHECK(x.dtype() == in_proj_weight_.dtype(), kOp, "x must be ", dtype_name(in_proj_weight_.dtype()),
+  ATTN_CHECK(x.dtype() == in_proj_bias_.dtype(), kOp, "x must be ", dtype_name(in_proj_bias_.dtype()),
              ", got ", x.str());
   const int64_t N = x.size(0), T = x.size(1), Hkv = n_kv_heads_;
   if (k_cache.defined())
@@ -210,7 +223,7 @@ Tensor MultiHeadAttention::forward_cached(const Tensor& x, SelfKV& kv, const Att
   // W_Q, W_K and W_V are stored stacked (in_proj_weight), so one product projects all three: a
   // decoding step reads the weight in one pass, each output the same dot product as alone.
   // The heads are views into qkv ([N, T, H + 2*Hkv, Dh] seen as [N, H + 2*Hkv, T, Dh]), not copies.
-  Tensor qkv = linear(x, in_proj_weight_, in_proj_bias_);                  // [N, T, D + 2*Hkv*Dh]
+  Tensor qkv = linear_any(x, in_proj_weight_, in_proj_weight_scale_, in_proj_bias_);  // [N, T, D + 2*Hkv*Dh]
   Tensor heads = split_heads(qkv, n_heads_ + 2 * Hkv);                    // [N, H + 2*Hkv, T, Dh]
   Tensor q = slice(heads, 1, 0, n_heads_);                                 // [N, H, T, Dh]
   Tensor k_new = slice(heads, 1, n_heads_, n_heads_ + Hkv);                // [N, Hkv, T, Dh]
@@ -264,8 +277,8 @@ Tensor MultiHeadAttention::forward_cached(const Tensor& query, const CrossKV& kv
              k.defined() ? k.str() : "undefined", " and ", v.defined() ? v.str() : "undefined");
   for (int64_t s : row_sources)
     ATTN_CHECK(s >= 0 && s < Ns, kOp, "row source ", s, " out of range [0, ", Ns, ")");
-  ATTN_CHECK(query.dtype() == in_proj_weight_.dtype() && k.dtype() == query.dtype() && v.dtype() == query.dtype(),
-             kOp, "query, k and v must be ", dtype_name(in_proj_weight_.dtype()), ", got ", query.str(), ", ",
+  ATTN_CHECK(query.dtype() == in_proj_bias_.dtype() && k.dtype() == query.dtype() && v.dtype() == query.dtype(),
+             kOp, "query, k and v must be ", dtype_name(in_proj_bias_.dtype()), ", got ", query.str(), ", ",
              k.str(), ", ", v.str());
   SdpaOptions options;
   if (key_padding_mask.defined()) {

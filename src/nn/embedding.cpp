@@ -2,7 +2,9 @@
 #include "attn/nn/embedding.h"
 
 #include "attn/nn/init.h"
+#include "attn/nn/quantize.h"
 #include "attn/ops/ops.h"
+#include "attn/ops/quantize.h"
 
 namespace attn::nn {
 
@@ -17,7 +19,14 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, DType dtype, Rng& rng,
 
 Tensor Embedding::forward(const Tensor& ids) const {
   ATTN_CHECK(ids.dtype() == DType::I64, "Embedding", "ids must be i64, got ", ids.str());
-  return embedding(weight_, ids);  // [..., D]
+  return embedding_any(weight_, weight_scale_, ids);  // [..., D]: embedding(W, ids) for a float W
+}
+
+void Embedding::quantize_own(QuantizeContext& ctx) {
+  const QuantizedWeight& q = ctx.get(weight_, ctx.prefix + "weight");
+  swap_parameter("weight", q.weight);
+  weight_ = q.weight;
+  if (q.scale.defined()) weight_scale_ = register_constant("weight_scale", q.scale);
 }
 
 void Embedding::tie_weight(const Tensor& w) {

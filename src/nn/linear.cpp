@@ -4,7 +4,9 @@
 #include <cmath>
 
 #include "attn/nn/init.h"
+#include "attn/nn/quantize.h"
 #include "attn/ops/ops.h"
+#include "attn/ops/quantize.h"
 
 namespace attn::nn {
 
@@ -25,7 +27,14 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, DType dtype
 Tensor Linear::forward(const Tensor& x) const {
   ATTN_CHECK(x.dim() >= 1 && x.size(-1) == in_, "Linear", "expected input [..., ", in_, "], got ",
              x.str());
-  return linear(x, weight_, bias_);  // [..., Out]
+  return linear_any(x, weight_, weight_scale_, bias_);  // [..., Out]: linear(x, W, b) for a float W
+}
+
+void Linear::quantize_own(QuantizeContext& ctx) {
+  const QuantizedWeight& q = ctx.get(weight_, ctx.prefix + "weight");
+  swap_parameter("weight", q.weight);
+  weight_ = q.weight;
+  if (q.scale.defined()) weight_scale_ = register_constant("weight_scale", q.scale);
 }
 
 void Linear::tie_weight(const Tensor& w) {

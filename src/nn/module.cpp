@@ -40,6 +40,23 @@ void Module::replace_parameter(const std::string& name, const Tensor& value) {
   fail("Module", "no parameter named '", name, "' to tie");
 }
 
+void Module::swap_parameter(const std::string& name, const Tensor& value) {
+  ATTN_CHECK(value.defined(), "Module", "cannot swap '", name, "' for an undefined tensor");
+  for (auto& [n, t] : params_) {
+    if (n != name) continue;
+    t = value;
+    return;
+  }
+  fail("Module", "no parameter named '", name, "' to swap");
+}
+
+Tensor Module::register_constant(const std::string& name, Tensor value) {
+  check_new_name(name);
+  ATTN_CHECK(value.defined(), "Module", "parameter '", name, "' is undefined");
+  params_.emplace_back(name, value);
+  return value;
+}
+
 void Module::add_child(const std::string& name, std::shared_ptr<Module> child) {
   check_new_name(name);
   ATTN_CHECK(child != nullptr, "Module", "child module '", name, "' is null");

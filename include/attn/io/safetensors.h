@@ -1,7 +1,9 @@
 // attn/io/safetensors.h — our own reader and writer of the safetensors checkpoint format.
 // The reader memory-maps the file and hands out zero-copy tensors; it validates the header
 // exactly as the reference Rust reader (huggingface/safetensors, tensor.rs) does. Only
-// F32, F64, I64 and BOOL become tensors; other dtypes are parsed and validated, not converted.
+// F32, F64, I64 and BOOL become tensors through get(), and also I8 and BF16 (raw bits,
+// core/dtype.h: quantized weights) through get_stored(); other dtypes are parsed and
+// validated, not converted.
 // No sharded checkpoints (model.safetensors.index.json) and no lazy slicing.
 //
 // ---- Layout ------------------------------------------------------------------------------
@@ -15,7 +17,7 @@
 //
 // ---- What we write (the reference's `prepare`/`serialize`) ---------------------------------
 //   - tensors sorted by dtype alignment descending (the reference enum order: I64 > F64 > F32
-//     > BOOL for ours), then by name bytewise, and laid out back to back from offset 0;
+//     > BF16 > I8 > BOOL for ours), then by name bytewise, and laid out back to back from offset 0;
 //   - compact JSON: "__metadata__" first (omitted when empty, keys sorted), then the tensors in
 //     layout order, each as {"dtype":..,"shape":[..],"data_offsets":[b,e]};
 //   - the JSON padded with spaces (0x20) to a multiple of 8 bytes, so data starts 8-aligned;
@@ -106,8 +108,12 @@ class SafetensorsFile {
   // The header entry of `name`; throws when there is no such tensor.
   const SafetensorsTensorInfo& info(const std::string& name) const;
   // A contiguous tensor over the mapped bytes (no copy unless misaligned, see above); throws
-  // for a missing name or a dtype other than F32, F64, I64, BOOL.
+  // for a missing name or a dtype other than F32, F64, I64, BOOL (a BF16 tensor is refused
+  // here, so that no caller mistakes its bits for floats).
   Tensor get(const std::string& name) const;
+  // The same for callers that handle reduced-precision weights: also I8 and BF16 tensors
+  // (BF16 as its raw uint16 bits), never converted.
+  Tensor get_stored(const std::string& name) const;
   // The "__metadata__" map (empty when absent).
   const SafetensorsMetadata& metadata() const { return metadata_; }
   // N, the header length in bytes; the byte buffer starts at file offset 8 + N.
@@ -118,6 +124,7 @@ class SafetensorsFile {
 
  private:
   SafetensorsFile() = default;
+  Tensor get_tensor(const std::string& name, bool reduced) const;
   std::string path_;
   std::shared_ptr<detail::MappedFile> mapping_;
   uint64_t header_size_ = 0;

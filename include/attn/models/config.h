@@ -20,6 +20,7 @@
 #include "attn/nn/norm.h"
 #include "attn/nn/positional.h"
 #include "attn/ops/attention.h"
+#include "attn/ops/quantize.h"
 
 namespace attn::models {
 
@@ -81,6 +82,10 @@ struct ModelConfig {
   int64_t eos_id = 2;  // -1: none
   DType dtype = DType::F32;  // f32 or f64
   uint64_t seed = 0;         // initialisation and dropout generators
+  // Weights stored in reduced precision for inference (nn/quantize.h, `attn quantize`): none,
+  // int8 or bf16; needs dtype f32. A quantized model is built with zero weights in that layout
+  // (the loader fills them) and cannot be trained.
+  Quantization quantization = Quantization::None;
 
   // Throws attn::Error naming the first problem found.
   void validate() const;

@@ -2,6 +2,7 @@
 // initialised from config.seed. Callers that need a family's own methods dynamic_cast
 // (std::dynamic_pointer_cast<EncoderDecoderModel>(model)). ModelInit::None allocates the
 // parameters without drawing their values, for loaders that overwrite every one of them.
+// A config with "quantization" builds the quantized layout (nn/quantize.h) with zero weights.
 #pragma once
 
 #include <memory>

@@ -36,6 +36,10 @@ class Model : public nn::Module {
   // Linear self-attention forms no weights: turning capture on is an error for a single-stack
   // model with linear attention (an encoder-decoder still captures its cross-attention).
   void set_capture_attention(bool on);
+  // Swaps the weights for int8 or bf16 copies made from their current values (nn/quantize.h)
+  // and records the quantization in config(); the model then serves inference only. A model
+  // that is quantized already is an error, and so is a NaN or Inf weight (named).
+  void quantize(Quantization q);
   std::vector<std::pair<std::string, Tensor>> captured_attention();
 
  protected:

@@ -142,6 +142,10 @@ class MultiHeadAttention : public AttentionModule {
   const AttentionOptions& options() const { return options_; }
   const Tensor& in_proj_weight() const { return in_proj_weight_; }  // [D + 2*Hkv*Dh, D] ([3D, D])
   const Tensor& in_proj_bias() const { return in_proj_bias_; }      // [D + 2*Hkv*Dh]
+  // For inference in_proj_weight may be int8 with these scales [D + 2*Hkv*Dh], or bf16
+  // (nn/quantize.h; undefined scales then, and for a float weight).
+  const Tensor& in_proj_weight_scale() const { return in_proj_weight_scale_; }
+  void quantize_own(QuantizeContext& ctx) override;
   Linear& out_proj() { return *out_proj_; }
   Rng& rng() { return rng_; }
 
@@ -159,7 +163,7 @@ class MultiHeadAttention : public AttentionModule {
   AttentionOptions options_;
   Tensor alibi_;  // [H] slopes in the parameters' dtype; undefined without ALiBi
   Rng rng_;
-  Tensor in_proj_weight_, in_proj_bias_;
+  Tensor in_proj_weight_, in_proj_bias_, in_proj_weight_scale_;
   std::shared_ptr<Linear> out_proj_;
   bool capture_ = false;
   Tensor last_attention_;

@@ -2,6 +2,8 @@
 // (W_Q, W_K, W_V, W_O in §3.2.2, W_1, W_2 in §3.3, the pre-softmax output layer in §3.4).
 // Parameters "weight" [Out, In] and "bias" [Out] with nn.Linear's default initialisation:
 // weight U(-1/sqrt(In), 1/sqrt(In)) (kaiming_uniform_, a = sqrt(5)), bias the same bound.
+// For inference the weight may be swapped for an int8 copy (with "weight_scale" [Out]) or a
+// bf16 copy (nn/quantize.h); forward() then takes ops/quantize.h's product.
 #pragma once
 
 #include "attn/core/rng.h"
@@ -18,15 +20,18 @@ class Linear : public Module {
 
   const Tensor& weight() const { return weight_; }  // [Out, In]
   const Tensor& bias() const { return bias_; }      // [Out], undefined without bias
+  // The int8 weight's scales [Out]; undefined for a float or bf16 weight.
+  const Tensor& weight_scale() const { return weight_scale_; }
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
   // Shares `w` [Out, In] as this layer's weight (tied output projection): the tensor is then
   // registered under both names and stored once, under the name registered first.
   void tie_weight(const Tensor& w);
+  void quantize_own(QuantizeContext& ctx) override;
 
  private:
   int64_t in_, out_;
-  Tensor weight_, bias_;
+  Tensor weight_, bias_, weight_scale_;
 };
 
 }  // namespace attn::nn

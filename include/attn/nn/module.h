@@ -13,8 +13,11 @@
 #include <vector>
 
 #include "attn/core/tensor.h"
+#include "attn/ops/quantize.h"
 
 namespace attn::nn {
+
+class QuantizeContext;  // nn/quantize.h
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
@@ -63,6 +66,11 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
+  // ---- reduced precision for inference (nn/quantize.h) -----------------------------------
+  // Replaces this module's own quantizable weights (not its children's) by their quantized
+  // copies from `ctx`; the default has none. Called by nn::quantize_module, once per module.
+  virtual void quantize_own(QuantizeContext& /*ctx*/) {}
+
  protected:
   // Registers a parameter (a leaf; marked requires_grad) and returns the same handle.
   Tensor register_parameter(const std::string& name, Tensor value);
@@ -75,6 +83,12 @@ class Module {
   // Points an already registered parameter name at another tensor of the same shape and dtype
   // (weight tying). The previous tensor is dropped from this module.
   void replace_parameter(const std::string& name, const Tensor& value);
+  // Swaps the parameter `name` for a tensor of any dtype and shape (a weight's quantized copy,
+  // nn/quantize.h). No gradient is recorded for a non-floating tensor.
+  void swap_parameter(const std::string& name, const Tensor& value);
+  // Registers a parameter that is not trained (a quantized weight's scales): requires_grad is
+  // left off.
+  Tensor register_constant(const std::string& name, Tensor value);
 
  private:
   void add_child(const std::string& name, std::shared_ptr<Module> child);

@@ -1,0 +1,681 @@
+// kernels/quantized_gemm.cpp — the int8 and bf16 products of quantized_gemm.h. Each path's
+// inner kernels are compiled here under a target attribute (as gemm.cpp's small-M rows) and
+// chosen by QuantPath; the float parts every path shares (activation quantization, the int8
+// dequantization, the bf16 lane tree's scalar form) are ordinary code compiled once, so they
+// give the same bits whichever path computed the sums. This file is built with
+// -ffp-contract=off (CMakeLists.txt): no a * b + c is fused behind the kernels' back.
+//
+// Blocking: the weight rows are split into blocks of kNBlock rows (the OpenMP work items);
+// inside a block the activation rows go in chunks of kMChunk, and the kernels keep a few weight
+// rows (NR) times a few activation rows (MR) of accumulators in registers while streaming K.
+// Tails of N and M reuse the last valid row (computed again, never stored), so the register
+// kernels have fixed shapes.
+#include "kernels/quantized_gemm.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "attn/core/dtype.h"
+#include "attn/core/error.h"
+#include "kernels/simd/isa.h"
+
+// GCC 12's AVX-512 headers self-initialise undefined registers, which -Wuninitialized flags at
+// every use (cmake/isa_kernels.cmake says the same of the vector kernels).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace attn::kernels {
+
+namespace {
+
+constexpr int64_t kNBlock = 16;             // weight rows per work item
+constexpr int64_t kMChunk = 32;             // activation rows per accumulator tile
+constexpr int64_t kParallelMin = 1 << 16;  // weight elements (N * K) below which one thread works
+
+// Calls f(n0, n1) for consecutive blocks of weight rows, over the OpenMP threads when the
+// weight is large and the caller is not inside a parallel region already.
+template <class F>
+void for_row_blocks(int64_t N, int64_t K, const F& f) {
+  const int64_t blocks = (N + kNBlock - 1) / kNBlock;
+  const bool parallel = N * K >= kParallelMin && blocks > 1 && !omp_in_parallel() && omp_get_max_threads() > 1;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t b = 0; b < blocks; ++b) f(b * kNBlock, std::min(N, (b + 1) * kNBlock));
+}
+
+// The dequantization every int8 path shares.
+inline float dequantize(int32_t acc, float x_scale, float w_scale, const float* bias, int64_t n) {
+  const float v = static_cast<float>(acc) * (x_scale * w_scale);
+  return bias != nullptr ? v + bias[n] : v;
+}
+
+// ---- bf16 scalar pieces --------------------------------------------------------------------
+
+// vdpbf16ps's output flush: a subnormal float becomes a zero of its sign.
+inline float flush_subnormal(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, sizeof u);
+  if ((u & 0x7F800000u) == 0) u &= 0x80000000u;
+  std::memcpy(&v, &u, sizeof v);
+  return v;
+}
+
+// vdpbf16ps's input treatment: a subnormal bf16 reads as a zero of its sign.
+inline float bf16_operand(uint16_t b) { return float_from_bf16((b & 0x7F80u) == 0 ? static_cast<uint16_t>(b & 0x8000u) : b); }
+
+// The 16 lanes added as the header's tree.
+inline float lane_tree(const float* l) {
+  float t8[8], t4[4];
+  for (int i = 0; i < 8; ++i) t8[i] = l[i] + l[i + 8];
+  for (int i = 0; i < 4; ++i) t4[i] = t8[i] + t8[i + 4];
+  const float t20 = t4[0] + t4[2], t21 = t4[1] + t4[3];
+  return t20 + t21;
+}
+
+// The scalar emulation of one output's bf16 sum (x, w: K bf16 each).
+float dot_bf16_scalar(const uint16_t* x, const uint16_t* w, int64_t K) {
+  float lanes[16] = {};
+  for (int64_t c = 0; c < K; c += 32) {
+    for (int i = 0; i < 16; ++i) {
+      const int64_t k0 = c + 2 * i;
+      const float xo = k0 + 1 < K ? bf16_operand(x[k0 + 1]) : 0.0f, wo = k0 + 1 < K ? bf16_operand(w[k0 + 1]) : 0.0f;
+      const float xe = k0 < K ? bf16_operand(x[k0]) : 0.0f, we = k0 < K ? bf16_operand(w[k0]) : 0.0f;
+      lanes[i] = flush_subnormal(std::fma(xo, wo, lanes[i]));
+      lanes[i] = flush_subnormal(std::fma(xe, we, lanes[i]));
+    }
+  }
+  return lane_tree(lanes);
+}
+
+// sums[m * ld + (n - n0)] for m < M, n in [n0, n1): one kernel per path.
+void bf16_block_scalar(float* sums, int64_t ld, const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* w,
+                       int64_t n0, int64_t n1, int64_t K) {
+  for (int64_t n = n0; n < n1; ++n)
+    for (int64_t m = 0; m < M; ++m) sums[m * ld + (n - n0)] = dot_bf16_scalar(x + m * ldx, w + n * K, K);
+}
+
+void s8_block_scalar(int32_t* acc, int64_t ld, const int8_t* x, int64_t M, const int8_t* w, int64_t n0, int64_t n1,
+                     int64_t K) {
+  for (int64_t n = n0; n < n1; ++n) {
+    const int8_t* wr = w + n * K;
+    for (int64_t m = 0; m < M; ++m) {
+      const int8_t* xr = x + m * K;
+      int32_t s = 0;
+      for (int64_t k = 0; k < K; ++k) s += static_cast<int32_t>(xr[k]) * static_cast<int32_t>(wr[k]);
+      acc[m * ld + (n - n0)] = s;
+    }
+  }
+}
+
+void f32_to_bf16_scalar(uint16_t* out, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_from_float(x[i]);
+}
+
+#if defined(__x86_64__)
+
+// ---- AVX2 ----------------------------------------------------------------------------------
+
+#define ATTN_AVX2 __attribute__((target("avx2,fma")))
+
+ATTN_AVX2 inline __m256i bf16_rne_avx2(__m256i u) {
+  const __m256i exp = _mm256_set1_epi32(0x7F800000), abs = _mm256_set1_epi32(0x7FFFFFFF);
+  const __m256i rounded = _mm256_srli_epi32(
+      _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)),
+                       _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1))),
+      16);
+  const __m256i nan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+  const __m256i zero = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x8000));
+  const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs), exp);
+  const __m256i is_small = _mm256_cmpeq_epi32(_mm256_and_si256(u, exp), _mm256_setzero_si256());
+  __m256i r = _mm256_blendv_epi8(rounded, nan, is_nan);
+  return _mm256_blendv_epi8(r, zero, is_small);
+}
+
+ATTN_AVX2 void f32_to_bf16_avx2(uint16_t* out, const float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i a = bf16_rne_avx2(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)));
+    const __m256i b = bf16_rne_avx2(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i + 8)));
+    // packus interleaves the 128-bit halves: [a0-3 b0-3 a4-7 b4-7] -> [a0-7 b0-7].
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xD8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), packed);
+  }
+  f32_to_bf16_scalar(out + i, x + i, n - i);
+}
+
+ATTN_AVX2 inline __m256 flush_avx2(__m256 v) {
+  const __m256i u = _mm256_castps_si256(v);
+  const __m256i small =
+      _mm256_cmpeq_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7F800000)), _mm256_setzero_si256());
+  return _mm256_castsi256_ps(
+      _mm256_blendv_epi8(u, _mm256_and_si256(u, _mm256_set1_epi32(static_cast<int>(0x80000000u))), small));
+}
+
+// t8 = lo + hi, then the 8 -> 1 part of lane_tree.
+ATTN_AVX2 inline float tree_avx2(__m256 lo, __m256 hi) {
+  const __m256 t8 = _mm256_add_ps(lo, hi);
+  const __m128 t4 = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
+  const __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));
+  return _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps(t2, t2, 1)));
+}
+
+// One emulated vdpbf16ps step on 8 lanes: 16 bf16 of x and w (8 dwords each).
+ATTN_AVX2 inline __m256 dp_step_avx2(__m256 acc, __m256i x, __m256i w) {
+  const __m256i hi_mask = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  acc = flush_avx2(_mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(x, hi_mask)),
+                                   _mm256_castsi256_ps(_mm256_and_si256(w, hi_mask)), acc));
+  return flush_avx2(_mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(x, 16)),
+                                    _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)), acc));
+}
+
+// MR activation rows (x padded with zeros to a multiple of 32) against one weight row.
+template <int MR>
+ATTN_AVX2 void bf16_rows_avx2(float* sums, int64_t ld, const uint16_t* const* xr, const uint16_t* w, int64_t K) {
+  __m256 lo[MR], hi[MR];
+  for (int i = 0; i < MR; ++i) lo[i] = hi[i] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < K; k += 32) {
+    __m256i w0, w1;
+    if (k + 32 <= K) {
+      w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k));
+      w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k + 16));
+    } else {
+      alignas(32) uint16_t tail[32] = {};
+      std::memcpy(tail, w + k, static_cast<size_t>(K - k) * sizeof(uint16_t));
+      w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(tail));
+      w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(tail + 16));
+    }
+    for (int i = 0; i < MR; ++i) {
+      lo[i] = dp_step_avx2(lo[i], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[i] + k)), w0);
+      hi[i] = dp_step_avx2(hi[i], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[i] + k + 16)), w1);
+    }
+  }
+  for (int i = 0; i < MR; ++i) sums[i * ld] = tree_avx2(lo[i], hi[i]);
+}
+
+ATTN_AVX2 void bf16_block_avx2(float* sums, int64_t ld, const uint16_t* x, int64_t ldx, int64_t M,
+                               const uint16_t* w, int64_t n0, int64_t n1, int64_t K) {
+  for (int64_t n = n0; n < n1; ++n) {
+    for (int64_t m = 0; m < M; m += 4) {
+      const uint16_t* xr[4];
+      for (int i = 0; i < 4; ++i) xr[i] = x + std::min(m + i, M - 1) * ldx;
+      float* s = sums + m * ld + (n - n0);
+      switch (std::min<int64_t>(4, M - m)) {
+        case 1: bf16_rows_avx2<1>(s, ld, xr, w + n * K, K); break;
+        case 2: bf16_rows_avx2<2>(s, ld, xr, w + n * K, K); break;
+        case 3: bf16_rows_avx2<3>(s, ld, xr, w + n * K, K); break;
+        default: bf16_rows_avx2<4>(s, ld, xr, w + n * K, K); break;
+      }
+    }
+  }
+}
+
+// MR activation rows against NR = 2 weight rows, the exact int8 sums by the sign trick.
+template <int MR>
+ATTN_AVX2 void s8_rows_avx2(int32_t* acc, int64_t ld, const int8_t* const* xr, const int8_t* const* wr, int64_t K) {
+  constexpr int NR = 2;
+  __m256i a[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) a[i][j] = _mm256_setzero_si256();
+  const __m256i ones = _mm256_set1_epi16(1);
+  int64_t k = 0;
+  for (; k + 32 <= K; k += 32) {
+    __m256i wv[NR];
+    for (int j = 0; j < NR; ++j) wv[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr[j] + k));
+    for (int i = 0; i < MR; ++i) {
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[i] + k));
+      const __m256i ax = _mm256_abs_epi8(xv);
+      for (int j = 0; j < NR; ++j) {
+        const __m256i p16 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv[j], xv));  // no saturation: |.| <= 127
+        a[i][j] = _mm256_add_epi32(a[i][j], _mm256_madd_epi16(p16, ones));
+      }
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NR; ++j) {
+      alignas(32) int32_t l[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(l), a[i][j]);
+      uint32_t s = 0;  // integer sums: any order gives the same value (mod 2^32)
+      for (int t = 0; t < 8; ++t) s += static_cast<uint32_t>(l[t]);
+      for (int64_t kk = k; kk < K; ++kk)
+        s += static_cast<uint32_t>(static_cast<int32_t>(xr[i][kk]) * static_cast<int32_t>(wr[j][kk]));
+      acc[i * ld + j] = static_cast<int32_t>(s);
+    }
+  }
+}
+
+ATTN_AVX2 void s8_block_avx2(int32_t* acc, int64_t ld, const int8_t* x, int64_t M, const int8_t* w, int64_t n0,
+                             int64_t n1, int64_t K) {
+  for (int64_t n = n0; n < n1; n += 2) {
+    const int8_t* wr[2] = {w + n * K, w + std::min(n + 1, n1 - 1) * K};
+    for (int64_t m = 0; m < M; m += 4) {
+      const int8_t* xr[4];
+      for (int i = 0; i < 4; ++i) xr[i] = x + std::min(m + i, M - 1) * K;
+      int32_t tile[4 * 2];
+      const int mr = static_cast<int>(std::min<int64_t>(4, M - m));
+      switch (mr) {
+        case 1: s8_rows_avx2<1>(tile, 2, xr, wr, K); break;
+        case 2: s8_rows_avx2<2>(tile, 2, xr, wr, K); break;
+        case 3: s8_rows_avx2<3>(tile, 2, xr, wr, K); break;
+        default: s8_rows_avx2<4>(tile, 2, xr, wr, K); break;
+      }
+      for (int i = 0; i < mr; ++i)
+        for (int j = 0; j < 2 && n + j < n1; ++j) acc[(m + i) * ld + (n + j - n0)] = tile[i * 2 + j];
+    }
+  }
+}
+
+// ---- AVX-512 -------------------------------------------------------------------------------
+
+#define ATTN_AVX512 __attribute__((target("avx512f,avx512bw,avx2,fma")))
+#define ATTN_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16,avx2,fma")))
+#define ATTN_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni,avx2,fma")))
+
+ATTN_AVX512 void f32_to_bf16_avx512(uint16_t* out, const float* x, int64_t n) {
+  const __m512i exp = _mm512_set1_epi32(0x7F800000), abs = _mm512_set1_epi32(0x7FFFFFFF);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i u = _mm512_loadu_si512(x + i);
+    __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)),
+                         _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))),
+        16);
+    const __mmask16 is_nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, abs), exp);
+    const __mmask16 is_small = _mm512_testn_epi32_mask(u, exp);
+    r = _mm512_mask_mov_epi32(r, is_nan, _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
+    r = _mm512_mask_mov_epi32(r, is_small, _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x8000)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi32_epi16(r));
+  }
+  f32_to_bf16_scalar(out + i, x + i, n - i);
+}
+
+ATTN_AVX512_BF16 void f32_to_bf16_avx512_bf16(uint16_t* out, const float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256bh b = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + i));
+    std::memcpy(out + i, &b, sizeof b);
+  }
+  f32_to_bf16_scalar(out + i, x + i, n - i);
+}
+
+// The 16 -> 1 lane tree of a zmm.
+ATTN_AVX512 inline float tree_avx512(__m512 v) {
+  const __m256 lo = _mm512_castps512_ps256(v);
+  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+  const __m256 t8 = _mm256_add_ps(lo, hi);
+  const __m128 t4 = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
+  const __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));
+  return _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps(t2, t2, 1)));
+}
+
+ATTN_AVX512 inline __m512 flush_avx512(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __mmask16 small = _mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7F800000));
+  return _mm512_castsi512_ps(
+      _mm512_mask_mov_epi32(u, small, _mm512_and_si512(u, _mm512_set1_epi32(static_cast<int>(0x80000000u)))));
+}
+
+inline __mmask32 tail_mask32(int64_t left) { return left >= 32 ? ~__mmask32{0} : (__mmask32{1} << left) - 1; }
+inline __mmask64 tail_mask64(int64_t left) { return left >= 64 ? ~__mmask64{0} : (__mmask64{1} << left) - 1; }
+
+// The AVX-512F emulation of vdpbf16ps: MR activation rows against NR = 4 weight rows.
+template <int MR>
+ATTN_AVX512 void bf16_rows_avx512(float* sums, int64_t ld, const uint16_t* const* xr, const uint16_t* const* wr,
+                                  int64_t K) {
+  constexpr int NR = 4;
+  const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  __m512 a[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) a[i][j] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; k += 32) {
+    const __mmask32 mask = tail_mask32(K - k);
+    __m512 wo[NR], we[NR];
+    for (int j = 0; j < NR; ++j) {
+      const __m512i w = _mm512_maskz_loadu_epi16(mask, wr[j] + k);
+      wo[j] = _mm512_castsi512_ps(_mm512_and_si512(w, hi_mask));
+      we[j] = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+    }
+    for (int i = 0; i < MR; ++i) {
+      const __m512i x = _mm512_maskz_loadu_epi16(mask, xr[i] + k);
+      const __m512 xo = _mm512_castsi512_ps(_mm512_and_si512(x, hi_mask));
+      const __m512 xe = _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
+      for (int j = 0; j < NR; ++j) {
+        a[i][j] = flush_avx512(_mm512_fmadd_ps(xo, wo[j], a[i][j]));
+        a[i][j] = flush_avx512(_mm512_fmadd_ps(xe, we[j], a[i][j]));
+      }
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) sums[i * ld + j] = tree_avx512(a[i][j]);
+}
+
+// The same sums with vdpbf16ps.
+template <int MR>
+ATTN_AVX512_BF16 void bf16_rows_avx512_bf16(float* sums, int64_t ld, const uint16_t* const* xr,
+                                            const uint16_t* const* wr, int64_t K) {
+  constexpr int NR = 4;
+  __m512 a[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) a[i][j] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; k += 32) {
+    const __mmask32 mask = tail_mask32(K - k);
+    __m512i w[NR];
+    for (int j = 0; j < NR; ++j) w[j] = _mm512_maskz_loadu_epi16(mask, wr[j] + k);
+    for (int i = 0; i < MR; ++i) {
+      const __m512i x = _mm512_maskz_loadu_epi16(mask, xr[i] + k);
+      for (int j = 0; j < NR; ++j) a[i][j] = _mm512_dpbf16_ps(a[i][j], (__m512bh)x, (__m512bh)w[j]);
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) sums[i * ld + j] = tree_avx512(a[i][j]);
+}
+
+// MR activation rows (already shifted to u8) against NR = 4 weight rows with vpdpbusd; the
+// shift is taken back with the weight rows' sums.
+template <int MR>
+ATTN_AVX512_VNNI void s8_rows_vnni(int32_t* acc, int64_t ld, const uint8_t* const* xr, const int8_t* const* wr,
+                                   int64_t K) {
+  constexpr int NR = 4;
+  __m512i a[MR][NR], ws[NR];
+  for (int j = 0; j < NR; ++j) {
+    ws[j] = _mm512_setzero_si512();
+    for (int i = 0; i < MR; ++i) a[i][j] = _mm512_setzero_si512();
+  }
+  const __m512i ones = _mm512_set1_epi8(1);
+  for (int64_t k = 0; k < K; k += 64) {
+    const __mmask64 mask = tail_mask64(K - k);
+    __m512i w[NR];
+    for (int j = 0; j < NR; ++j) {
+      w[j] = _mm512_maskz_loadu_epi8(mask, wr[j] + k);
+      ws[j] = _mm512_dpbusd_epi32(ws[j], ones, w[j]);
+    }
+    for (int i = 0; i < MR; ++i) {
+      const __m512i x = _mm512_maskz_loadu_epi8(mask, xr[i] + k);
+      for (int j = 0; j < NR; ++j) a[i][j] = _mm512_dpbusd_epi32(a[i][j], x, w[j]);
+    }
+  }
+  for (int j = 0; j < NR; ++j) {
+    const uint32_t shift = 128u * static_cast<uint32_t>(_mm512_reduce_add_epi32(ws[j]));
+    for (int i = 0; i < MR; ++i)
+      acc[i * ld + j] = static_cast<int32_t>(static_cast<uint32_t>(_mm512_reduce_add_epi32(a[i][j])) - shift);
+  }
+}
+
+// One block of weight rows [n0, n1) against M activation rows, NR = 4 weight rows at a time
+// (the last group repeats the last row), MR <= 4 activation rows at a time.
+template <class T, class W, class Out, class Rows1, class Rows2, class Rows3, class Rows4>
+inline void nr4_block(Out* out, int64_t ld, const T* x, int64_t ldx, int64_t M, const W* w, int64_t n0, int64_t n1,
+                      int64_t K, Rows1 r1, Rows2 r2, Rows3 r3, Rows4 r4) {
+  for (int64_t n = n0; n < n1; n += 4) {
+    const W* wr[4];
+    for (int j = 0; j < 4; ++j) wr[j] = w + std::min(n + j, n1 - 1) * K;
+    for (int64_t m = 0; m < M; m += 4) {
+      const T* xr[4];
+      for (int i = 0; i < 4; ++i) xr[i] = x + std::min(m + i, M - 1) * ldx;
+      Out tile[4 * 4];
+      const int mr = static_cast<int>(std::min<int64_t>(4, M - m));
+      switch (mr) {
+        case 1: r1(tile, 4, xr, wr, K); break;
+        case 2: r2(tile, 4, xr, wr, K); break;
+        case 3: r3(tile, 4, xr, wr, K); break;
+        default: r4(tile, 4, xr, wr, K); break;
+      }
+      for (int i = 0; i < mr; ++i)
+        for (int j = 0; j < 4 && n + j < n1; ++j) out[(m + i) * ld + (n + j - n0)] = tile[i * 4 + j];
+    }
+  }
+}
+
+#endif  // __x86_64__
+
+bool cpu_supports(QuantPath path) {
+#if defined(__x86_64__)
+  const bool avx512 = simd::isa_supported(simd::Isa::Avx512) && __builtin_cpu_supports("avx512bw");
+  switch (path) {
+    case QuantPath::Scalar: return true;
+    case QuantPath::Avx2: return simd::isa_supported(simd::Isa::Avx2);
+    case QuantPath::Avx512: return avx512;
+    case QuantPath::Avx512Vnni: return avx512 && __builtin_cpu_supports("avx512vnni");
+    case QuantPath::Avx512Bf16: return avx512 && __builtin_cpu_supports("avx512bf16");
+  }
+  return false;
+#else
+  return path == QuantPath::Scalar;
+#endif
+}
+
+void check_path(QuantPath path, bool int8) {
+  ATTN_CHECK(quant_path_supported(path), int8 ? "gemm_s8" : "gemm_bf16", "path ", quant_path_name(path),
+             " is not supported by this CPU or build");
+  if (int8) {
+    ATTN_CHECK(path == QuantPath::Scalar || path == QuantPath::Avx2 || path == QuantPath::Avx512Vnni, "gemm_s8",
+               "no int8 kernel for path ", quant_path_name(path), " (scalar, avx2 or avx512_vnni)");
+  } else {
+    ATTN_CHECK(path != QuantPath::Avx512Vnni, "gemm_bf16", "no bf16 kernel for path ", quant_path_name(path),
+               " (scalar, avx2, avx512 or avx512_bf16)");
+  }
+}
+
+// The exact int8 accumulators of weight rows [n0, n1) against activation rows: xs are xq
+// (s8) for the scalar and AVX2 paths, xq + 128 (u8 bytes) for VNNI.
+void s8_block(QuantPath path, int32_t* acc, int64_t ld, const int8_t* xs, int64_t M, const int8_t* w, int64_t n0,
+              int64_t n1, int64_t K) {
+  switch (path) {
+#if defined(__x86_64__)
+    case QuantPath::Avx2: s8_block_avx2(acc, ld, xs, M, w, n0, n1, K); return;
+    case QuantPath::Avx512Vnni:
+      nr4_block(acc, ld, reinterpret_cast<const uint8_t*>(xs), K, M, w, n0, n1, K, s8_rows_vnni<1>, s8_rows_vnni<2>,
+                s8_rows_vnni<3>, s8_rows_vnni<4>);
+      return;
+#endif
+    default: s8_block_scalar(acc, ld, xs, M, w, n0, n1, K); return;
+  }
+}
+
+void bf16_block(QuantPath path, float* sums, int64_t ld, const uint16_t* x, int64_t ldx, int64_t M,
+                const uint16_t* w, int64_t n0, int64_t n1, int64_t K) {
+  switch (path) {
+#if defined(__x86_64__)
+    case QuantPath::Avx2: bf16_block_avx2(sums, ld, x, ldx, M, w, n0, n1, K); return;
+    case QuantPath::Avx512:
+      nr4_block(sums, ld, x, ldx, M, w, n0, n1, K, bf16_rows_avx512<1>, bf16_rows_avx512<2>, bf16_rows_avx512<3>,
+                bf16_rows_avx512<4>);
+      return;
+    case QuantPath::Avx512Bf16:
+      nr4_block(sums, ld, x, ldx, M, w, n0, n1, K, bf16_rows_avx512_bf16<1>, bf16_rows_avx512_bf16<2>,
+                bf16_rows_avx512_bf16<3>, bf16_rows_avx512_bf16<4>);
+      return;
+#endif
+    default: bf16_block_scalar(sums, ld, x, ldx, M, w, n0, n1, K); return;
+  }
+}
+
+// Runs the int8 accumulators block by block and hands each tile to out(m0, rows, n0, n1, acc),
+// acc[(m - m0) * kNBlock + (n - n0)].
+template <class Out>
+void s8_driver(const int8_t* xq, int64_t M, const int8_t* w, int64_t N, int64_t K, QuantPath path, const Out& out) {
+  std::vector<int8_t> shifted;
+  const int8_t* xs = xq;
+  if (path == QuantPath::Avx512Vnni) {  // u8 = s8 + 128: the sign bit flipped
+    shifted.resize(static_cast<size_t>(M * K));
+    for (size_t i = 0; i < shifted.size(); ++i) shifted[i] = static_cast<int8_t>(static_cast<uint8_t>(xq[i]) ^ 0x80u);
+    xs = shifted.data();
+  }
+  for_row_blocks(N, K, [&](int64_t n0, int64_t n1) {
+    int32_t acc[kMChunk * kNBlock];
+    for (int64_t m0 = 0; m0 < M; m0 += kMChunk) {
+      const int64_t rows = std::min(kMChunk, M - m0);
+      s8_block(path, acc, kNBlock, xs + m0 * K, rows, w, n0, n1, K);
+      out(m0, rows, n0, n1, acc);
+    }
+  });
+}
+
+}  // namespace
+
+const char* quant_path_name(QuantPath path) {
+  switch (path) {
+    case QuantPath::Scalar: return "scalar";
+    case QuantPath::Avx2: return "avx2";
+    case QuantPath::Avx512: return "avx512";
+    case QuantPath::Avx512Vnni: return "avx512_vnni";
+    case QuantPath::Avx512Bf16: return "avx512_bf16";
+  }
+  return "?";
+}
+
+bool quant_path_supported(QuantPath path) { return cpu_supports(path); }
+
+QuantPath int8_path() {
+  switch (simd::active_isa()) {
+    case simd::Isa::Avx512:
+      if (cpu_supports(QuantPath::Avx512Vnni)) return QuantPath::Avx512Vnni;
+      return QuantPath::Avx2;
+    case simd::Isa::Avx2: return QuantPath::Avx2;
+    case simd::Isa::Scalar: break;
+  }
+  return QuantPath::Scalar;
+}
+
+QuantPath bf16_path() {
+  switch (simd::active_isa()) {
+    case simd::Isa::Avx512:
+      if (cpu_supports(QuantPath::Avx512Bf16)) return QuantPath::Avx512Bf16;
+      if (cpu_supports(QuantPath::Avx512)) return QuantPath::Avx512;
+      return QuantPath::Avx2;
+    case simd::Isa::Avx2: return QuantPath::Avx2;
+    case simd::Isa::Scalar: break;
+  }
+  return QuantPath::Scalar;
+}
+
+void f32_to_bf16(uint16_t* out, const float* x, int64_t n, QuantPath path) {
+  ATTN_CHECK(quant_path_supported(path), "f32_to_bf16", "path ", quant_path_name(path),
+             " is not supported by this CPU or build");
+  switch (path) {
+#if defined(__x86_64__)
+    case QuantPath::Avx2: f32_to_bf16_avx2(out, x, n); return;
+    case QuantPath::Avx512:
+    case QuantPath::Avx512Vnni: f32_to_bf16_avx512(out, x, n); return;
+    case QuantPath::Avx512Bf16: f32_to_bf16_avx512_bf16(out, x, n); return;
+#endif
+    default: f32_to_bf16_scalar(out, x, n); return;
+  }
+}
+
+void f32_to_bf16(uint16_t* out, const float* x, int64_t n) { f32_to_bf16(out, x, n, bf16_path()); }
+
+void bf16_to_f32(float* out, const uint16_t* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = float_from_bf16(x[i]);
+}
+
+int64_t bf16_flush_subnormals(uint16_t* x, int64_t n) {
+  int64_t flushed = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if ((x[i] & 0x7F80u) == 0 && (x[i] & 0x7FFFu) != 0) {
+      x[i] = static_cast<uint16_t>(x[i] & 0x8000u);
+      ++flushed;
+    }
+  }
+  return flushed;
+}
+
+void quantize_rows_s8(int8_t* q, float* scale, const float* x, int64_t rows, int64_t K, int64_t ldx) {
+  constexpr double kRound = 6755399441055744.0;  // 1.5 * 2^52: (v + kRound) - kRound is rint(v), ties to even
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * ldx;
+    int8_t* qr = q + r * K;
+    float amax = 0.0f;
+    bool finite = true;
+    for (int64_t k = 0; k < K; ++k) {
+      const float a = std::fabs(xr[k]);
+      finite = finite && a <= 3.4028234663852886e38f;  // false for Inf and NaN
+      amax = a > amax ? a : amax;
+    }
+    if (!finite || amax == 0.0f) {
+      std::memset(qr, 0, static_cast<size_t>(K));
+      scale[r] = finite ? 1.0f : std::nanf("");
+      continue;
+    }
+    const double inv = 127.0 / static_cast<double>(amax);  // in double: no overflow for tiny amax
+    for (int64_t k = 0; k < K; ++k) {
+      const double v = std::clamp((static_cast<double>(xr[k]) * inv + kRound) - kRound, -127.0, 127.0);
+      qr[k] = static_cast<int8_t>(v);
+    }
+    scale[r] = amax / 127.0f;
+  }
+}
+
+bool int8_weights_in_range(const int8_t* w, int64_t n) {
+  bool ok = true;
+  for (int64_t i = 0; i < n; ++i) ok = ok && w[i] != -128;
+  return ok;
+}
+
+void gemm_s8_accumulate(int32_t* acc, const int8_t* xq, int64_t M, const int8_t* w, int64_t N, int64_t K,
+                        QuantPath path) {
+  check_path(path, true);
+  if (M <= 0 || N <= 0) return;
+  s8_driver(xq, M, w, N, K, path, [&](int64_t m0, int64_t rows, int64_t n0, int64_t n1, const int32_t* tile) {
+    for (int64_t m = 0; m < rows; ++m)
+      for (int64_t n = n0; n < n1; ++n) acc[(m0 + m) * N + n] = tile[m * kNBlock + (n - n0)];
+  });
+}
+
+void gemm_s8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const int8_t* w, const float* w_scale,
+             const float* bias, float* y, int64_t ldy, QuantPath path) {
+  check_path(path, true);
+  if (M <= 0 || N <= 0) return;
+  std::vector<int8_t> xq(static_cast<size_t>(M * K));
+  std::vector<float> xs(static_cast<size_t>(M));
+  quantize_rows_s8(xq.data(), xs.data(), x, M, K, ldx);
+  s8_driver(xq.data(), M, w, N, K, path, [&](int64_t m0, int64_t rows, int64_t n0, int64_t n1, const int32_t* tile) {
+    for (int64_t m = 0; m < rows; ++m) {
+      float* yr = y + (m0 + m) * ldy;
+      const float s = xs[static_cast<size_t>(m0 + m)];
+      for (int64_t n = n0; n < n1; ++n) yr[n] = dequantize(tile[m * kNBlock + (n - n0)], s, w_scale[n], bias, n);
+    }
+  });
+}
+
+void gemm_s8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const int8_t* w, const float* w_scale,
+             const float* bias, float* y, int64_t ldy) {
+  gemm_s8(M, N, K, x, ldx, w, w_scale, bias, y, ldy, int8_path());
+}
+
+void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w, const float* bias,
+               float* y, int64_t ldy, QuantPath path) {
+  check_path(path, false);
+  if (M <= 0 || N <= 0) return;
+  // x as bf16, each row padded with zeros to a multiple of 32 (the AVX2 kernel reads whole chunks).
+  const int64_t ldb = std::max<int64_t>(32, (K + 31) / 32 * 32);
+  std::vector<uint16_t> xb(static_cast<size_t>(M * ldb), 0);
+  for (int64_t m = 0; m < M; ++m) f32_to_bf16(xb.data() + m * ldb, x + m * ldx, K, path);
+  for_row_blocks(N, K, [&](int64_t n0, int64_t n1) {
+    float sums[kMChunk * kNBlock];
+    for (int64_t m0 = 0; m0 < M; m0 += kMChunk) {
+      const int64_t rows = std::min(kMChunk, M - m0);
+      bf16_block(path, sums, kNBlock, xb.data() + m0 * ldb, ldb, rows, w, n0, n1, K);
+      for (int64_t m = 0; m < rows; ++m) {
+        float* yr = y + (m0 + m) * ldy;
+        for (int64_t n = n0; n < n1; ++n) {
+          const float s = sums[m * kNBlock + (n - n0)];
+          yr[n] = bias != nullptr ? s + bias[n] : s;
+        }
+      }
+    }
+  });
+}
+
+void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w, const float* bias,
+               float* y, int64_t ldy) {
+  gemm_bf16(M, N, K, x, ldx, w, bias, y, ldy, bf16_path());
+}
+
+}  // namespace attn::kernels

@@ -1,0 +1,97 @@
+// kernels/quantized_gemm.h — y = x W^T (+ bias) with reduced-precision weights for inference:
+// int8 weights with a float scale per output row, and bfloat16 weights. Raw pointers, row-major,
+// no allocation by the caller; each product is split over OpenMP threads by weight rows when
+// the weight is large and the caller is not already in a parallel region. Not here: the float
+// products (gemm.h), the tensors and checks (ops/quantize.h).
+//
+// ---- int8 (CTranslate2's scheme, per row and symmetric) ------------------------------------
+// A row r of a matrix is quantized with amax = max_k |r[k]|, q[k] = rint(r[k] * (127 / amax))
+// (ties to even) clamped to [-127, 127] (never -128), and the dequantization scale
+// s = amax / 127, so r[k] ~ s * q[k]; an all-zero row gets q = 0, s = 1. A row with a NaN or
+// Inf (activations only: weights are checked when made and loaded) gets q = 0 and s = NaN, so
+// its outputs are NaN. Weights are quantized once (quantize_rows_s8), activations per row at
+// every call, so a row's result never depends on the other rows of the batch.
+//   acc[m, n] = sum_k xq[m, k] * wq[n, k] in int32 (exact: |acc| <= 127^2 K, so K < 133,000),
+//   y[m, n]   = float(acc) * (x_scale[m] * w_scale[n])  (+ bias[n], a separate rounded add).
+// Every path computes the same integer accumulators and the same float epilogue, so the
+// results are bit-identical on every path:
+//   - AVX-512 VNNI: vpdpbusd multiplies u8 by s8. The activations are shifted to u8
+//     (xq + 128, one XOR with 0x80) and the shift is taken back exactly in int32 (mod 2^32):
+//     sum_k (xq + 128) wq - 128 sum_k wq, with sum_k wq from a second vpdpbusd against bytes
+//     of 1 on the same weight chunks (no stored row sums). K tails use masked loads (zeros).
+//   - AVX2: ggml's sign trick, vpmaddubsw(|xq|, sign(xq) * wq): both factors lie in
+//     [-127, 127], so a pair of products is at most 2 * 127^2 = 32,258 and the s16 saturation
+//     of vpmaddubsw never happens; vpmaddwd widens to int32. K tails in scalar code.
+//   - scalar: the plain int32 loop (the reference).
+// A weight byte of -128 would break the AVX2 path's exactness: weights must lie in
+// [-127, 127] (int8_weights_in_range).
+//
+// ---- bf16 ---------------------------------------------------------------------------------
+// W is bf16 [N, K]; x is rounded to bf16 (bf16_from_float, core/dtype.h: RNE, subnormals to
+// zero). Each output y[m, n] is summed in float32 in this order, on every path:
+//   16 lanes; chunk c covers k in [32c, 32c + 32), lane i takes the pair (k0 + 1, k0) with
+//   k0 = 32c + 2i, as vdpbf16ps does: lane += x[k0+1] w[k0+1], then lane += x[k0] w[k0], each a
+//   float32 FMA (exact product, one rounding) whose result is flushed to a signed zero when
+//   subnormal (the instruction's FTZ); positions k >= K count as zeros; then the lanes are
+//   added as a tree: t8[i] = l[i] + l[i+8], t4[i] = t8[i] + t8[i+4], t2[i] = t4[i] + t4[i+2],
+//   sum = t2[0] + t2[1]; y = sum (+ bias[n], one rounded add).
+// Operands must hold no subnormal bf16 (vdpbf16ps reads them as zero; our conversion never
+// makes one and loading flushes them, bf16_flush_subnormals). Under that condition the paths
+// are bit-identical: AVX-512 BF16 (vdpbf16ps), AVX-512F and AVX2 (bf16 widened by a shift,
+// vfmadd231ps, the flush emulated by a mask) and the scalar emulation (std::fma and the
+// flush). The error against a float64 product of the same bf16 operands is that of a float
+// sum of K/16 + 4 terms per output: at most (K/16 + 5) * 2^-24 * (sum_k |x_k w_k| + |bias|).
+#pragma once
+
+#include <cstdint>
+
+namespace attn::kernels {
+
+// The code paths of the quantized products. Which one runs follows the active ISA
+// (simd/isa.h, ATTN_ISA): avx512 takes VNNI (int8) or BF16 (bf16) when the CPU has it, else
+// AVX2 (int8) or the AVX-512F emulation (bf16); avx2 takes AVX2; scalar the scalar code.
+enum class QuantPath : uint8_t { Scalar, Avx2, Avx512, Avx512Vnni, Avx512Bf16 };
+
+// "scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16".
+const char* quant_path_name(QuantPath path);
+// Whether this build and CPU can run the path.
+bool quant_path_supported(QuantPath path);
+// The path the int8 (bf16) products take under the active ISA.
+QuantPath int8_path();
+QuantPath bf16_path();
+
+// ---- bf16 conversion (every path gives bf16_from_float's bits) -----------------------------
+// out[i] = bf16_from_float(x[i]); paths: Scalar, Avx2, Avx512 (integer emulation), Avx512Bf16
+// (vcvtneps2bf16).
+void f32_to_bf16(uint16_t* out, const float* x, int64_t n, QuantPath path);
+void f32_to_bf16(uint16_t* out, const float* x, int64_t n);  // the active ISA's path
+// out[i] = float_from_bf16(x[i]) (exact).
+void bf16_to_f32(float* out, const uint16_t* x, int64_t n);
+// Replaces every subnormal bf16 by a zero of its sign (what vdpbf16ps reads); returns how many.
+int64_t bf16_flush_subnormals(uint16_t* x, int64_t n);
+
+// ---- int8 ------------------------------------------------------------------------------------
+// Quantizes `rows` rows of K floats (row r at x + r * ldx) as described above: q [rows, K]
+// contiguous, scale [rows].
+void quantize_rows_s8(int8_t* q, float* scale, const float* x, int64_t rows, int64_t K, int64_t ldx);
+// Whether every byte of w lies in [-127, 127].
+bool int8_weights_in_range(const int8_t* w, int64_t n);
+// acc[m * N + n] = sum_k xq[m * K + k] * w[n * K + k]: the exact int32 accumulators.
+void gemm_s8_accumulate(int32_t* acc, const int8_t* xq, int64_t M, const int8_t* w, int64_t N, int64_t K,
+                        QuantPath path);
+// y[m * ldy + n] = the int8 product of x[m * ldx + :K] (quantized here, per row) and w [N, K]
+// with scales w_scale [N], plus bias[n] when bias is not null. Paths: Scalar, Avx2, Avx512Vnni.
+void gemm_s8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const int8_t* w, const float* w_scale,
+             const float* bias, float* y, int64_t ldy, QuantPath path);
+void gemm_s8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const int8_t* w, const float* w_scale,
+             const float* bias, float* y, int64_t ldy);  // int8_path()
+
+// ---- bf16 ------------------------------------------------------------------------------------
+// y[m * ldy + n] = sum_k bf16(x[m * ldx + k]) w[n * K + k] in the order above (+ bias[n]).
+// Paths: Scalar, Avx2, Avx512, Avx512Bf16.
+void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w,
+               const float* bias, float* y, int64_t ldy, QuantPath path);
+void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w,
+               const float* bias, float* y, int64_t ldy);  // bf16_path()
+
+}  // namespace attn::kernels
