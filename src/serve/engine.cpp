@@ -283,13 +283,15 @@ struct Engine::Impl {
 
   // Ends a request: Done, metrics.
   void close(Running& run, bool cancelled) {
+    {
+      std::lock_guard<std::mutex> lock(mu);  // counted before the reader can see Done
+      if (cancelled) ++stats.requests_cancelled_total;
+      else ++stats.requests_finished_total;
+      stats.request_seconds.observe(seconds_between(run.job.submitted, Clock::now()));
+    }
     Event done;
     done.kind = Event::Kind::Done;
     run.job.request->push(std::move(done));
-    std::lock_guard<std::mutex> lock(mu);
-    if (cancelled) ++stats.requests_cancelled_total;
-    else ++stats.requests_finished_total;
-    stats.request_seconds.observe(seconds_between(run.job.submitted, Clock::now()));
   }
 
   void note_first(Running& run) {
