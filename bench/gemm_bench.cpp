@@ -2,11 +2,16 @@
 // float32 row-major products, against the machine's measured peak: a register-only loop of
 // independent fused multiply-adds on every thread (AVX-512, else AVX2+FMA, chosen at run
 // time), which no GEMM can beat. Twin: `torch_bench.py` (torch.mm on the same shapes).
-// Not here: float64, transposed operands, or the batched GEMM of attention.
+// Also x W^T for the few rows of a decoding step (linear_rows), in the default and the
+// batch-invariant mode. Not here: float64, other transposed operands, or the batched GEMM of
+// attention.
 #include <immintrin.h>
 
+#include <algorithm>
+#include <utility>
 #include <vector>
 
+#include "attn/ops/batch_invariant.h"
 #include "bench_common.h"
 #include "kernels/gemm.h"
 
@@ -39,6 +44,47 @@ void gemm_args(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(gemm)->Apply(gemm_args);
+
+// ---- x W^T for a few rows -----------------------------------------------------------------
+
+// C[M, N] = A[M, K] W[N, K]^T, beta = 0: a linear layer on the M rows of one decoding step,
+// through kernels::gemm (gemm_small_m up to kSmallM rows, BLAS above; with invariant = 1, the
+// batch-invariant mode's gemm_invariant for every M). A decoding step streams every layer's
+// weight from memory (the base model's decoder holds about 90 MB of them), so the calls
+// rotate over copies of W that together overflow the last-level cache (32 MiB here): a weight
+// is not in cache when its turn comes. FLOPs = 2 M N K per call.
+void linear_rows(benchmark::State& state) {
+  const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
+  const bool invariant = state.range(3) != 0;
+  constexpr int64_t kRotationBytes = int64_t{96} << 20;
+  const int64_t copies = std::max<int64_t>(2, kRotationBytes / (N * K * 4));
+  const Tensor a = random_tensor({M, K}, 1);  // [M, K]
+  std::vector<Tensor> w;                      // copies x [N, K]
+  for (int64_t i = 0; i < copies; ++i) w.push_back(random_tensor({N, K}, 2 + static_cast<uint64_t>(i)));
+  Tensor c = Tensor::zeros({M, N});  // [M, N]
+  BatchInvariantGuard mode(invariant);
+  int64_t next = 0;
+  for (auto _ : state) {
+    kernels::gemm<float>(false, true, M, N, K, 1.0f, a.data<float>(), K, w[next].data<float>(), K, 0.0f,
+                         c.data<float>(), N);
+    benchmark::ClobberMemory();
+    next = next + 1 == copies ? 0 : next + 1;
+  }
+  state.counters["flop"] = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  state.counters["GFLOPS"] = benchmark::Counter(state.counters["flop"] * static_cast<double>(state.iterations()) * 1e-9,
+                                                benchmark::Counter::kIsRate);
+}
+
+void linear_rows_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"M", "N", "K", "invariant"});
+  // The base model's x W^T: in-projection (N = 3 D), FFN up and down.
+  for (int64_t invariant : {0, 1})
+    for (const auto& nk : {std::pair<int64_t, int64_t>{1536, 512}, {2048, 512}, {512, 2048}})
+      for (int64_t M : {1, 4, 8, 16}) b->Args({M, nk.first, nk.second, invariant});
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
+BENCHMARK(linear_rows)->Apply(linear_rows_args);
 
 // ---- peak: independent FMA chains, no memory traffic -------------------------------------
 

@@ -4,9 +4,10 @@
 // The small-M path (gemm_small_m) serves x W^T for a few rows of x against a large weight,
 // the shape of every projection in one decoding step: OpenBLAS's sgemm packs the whole weight
 // for M = 1 and runs at a fraction of the memory bandwidth there, while a dot product per
-// output reads each weight row once, for all M rows, split over the OpenMP threads. Its AVX2
-// rows are compiled here under a target attribute and picked by the ISA switch (simd/isa.h);
-// AVX-512 CPUs take them too, since the product is bound by memory bandwidth, not arithmetic.
+// output reads each weight row once, for all M rows, split over the OpenMP threads. Its 256-bit
+// kernel (gemm_tiles.inc) is compiled here for AVX2 and for AVX-512VL (more registers, larger
+// register tiles of weight rows x rows of A; the same summation order, so the same bits) and
+// picked by the ISA switch (simd/isa.h).
 // In the batch-invariant mode (batch_invariant.h) every x W^T runs the small-M row kernels,
 // chunk by chunk of kSmallM rows (gemm_invariant), whatever M and the weight's size.
 // set_num_threads sets OpenBLAS's thread count with OpenMP's, so that no other file names BLAS.
@@ -39,122 +40,102 @@ namespace {
 // Below this many weight elements (N * K) a small-M product stays on the calling thread.
 constexpr int64_t kSmallMParallelMin = 1 << 16;
 
-// c[m * ldc] = alpha * dot(a[m * lda, :K], b[:K]) + beta * c[m * ldc] for m < M: one weight row
-// b against the M rows of a. Each ISA sums in its own fixed order, the same for every M.
-using RowKernel = void (*)(float* c, int64_t ldc, const float* a, int64_t lda, const float* b, int64_t M,
-                           int64_t K, float alpha, float beta);
+// c[m * ldc + n] = alpha * dot(a[m * lda, :K], b[n * ldb, :K]) + beta * c[m * ldc + n] for
+// m < M, n < NB: NB weight rows against the M rows of a. Each ISA sums an output in its own
+// fixed order, the same for every M, NB and place of the output in them.
+using RowsKernel = void (*)(float* c, int64_t ldc, const float* a, int64_t lda, const float* b, int64_t ldb,
+                            int64_t M, int64_t NB, int64_t K, float alpha, float beta);
 
 inline float finish(float s, float alpha, float beta, float c) {
   const float v = alpha * s;
   return beta == 0.0f ? v : v + beta * c;  // beta = 0 ignores C, as BLAS does
 }
 
-void row_scalar(float* c, int64_t ldc, const float* a, int64_t lda, const float* b, int64_t M, int64_t K,
-                float alpha, float beta) {
-  for (int64_t m = 0; m < M; ++m) {
-    const float* x = a + m * lda;
-    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-    int64_t k = 0;
-    for (; k + 4 <= K; k += 4) {
-      s0 += x[k] * b[k];
-      s1 += x[k + 1] * b[k + 1];
-      s2 += x[k + 2] * b[k + 2];
-      s3 += x[k + 3] * b[k + 3];
+void rows_scalar(float* c, int64_t ldc, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t M,
+                 int64_t NB, int64_t K, float alpha, float beta) {
+  for (int64_t n = 0; n < NB; ++n) {
+    const float* w = b + n * ldb;
+    for (int64_t m = 0; m < M; ++m) {
+      const float* x = a + m * lda;
+      float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+      int64_t k = 0;
+      for (; k + 4 <= K; k += 4) {
+        s0 += x[k] * w[k];
+        s1 += x[k + 1] * w[k + 1];
+        s2 += x[k + 2] * w[k + 2];
+        s3 += x[k + 3] * w[k + 3];
+      }
+      for (; k < K; ++k) s0 += x[k] * w[k];
+      c[m * ldc + n] = finish((s0 + s1) + (s2 + s3), alpha, beta, c[m * ldc + n]);
     }
-    for (; k < K; ++k) s0 += x[k] * b[k];
-    c[m * ldc] = finish((s0 + s1) + (s2 + s3), alpha, beta, c[m * ldc]);
   }
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx2,fma"))) float hsum256(__m256 v) {
-  const __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-  __m128 s = _mm_add_ps(lo, hi);
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+// The 256-bit kernel twice (gemm_tiles.inc): for AVX2+FMA, 16 vector registers, tiles of
+// 2 weight rows x 3 rows of A (12 accumulators); for AVX-512VL, whose 32 registers hold
+// 3 x 4 tiles (24 accumulators). One weight row at a time up to 7 rows of A. The same order
+// per output, so the same bits on both.
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+namespace avx2 {
+constexpr int kTileW = 2, kTileR = 3, kNarrowRows = 7;
+#include "kernels/gemm_tiles.inc"
+}  // namespace avx2
+#pragma GCC pop_options
 
-// Rows of a in groups of up to four, so that each 8-float block of the weight row is loaded
-// once per group; each row keeps two 8-wide accumulators (even and odd blocks of 16 floats),
-// then one 8-float block, then a scalar tail: the same order for a row whatever the group.
-template <int R>
-__attribute__((target("avx2,fma"))) inline void rows_avx2(float* c, int64_t ldc, const float* a, int64_t lda,
-                                                          const float* b, int64_t K, float alpha, float beta) {
-  __m256 even[R], odd[R];
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) even[r] = odd[r] = _mm256_setzero_ps();
-  int64_t k = 0;
-  for (; k + 16 <= K; k += 16) {
-    const __m256 w0 = _mm256_loadu_ps(b + k), w1 = _mm256_loadu_ps(b + k + 8);
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      even[r] = _mm256_fmadd_ps(_mm256_loadu_ps(a + r * lda + k), w0, even[r]);
-      odd[r] = _mm256_fmadd_ps(_mm256_loadu_ps(a + r * lda + k + 8), w1, odd[r]);
-    }
-  }
-  if (k + 8 <= K) {
-    const __m256 w0 = _mm256_loadu_ps(b + k);
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) even[r] = _mm256_fmadd_ps(_mm256_loadu_ps(a + r * lda + k), w0, even[r]);
-    k += 8;
-  }
-  for (int r = 0; r < R; ++r) {
-    float s = hsum256(_mm256_add_ps(even[r], odd[r]));
-    for (int64_t j = k; j < K; ++j) s += a[r * lda + j] * b[j];
-    c[r * ldc] = finish(s, alpha, beta, c[r * ldc]);
-  }
-}
-
-__attribute__((target("avx2,fma"))) void row_avx2(float* c, int64_t ldc, const float* a, int64_t lda,
-                                                  const float* b, int64_t M, int64_t K, float alpha,
-                                                  float beta) {
-  int64_t m = 0;
-  for (; m + 4 <= M; m += 4) rows_avx2<4>(c + m * ldc, ldc, a + m * lda, lda, b, K, alpha, beta);
-  switch (M - m) {
-    case 3: rows_avx2<3>(c + m * ldc, ldc, a + m * lda, lda, b, K, alpha, beta); break;
-    case 2: rows_avx2<2>(c + m * ldc, ldc, a + m * lda, lda, b, K, alpha, beta); break;
-    case 1: rows_avx2<1>(c + m * ldc, ldc, a + m * lda, lda, b, K, alpha, beta); break;
-    default: break;
-  }
-}
-
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx2,fma")
+namespace avx512vl {
+constexpr int kTileW = 3, kTileR = 4, kNarrowRows = 7;
+#include "kernels/gemm_tiles.inc"
+}  // namespace avx512vl
+#pragma GCC pop_options
 #endif
 
-// The row kernel of the ISA the vector kernels use (ATTN_ISA, simd/isa.h).
-RowKernel row_kernel() {
+// The rows kernel of the ISA the vector kernels use (ATTN_ISA, simd/isa.h).
+RowsKernel rows_kernel() {
 #if defined(__x86_64__)
   switch (simd::active_isa()) {
-    // 256-bit rows on AVX-512 CPUs too: the product is bound by memory bandwidth, and the
-    // 512-bit version measured slower in whole decoding runs.
-    case simd::Isa::Avx512:
-    case simd::Isa::Avx2: return row_avx2;
+    // 256-bit vectors on AVX-512 CPUs too (the AVX2 order, so the same bits on both ISAs), in
+    // the larger tiles that AVX-512VL's 32 vector registers hold.
+    case simd::Isa::Avx512: {
+      static const bool vl = __builtin_cpu_supports("avx512vl");
+      return vl ? avx512vl::rows : avx2::rows;
+    }
+    case simd::Isa::Avx2: return avx2::rows;
     case simd::Isa::Scalar: break;
   }
 #endif
-  return row_scalar;
+  return rows_scalar;
 }
 
-// c[m * ldc] for m < M against one weight row b, in double: four interleaved partial sums, the
-// same order for every M.
-void row_double(double* c, int64_t ldc, const double* A, int64_t lda, const double* b, int64_t M, int64_t K,
-                double alpha, double beta) {
-  for (int64_t m = 0; m < M; ++m) {
-    const double* a = A + m * lda;
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-    int64_t k = 0;
-    for (; k + 4 <= K; k += 4) {
-      s0 += a[k] * b[k];
-      s1 += a[k + 1] * b[k + 1];
-      s2 += a[k + 2] * b[k + 2];
-      s3 += a[k + 3] * b[k + 3];
+// rows_kernel()'s contract in double, four interleaved partial sums per output: the same order
+// for every M and NB.
+void rows_double(double* c, int64_t ldc, const double* A, int64_t lda, const double* B, int64_t ldb, int64_t M,
+                 int64_t NB, int64_t K, double alpha, double beta) {
+  for (int64_t n = 0; n < NB; ++n) {
+    const double* b = B + n * ldb;
+    for (int64_t m = 0; m < M; ++m) {
+      const double* a = A + m * lda;
+      double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+      int64_t k = 0;
+      for (; k + 4 <= K; k += 4) {
+        s0 += a[k] * b[k];
+        s1 += a[k + 1] * b[k + 1];
+        s2 += a[k + 2] * b[k + 2];
+        s3 += a[k + 3] * b[k + 3];
+      }
+      for (; k < K; ++k) s0 += a[k] * b[k];
+      const double s = alpha * ((s0 + s1) + (s2 + s3));
+      double& out = c[m * ldc + n];
+      out = beta == 0.0 ? s : s + beta * out;
     }
-    for (; k < K; ++k) s0 += a[k] * b[k];
-    const double s = alpha * ((s0 + s1) + (s2 + s3));
-    double& out = c[m * ldc];
-    out = beta == 0.0 ? s : s + beta * out;
   }
 }
+
+// Weight rows per task of gemm_small_m's threads: a multiple of every tile's width.
+constexpr int64_t kSmallMTaskRows = 16;
 
 // Weight rows per block of gemm_invariant: a block of about 128 KiB stays in cache while every
 // chunk of kSmallM rows of A runs against it (at least 16 rows, for the threads' balance).
@@ -163,9 +144,9 @@ int64_t invariant_block_rows(int64_t K, int64_t elem_bytes) {
   return std::max<int64_t>(16, rows);
 }
 
-// gemm_invariant with the row kernel `row` (RowKernel for float, row_double for double).
-template <class T, class Row>
-void invariant_product(Row row, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
+// gemm_invariant with the rows kernel `rows` (RowsKernel for float, rows_double for double).
+template <class T, class Rows>
+void invariant_product(Rows rows, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
                        int64_t ldb, T beta, T* C, int64_t ldc) {
   const int64_t block = invariant_block_rows(K, static_cast<int64_t>(sizeof(T)));
   const int64_t blocks = (N + block - 1) / block;
@@ -174,11 +155,9 @@ void invariant_product(Row row, int64_t M, int64_t N, int64_t K, T alpha, const 
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t blk = 0; blk < blocks; ++blk) {
     const int64_t n0 = blk * block, n1 = std::min(N, n0 + block);
-    for (int64_t m0 = 0; m0 < M; m0 += kSmallM) {
-      const int64_t rows = std::min(kSmallM, M - m0);
-      for (int64_t n = n0; n < n1; ++n)
-        row(C + m0 * ldc + n, ldc, A + m0 * lda, lda, B + n * ldb, rows, K, alpha, beta);
-    }
+    for (int64_t m0 = 0; m0 < M; m0 += kSmallM)
+      rows(C + m0 * ldc + n0, ldc, A + m0 * lda, lda, B + n0 * ldb, ldb, std::min(kSmallM, M - m0), n1 - n0, K,
+           alpha, beta);
   }
 }
 
@@ -188,11 +167,16 @@ template <>
 void gemm_small_m<float>(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                          const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
-  const RowKernel row = row_kernel();  // resolved outside the parallel region
+  const RowsKernel rows = rows_kernel();  // resolved outside the parallel region
   const bool parallel = N * K >= kSmallMParallelMin && N >= 64 && !omp_in_parallel();
-  // C[m, n] = alpha * sum_k A[m, k] B[n, k] + beta * C[m, n], threads splitting the weight rows.
+  // C[m, n] = alpha * sum_k A[m, k] B[n, k] + beta * C[m, n], threads splitting the weight rows
+  // in tasks of kSmallMTaskRows.
+  const int64_t tasks = (N + kSmallMTaskRows - 1) / kSmallMTaskRows;
 #pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t n = 0; n < N; ++n) row(C + n, ldc, A, lda, B + n * ldb, M, K, alpha, beta);
+  for (int64_t t = 0; t < tasks; ++t) {
+    const int64_t n0 = t * kSmallMTaskRows;
+    rows(C + n0, ldc, A, lda, B + n0 * ldb, ldb, M, std::min(kSmallMTaskRows, N - n0), K, alpha, beta);
+  }
 }
 
 template <>
@@ -201,7 +185,7 @@ void gemm_small_m<double>(int64_t M, int64_t N, int64_t K, double alpha, const d
   if (M == 0 || N == 0) return;
   const bool parallel = N * K >= kSmallMParallelMin && N >= 64 && !omp_in_parallel();
 #pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t n = 0; n < N; ++n) row_double(C + n, ldc, A, lda, B + n * ldb, M, K, alpha, beta);
+  for (int64_t n = 0; n < N; ++n) rows_double(C + n, ldc, A, lda, B + n * ldb, ldb, M, 1, K, alpha, beta);
 }
 
 template <>
@@ -209,7 +193,7 @@ void gemm_invariant<float>(int64_t M, int64_t N, int64_t K, float alpha, const f
                            const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   if (M <= kSmallM) return gemm_small_m<float>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  invariant_product<float>(row_kernel(), M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  invariant_product<float>(rows_kernel(), M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 template <>
@@ -217,7 +201,7 @@ void gemm_invariant<double>(int64_t M, int64_t N, int64_t K, double alpha, const
                             const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   if (M <= kSmallM) return gemm_small_m<double>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  invariant_product<double>(row_double, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  invariant_product<double>(rows_double, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 namespace {
