@@ -46,18 +46,22 @@ constexpr int64_t kSmallMParallelMin = 1 << 16;
 using RowsKernel = void (*)(float* c, int64_t ldc, const float* a, int64_t lda, const float* b, int64_t ldb,
                             int64_t M, int64_t NB, int64_t K, float alpha, float beta);
 
-inline float finish(float s, float alpha, float beta, float c) {
-  const float v = alpha * s;
-  return beta == 0.0f ? v : v + beta * c;  // beta = 0 ignores C, as BLAS does
+template <class T>
+inline T finish(T s, T alpha, T beta, T c) {
+  const T v = alpha * s;
+  return beta == T(0) ? v : v + beta * c;  // beta = 0 ignores C, as BLAS does
 }
 
-void rows_scalar(float* c, int64_t ldc, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t M,
-                 int64_t NB, int64_t K, float alpha, float beta) {
+// The portable rows kernel, float and double: four interleaved partial sums per output, the
+// same order for every M, NB and place of the output.
+template <class T>
+void rows_portable(T* c, int64_t ldc, const T* a, int64_t lda, const T* b, int64_t ldb, int64_t M, int64_t NB,
+                   int64_t K, T alpha, T beta) {
   for (int64_t n = 0; n < NB; ++n) {
-    const float* w = b + n * ldb;
+    const T* w = b + n * ldb;
     for (int64_t m = 0; m < M; ++m) {
-      const float* x = a + m * lda;
-      float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+      const T* x = a + m * lda;
+      T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
       int64_t k = 0;
       for (; k + 4 <= K; k += 4) {
         s0 += x[k] * w[k];
@@ -66,10 +70,12 @@ void rows_scalar(float* c, int64_t ldc, const float* a, int64_t lda, const float
         s3 += x[k + 3] * w[k + 3];
       }
       for (; k < K; ++k) s0 += x[k] * w[k];
-      c[m * ldc + n] = finish((s0 + s1) + (s2 + s3), alpha, beta, c[m * ldc + n]);
+      c[m * ldc + n] = finish<T>((s0 + s1) + (s2 + s3), alpha, beta, c[m * ldc + n]);
     }
   }
 }
+
+constexpr RowsKernel rows_scalar = rows_portable<float>;
 
 #if defined(__x86_64__)
 // The 256-bit kernel twice (gemm_tiles.inc): for AVX2+FMA, 16 vector registers, tiles of
@@ -110,29 +116,8 @@ RowsKernel rows_kernel() {
   return rows_scalar;
 }
 
-// rows_kernel()'s contract in double, four interleaved partial sums per output: the same order
-// for every M and NB.
-void rows_double(double* c, int64_t ldc, const double* A, int64_t lda, const double* B, int64_t ldb, int64_t M,
-                 int64_t NB, int64_t K, double alpha, double beta) {
-  for (int64_t n = 0; n < NB; ++n) {
-    const double* b = B + n * ldb;
-    for (int64_t m = 0; m < M; ++m) {
-      const double* a = A + m * lda;
-      double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-      int64_t k = 0;
-      for (; k + 4 <= K; k += 4) {
-        s0 += a[k] * b[k];
-        s1 += a[k + 1] * b[k + 1];
-        s2 += a[k + 2] * b[k + 2];
-        s3 += a[k + 3] * b[k + 3];
-      }
-      for (; k < K; ++k) s0 += a[k] * b[k];
-      const double s = alpha * ((s0 + s1) + (s2 + s3));
-      double& out = c[m * ldc + n];
-      out = beta == 0.0 ? s : s + beta * out;
-    }
-  }
-}
+// rows_kernel()'s contract in double.
+constexpr auto rows_double = rows_portable<double>;
 
 // Weight rows per task of gemm_small_m's threads: a multiple of every tile's width.
 constexpr int64_t kSmallMTaskRows = 16;

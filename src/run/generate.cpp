@@ -15,6 +15,7 @@
 #include "attn/decode/sampler.h"
 #include "attn/models/decoder_only.h"
 #include "attn/run/token_codec.h"
+#include "search_options.h"
 
 namespace attn::run {
 
@@ -33,35 +34,23 @@ std::vector<std::vector<decode::Hypothesis>> search(models::DecoderOnlyModel& mo
   std::vector<std::vector<decode::Hypothesis>> out;
   switch (s.mode) {
     case GenerateSettings::Mode::Greedy: {
-      decode::GreedyOptions o;
-      o.bos = folder.bos;
-      o.eos = folder.eos;
-      o.pad = folder.pad;
-      o.max_len = max_len;
+      const auto o = detail::search_options<decode::GreedyOptions>(folder, max_len);
       for (decode::Hypothesis& h : decode::greedy_search(decoder, ids, o)) out.push_back({std::move(h)});
       return out;
     }
     case GenerateSettings::Mode::Beam: {
-      decode::BeamOptions o;
+      auto o = detail::search_options<decode::BeamOptions>(folder, max_len);
       o.beam = s.beam;
       o.alpha = s.alpha;
       o.n_best = s.n_best;
-      o.bos = folder.bos;
-      o.eos = folder.eos;
-      o.pad = folder.pad;
-      o.max_len = max_len;
       return decode::beam_search(decoder, ids, o);
     }
     case GenerateSettings::Mode::Sample: {
-      decode::SamplingOptions o;
+      auto o = detail::search_options<decode::SamplingOptions>(folder, max_len);
       o.temperature = s.temperature;
       o.top_k = s.top_k;
       o.top_p = s.top_p;
       o.seed = s.seed;
-      o.bos = folder.bos;
-      o.eos = folder.eos;
-      o.pad = folder.pad;
-      o.max_len = max_len;
       for (decode::Hypothesis& h : decode::sample(decoder, ids, o)) out.push_back({std::move(h)});
       return out;
     }

@@ -11,6 +11,7 @@
 #include "attn/decode/transformer_decoder.h"
 #include "attn/ops/ops.h"
 #include "attn/run/token_codec.h"
+#include "search_options.h"
 
 namespace attn::run {
 
@@ -31,22 +32,14 @@ std::vector<std::vector<decode::Hypothesis>> search_batch(const ModelFolder& fol
   const Tensor src = pad_batch(srcs, folder.pad);
   std::vector<std::vector<decode::Hypothesis>> out;
   if (settings.beam == 1 && settings.n_best == 1) {
-    decode::GreedyOptions o;
-    o.bos = folder.bos;
-    o.eos = folder.eos;
-    o.pad = folder.pad;
-    o.max_len = settings.max_len;
+    const auto o = detail::search_options<decode::GreedyOptions>(folder, settings.max_len);
     for (decode::Hypothesis& h : decode::greedy_search(decoder, src, o)) out.push_back({std::move(h)});
     return out;
   }
-  decode::BeamOptions o;
+  auto o = detail::search_options<decode::BeamOptions>(folder, settings.max_len);
   o.beam = settings.beam;
   o.alpha = settings.alpha;
   o.n_best = settings.n_best;
-  o.bos = folder.bos;
-  o.eos = folder.eos;
-  o.pad = folder.pad;
-  o.max_len = settings.max_len;
   return decode::beam_search(decoder, src, o);
 }
 
