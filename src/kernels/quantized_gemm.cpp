@@ -364,16 +364,6 @@ ATTN_AVX512 void quantize_row_s8_avx512(int8_t* qr, float* scale, const float* x
   *scale = amax / 127.0f;
 }
 
-// The 16 -> 1 lane tree of a zmm.
-ATTN_AVX512 inline float tree_avx512(__m512 v) {
-  const __m256 lo = _mm512_castps512_ps256(v);
-  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-  const __m256 t8 = _mm256_add_ps(lo, hi);
-  const __m128 t4 = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
-  const __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));
-  return _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps(t2, t2, 1)));
-}
-
 ATTN_AVX512 inline __m512 flush_avx512(__m512 v) {
   const __m512i u = _mm512_castps_si512(v);
   const __mmask16 small = _mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7F800000));
@@ -384,42 +374,35 @@ ATTN_AVX512 inline __m512 flush_avx512(__m512 v) {
 inline __mmask32 tail_mask32(int64_t left) { return left >= 32 ? ~__mmask32{0} : (__mmask32{1} << left) - 1; }
 inline __mmask64 tail_mask64(int64_t left) { return left >= 64 ? ~__mmask64{0} : (__mmask64{1} << left) - 1; }
 
-// The AVX-512F emulation of vdpbf16ps: MR activation rows against NR = 4 weight rows.
-template <int MR>
-ATTN_AVX512 void bf16_rows_avx512(float* sums, int64_t ld, const uint16_t* const* xr, const uint16_t* const* wr,
-                                  int64_t K) {
-  constexpr int NR = 4;
-  const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
-  __m512 a[MR][NR];
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) a[i][j] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < K; k += 32) {
-    const __mmask32 mask = tail_mask32(K - k);
-    __m512 wo[NR], we[NR];
-    for (int j = 0; j < NR; ++j) {
-      const __m512i w = _mm512_maskz_loadu_epi16(mask, wr[j] + k);
-      wo[j] = _mm512_castsi512_ps(_mm512_and_si512(w, hi_mask));
-      we[j] = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
-    }
-    for (int i = 0; i < MR; ++i) {
-      const __m512i x = _mm512_maskz_loadu_epi16(mask, xr[i] + k);
-      const __m512 xo = _mm512_castsi512_ps(_mm512_and_si512(x, hi_mask));
-      const __m512 xe = _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
-      for (int j = 0; j < NR; ++j) {
-        a[i][j] = flush_avx512(_mm512_fmadd_ps(xo, wo[j], a[i][j]));
-        a[i][j] = flush_avx512(_mm512_fmadd_ps(xe, we[j], a[i][j]));
-      }
-    }
-  }
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) sums[i * ld + j] = tree_avx512(a[i][j]);
+// Four vectors of 16 float lanes -> their four lane trees (lane_tree's additions, the same
+// pairs in the same order, done in vector lanes): t8 per vector from its 256-bit halves; the
+// four t8 gathered as 128-bit blocks so that one add gives every t4; then t4[0] + t4[2] and
+// t4[1] + t4[3], and their sum, inside each 128-bit block (element 0 of block i is output i).
+ATTN_AVX512 inline __m256d t8_avx512(__m512 v) {
+  return _mm256_castps_pd(
+      _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
 }
 
-// The same sums with vdpbf16ps.
-template <int MR>
-ATTN_AVX512_BF16 void bf16_rows_avx512_bf16(float* sums, int64_t ld, const uint16_t* const* xr,
-                                            const uint16_t* const* wr, int64_t K) {
-  constexpr int NR = 4;
+ATTN_AVX512 inline __m128 trees4_avx512(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+  const __m512 z = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(t8_avx512(a0)), t8_avx512(a1), 1));
+  const __m512 w = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(t8_avx512(a2)), t8_avx512(a3), 1));
+  const __m512 lo = _mm512_shuffle_f32x4(z, w, _MM_SHUFFLE(2, 0, 2, 0));  // t8[0:4] of a0..a3
+  const __m512 hi = _mm512_shuffle_f32x4(z, w, _MM_SHUFFLE(3, 1, 3, 1));  // t8[4:8] of a0..a3
+  const __m512 t4 = _mm512_add_ps(lo, hi);
+  const __m512 t2 = _mm512_add_ps(t4, _mm512_permute_ps(t4, _MM_SHUFFLE(1, 0, 3, 2)));
+  const __m512 t1 = _mm512_add_ps(t2, _mm512_permute_ps(t2, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), t1));
+}
+
+// MR activation rows against NR weight rows of bf16 sums: with vdpbf16ps (kNative) or its
+// AVX-512F emulation (bf16 widened by a shift or a mask, two FMAs, the flush). Both are
+// compiled for the BF16 target; the emulation uses no BF16 instruction (the Avx512 path runs
+// it on CPUs without them, and the tests force that path).
+template <int MR, int NR, bool kNative>
+ATTN_AVX512_BF16 void bf16_rows_avx512(float* sums, int64_t ld, const uint16_t* const* xr, const uint16_t* const* wr,
+                                       int64_t K) {
+  static_assert(NR % 4 == 0, "weight rows go in groups of four");
+  const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
   __m512 a[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) a[i][j] = _mm512_setzero_ps();
@@ -429,11 +412,49 @@ ATTN_AVX512_BF16 void bf16_rows_avx512_bf16(float* sums, int64_t ld, const uint1
     for (int j = 0; j < NR; ++j) w[j] = _mm512_maskz_loadu_epi16(mask, wr[j] + k);
     for (int i = 0; i < MR; ++i) {
       const __m512i x = _mm512_maskz_loadu_epi16(mask, xr[i] + k);
-      for (int j = 0; j < NR; ++j) a[i][j] = _mm512_dpbf16_ps(a[i][j], (__m512bh)x, (__m512bh)w[j]);
+      if constexpr (kNative) {
+        for (int j = 0; j < NR; ++j) a[i][j] = _mm512_dpbf16_ps(a[i][j], (__m512bh)x, (__m512bh)w[j]);
+      } else {
+        const __m512 xo = _mm512_castsi512_ps(_mm512_and_si512(x, hi_mask));
+        const __m512 xe = _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
+        for (int j = 0; j < NR; ++j) {
+          const __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(w[j], hi_mask));
+          const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(w[j], 16));
+          a[i][j] = flush_avx512(_mm512_fmadd_ps(xo, wo, a[i][j]));
+          a[i][j] = flush_avx512(_mm512_fmadd_ps(xe, we, a[i][j]));
+        }
+      }
     }
   }
   for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) sums[i * ld + j] = tree_avx512(a[i][j]);
+    for (int j = 0; j < NR; j += 4)
+      _mm_storeu_ps(sums + i * ld + j, trees4_avx512(a[i][j], a[i][j + 1], a[i][j + 2], a[i][j + 3]));
+}
+
+// sums of weight rows [n0, n1) against M activation rows (x: row stride ldx), as s8_block_vnni
+// blocks them: one activation row takes eight weight rows at a time, more rows four at a time.
+template <bool kNative>
+ATTN_AVX512_BF16 void bf16_block_avx512(float* sums, int64_t ld, const uint16_t* x, int64_t ldx, int64_t M,
+                                        const uint16_t* w, int64_t n0, int64_t n1, int64_t K) {
+  for (int64_t m = 0; m < M; m += 4) {
+    const int mr = static_cast<int>(std::min<int64_t>(4, M - m));
+    const int nr = mr == 1 ? 8 : 4;
+    const uint16_t* xr[4];
+    for (int i = 0; i < 4; ++i) xr[i] = x + std::min(m + i, M - 1) * ldx;
+    for (int64_t n = n0; n < n1; n += nr) {
+      const uint16_t* wr[8];
+      for (int j = 0; j < nr; ++j) wr[j] = w + std::min(n + j, n1 - 1) * K;
+      float tile[4 * 8];
+      switch (mr) {
+        case 1: bf16_rows_avx512<1, 8, kNative>(tile, 8, xr, wr, K); break;
+        case 2: bf16_rows_avx512<2, 4, kNative>(tile, 8, xr, wr, K); break;
+        case 3: bf16_rows_avx512<3, 4, kNative>(tile, 8, xr, wr, K); break;
+        default: bf16_rows_avx512<4, 4, kNative>(tile, 8, xr, wr, K); break;
+      }
+      for (int i = 0; i < mr; ++i)
+        for (int j = 0; j < nr && n + j < n1; ++j) sums[(m + i) * ld + (n + j - n0)] = tile[i * 8 + j];
+    }
+  }
 }
 
 // Four vectors of 16 int32 lanes -> their four lane sums (integer sums: the order does not
@@ -505,31 +526,6 @@ ATTN_AVX512_VNNI void s8_block_vnni(int32_t* acc, int64_t ld, const int8_t* x, i
   }
 }
 
-// One block of weight rows [n0, n1) against M activation rows, NR = 4 weight rows at a time
-// (the last group repeats the last row), MR <= 4 activation rows at a time.
-template <class T, class W, class Out, class Rows1, class Rows2, class Rows3, class Rows4>
-inline void nr4_block(Out* out, int64_t ld, const T* x, int64_t ldx, int64_t M, const W* w, int64_t n0, int64_t n1,
-                      int64_t K, Rows1 r1, Rows2 r2, Rows3 r3, Rows4 r4) {
-  for (int64_t n = n0; n < n1; n += 4) {
-    const W* wr[4];
-    for (int j = 0; j < 4; ++j) wr[j] = w + std::min(n + j, n1 - 1) * K;
-    for (int64_t m = 0; m < M; m += 4) {
-      const T* xr[4];
-      for (int i = 0; i < 4; ++i) xr[i] = x + std::min(m + i, M - 1) * ldx;
-      Out tile[4 * 4];
-      const int mr = static_cast<int>(std::min<int64_t>(4, M - m));
-      switch (mr) {
-        case 1: r1(tile, 4, xr, wr, K); break;
-        case 2: r2(tile, 4, xr, wr, K); break;
-        case 3: r3(tile, 4, xr, wr, K); break;
-        default: r4(tile, 4, xr, wr, K); break;
-      }
-      for (int i = 0; i < mr; ++i)
-        for (int j = 0; j < 4 && n + j < n1; ++j) out[(m + i) * ld + (n + j - n0)] = tile[i * 4 + j];
-    }
-  }
-}
-
 #endif  // __x86_64__
 
 bool cpu_supports(QuantPath path) {
@@ -578,14 +574,8 @@ void bf16_block(QuantPath path, float* sums, int64_t ld, const uint16_t* x, int6
   switch (path) {
 #if defined(__x86_64__)
     case QuantPath::Avx2: bf16_block_avx2(sums, ld, x, ldx, M, w, n0, n1, K); return;
-    case QuantPath::Avx512:
-      nr4_block(sums, ld, x, ldx, M, w, n0, n1, K, bf16_rows_avx512<1>, bf16_rows_avx512<2>, bf16_rows_avx512<3>,
-                bf16_rows_avx512<4>);
-      return;
-    case QuantPath::Avx512Bf16:
-      nr4_block(sums, ld, x, ldx, M, w, n0, n1, K, bf16_rows_avx512_bf16<1>, bf16_rows_avx512_bf16<2>,
-                bf16_rows_avx512_bf16<3>, bf16_rows_avx512_bf16<4>);
-      return;
+    case QuantPath::Avx512: bf16_block_avx512<false>(sums, ld, x, ldx, M, w, n0, n1, K); return;
+    case QuantPath::Avx512Bf16: bf16_block_avx512<true>(sums, ld, x, ldx, M, w, n0, n1, K); return;
 #endif
     default: bf16_block_scalar(sums, ld, x, ldx, M, w, n0, n1, K); return;
   }
