@@ -404,19 +404,25 @@ ATTN_AVX512_BF16 void bf16_rows_avx512(float* sums, int64_t ld, const uint16_t* 
   static_assert(NR % 4 == 0, "weight rows go in groups of four");
   const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
   __m512 a[MR][NR];
+#pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) a[i][j] = _mm512_setzero_ps();
   for (int64_t k = 0; k < K; k += 32) {
     const __mmask32 mask = tail_mask32(K - k);
     __m512i w[NR];
+#pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) w[j] = _mm512_maskz_loadu_epi16(mask, wr[j] + k);
+#pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       const __m512i x = _mm512_maskz_loadu_epi16(mask, xr[i] + k);
       if constexpr (kNative) {
+#pragma GCC unroll 8
         for (int j = 0; j < NR; ++j) a[i][j] = _mm512_dpbf16_ps(a[i][j], (__m512bh)x, (__m512bh)w[j]);
       } else {
         const __m512 xo = _mm512_castsi512_ps(_mm512_and_si512(x, hi_mask));
         const __m512 xe = _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
+#pragma GCC unroll 8
         for (int j = 0; j < NR; ++j) {
           const __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(w[j], hi_mask));
           const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(w[j], 16));
@@ -426,7 +432,9 @@ ATTN_AVX512_BF16 void bf16_rows_avx512(float* sums, int64_t ld, const uint16_t* 
       }
     }
   }
+#pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
     for (int j = 0; j < NR; j += 4)
       _mm_storeu_ps(sums + i * ld + j, trees4_avx512(a[i][j], a[i][j + 1], a[i][j + 2], a[i][j + 3]));
 }
@@ -479,19 +487,26 @@ ATTN_AVX512_VNNI void s8_rows_vnni(int32_t* out, int64_t ld, const int8_t* const
                                    int64_t K) {
   static_assert(NR % 4 == 0, "weight rows go in groups of four");
   __m512i a[MR][NR];
+#pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) a[i][j] = _mm512_setzero_si512();
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t k = 0; k < K; k += 64) {
     const __mmask64 mask = tail_mask64(K - k);
     __m512i w[NR];
+#pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) w[j] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mask, wr[j] + k), flip);
+#pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       const __m512i x = _mm512_maskz_loadu_epi8(mask, xr[i] + k);
+#pragma GCC unroll 8
       for (int j = 0; j < NR; ++j) a[i][j] = _mm512_dpbusd_epi32(a[i][j], w[j], x);
     }
   }
+#pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
     for (int j = 0; j < NR; j += 4)
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i * ld + j),
                        sums4_vnni(a[i][j], a[i][j + 1], a[i][j + 2], a[i][j + 3]));
