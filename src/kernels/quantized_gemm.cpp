@@ -50,10 +50,15 @@ void for_row_blocks(int64_t N, int64_t K, const F& f) {
   for (int64_t b = 0; b < blocks; ++b) f(b * kNBlock, std::min(N, (b + 1) * kNBlock));
 }
 
-// The dequantization every int8 path shares.
-inline float dequantize(int32_t acc, float x_scale, float w_scale, const float* bias, int64_t n) {
-  const float v = static_cast<float>(acc) * (x_scale * w_scale);
-  return bias != nullptr ? v + bias[n] : v;
+// The dequantization every int8 path shares: y[n] = float(acc[n - n0]) * (x_scale * w_scale[n])
+// (+ bias[n], a separate rounded add) for n in [n0, n1) (the file is built without
+// contraction, so the bits are those of the formula; dequantize_row_avx512 gives the same).
+inline void dequantize_row(float* y, const int32_t* acc, float x_scale, const float* w_scale, const float* bias,
+                           int64_t n0, int64_t n1) {
+  for (int64_t n = n0; n < n1; ++n) {
+    const float v = static_cast<float>(acc[n - n0]) * (x_scale * w_scale[n]);
+    y[n] = bias != nullptr ? v + bias[n] : v;
+  }
 }
 
 // ---- bf16 scalar pieces --------------------------------------------------------------------
@@ -362,6 +367,18 @@ ATTN_AVX512 void quantize_row_s8_avx512(int8_t* qr, float* scale, const float* x
     _mm512_mask_cvtepi32_storeu_epi8(qr + k, mask, i32);
   }
   *scale = amax / 127.0f;
+}
+
+// dequantize_row for at most 16 outputs (one block of weight rows) in one masked vector: the
+// same conversion, products and add, so the same bits.
+static_assert(kNBlock == 16, "dequantize_row_avx512 holds one block of weight rows");
+ATTN_AVX512 void dequantize_row_avx512(float* y, const int32_t* acc, float x_scale, const float* w_scale,
+                                       const float* bias, int64_t n0, int64_t n1) {
+  const __mmask16 mask = static_cast<__mmask16>((1u << (n1 - n0)) - 1);
+  const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(x_scale), _mm512_maskz_loadu_ps(mask, w_scale + n0));
+  __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_maskz_loadu_epi32(mask, acc)), scale);
+  if (bias != nullptr) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, bias + n0));
+  _mm512_mask_storeu_ps(y + n0, mask, v);
 }
 
 ATTN_AVX512 inline __m512 flush_avx512(__m512 v) {
@@ -727,12 +744,19 @@ void gemm_s8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const
   if (M <= 0 || N <= 0) return;
   std::vector<int8_t> xq(static_cast<size_t>(M * K));
   std::vector<float> xs(static_cast<size_t>(M));
-  quantize_rows_s8(xq.data(), xs.data(), x, M, K, ldx);
+  quantize_rows_s8(xq.data(), xs.data(), x, M, K, ldx, path);
+  [[maybe_unused]] const bool wide = path == QuantPath::Avx512Vnni;  // kNBlock = 16 rows: one vector
   s8_driver(xq.data(), M, w, N, K, path, [&](int64_t m0, int64_t rows, int64_t n0, int64_t n1, const int32_t* tile) {
     for (int64_t m = 0; m < rows; ++m) {
       float* yr = y + (m0 + m) * ldy;
       const float s = xs[static_cast<size_t>(m0 + m)];
-      for (int64_t n = n0; n < n1; ++n) yr[n] = dequantize(tile[m * kNBlock + (n - n0)], s, w_scale[n], bias, n);
+#if defined(__x86_64__)
+      if (wide) {
+        dequantize_row_avx512(yr, tile + m * kNBlock, s, w_scale, bias, n0, n1);
+        continue;
+      }
+#endif
+      dequantize_row(yr, tile + m * kNBlock, s, w_scale, bias, n0, n1);
     }
   });
 }
