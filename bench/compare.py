@@ -336,6 +336,25 @@ def build_report(args, machine, torch_cfg, ours, theirs, mem, train):
                          table(["B", "attn ms", "attn tokens/s (rows x steps)", "self K/V MiB", "cross K/V MiB"],
                                rows)))
 
+    if "quantized" in args.topics.split(","):
+        rows = []
+        for B, beam in ((1, 1), (8, 1), (32, 4)):
+            steps = 32 if beam > 1 else 64
+            base = get(ours, f"decode_quantized/B:{B}/beam:{beam}/q:0", "ms")
+            for q, label in ((0, "float32"), (1, "int8"), (2, "bf16")):
+                name = f"decode_quantized/B:{B}/beam:{beam}/q:{q}"
+                a, t = get(ours, name, "ms"), get(theirs, name, "ms")
+                tps = fmt(B * beam * steps / (a * 1e-3), 0) if a else "—"
+                rows.append([str(B), str(beam), label, fmt(a), tps, fmt(ratio(base, a)), fmt(t), fmt(ratio(t, a))])
+        sections.append(("Reduced-precision weights: decoding the base model",
+                         "The greedy model and sources above (64 tokens; beam 4 for 32 sources: 32 tokens), with "
+                         "the weights in float32, int8 (per-row scales, activations quantized per row: VNNI) or "
+                         "bf16 (vdpbf16ps); milliseconds per batch. torch: the KV-cache loop with "
+                         "`quantize_dynamic` (int8: the decoder's `nn.Linear` layers and the output layer) or "
+                         "under `torch.autocast(\"cpu\", torch.bfloat16)`; no beam twin.",
+                         table(["B", "beam", "weights", "attn ms", "attn tokens/s", "float32 / this",
+                                "torch ms", "torch / attn"], rows)))
+
     peak = ours.get("fma_peak")
     peak_gflops = (peak["flop"] / (peak["ms"] * 1e-3) / 1e9) if peak and peak.get("flop") else None
     rows = []
@@ -493,7 +512,7 @@ def main():
     p.add_argument("--epochs", type=int, help="reverse-training epochs (default 25)")
     p.add_argument("--min-time", type=float, help="seconds per repetition (default 0.5)")
     p.add_argument("--reps", type=int, help="repetitions, median reported (default 3)")
-    p.add_argument("--topics", default="attention,encoder_layer,decode,gemm,memory,train")
+    p.add_argument("--topics", default="attention,encoder_layer,decode,quantized,gemm,memory,train")
     p.add_argument("--torch-blas", choices=["auto", "best", "openmp", "pthread", "system"], default="best",
                    help="auto: the probe's choice; best: run the timed torch cases under both OpenBLAS builds "
                         "and keep each case's faster one (memory and training use the probe's choice)")
@@ -524,10 +543,14 @@ def main():
         ours.update(run_gbench(args, "encoder_layer_bench", "^encoder_layer_"))
     if "decode" in topics:
         ours.update(run_gbench(args, "decode_bench", "^decode_(greedy|beam)/"))
+    if "quantized" in topics:
+        ours.update(run_gbench(args, "decode_bench", "^decode_quantized/"))
     if "gemm" in topics:
         names = "|".join(f"gemm/M:{M}/N:{N}/K:{K}/" for M, N, K in args.gemm)
         ours.update(run_gbench(args, "gemm_bench", f"^({names}|fma_peak)"))
     torch_topics = [t for t in ("attention", "encoder_layer", "gemm", "decode") if t in topics]
+    if "quantized" in topics:
+        torch_topics.append("decode_quantized")
     if torch_topics:
         torch_argv = ["torch_bench.py", "--threads", str(args.threads), "run", "--topics",
                       ",".join(torch_topics), "--T", ",".join(map(str, args.T)),

@@ -8,6 +8,7 @@
 // cache), with the cache's self- and cross-attention bytes at the end; it has no torch twin.
 // And greedy decoding with the KV cache in and out of the batch-invariant mode
 // (attn/ops/batch_invariant.h) for batches of 1, 8 and 16 sources: the mode's cost.
+// And the same greedy and beam searches with int8 and bf16 weights (decode_quantized).
 // Not here: sampling.
 #include <algorithm>
 #include <chrono>
@@ -19,6 +20,7 @@
 #include "attn/decode/transformer_decoder.h"
 #include "attn/models/encoder_decoder.h"
 #include "attn/ops/batch_invariant.h"
+#include "attn/ops/quantize.h"
 #include "bench_common.h"
 
 namespace attn::bench {
@@ -182,6 +184,59 @@ void decode_beam(benchmark::State& state) {
 }
 
 BENCHMARK(decode_beam)->ArgNames({"B"})->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Reduced-precision weights (attn/ops/quantize.h, Model::quantize): greedy decoding with the
+// KV cache for 1 and 8 sources, and beam 4 for 32 sources (kBeamTokens steps), with the weights
+// in float32 (q:0), int8 (q:1) or bf16 (q:2). The same random model each time, quantized from
+// its float32 values; the tokens differ between dtypes (other rounding), not between runs.
+void decode_quantized(benchmark::State& state) {
+  const int64_t batch = state.range(0), beam = state.range(1);
+  const Quantization q = state.range(2) == 0 ? Quantization::None
+                         : state.range(2) == 1 ? Quantization::Int8
+                                                : Quantization::BF16;
+  models::EncoderDecoderModel model(base_config());
+  model.eval();
+  if (q != Quantization::None) model.quantize(q);
+  const Tensor src = random_sources(batch);  // [B, S]
+  const int64_t steps = beam > 1 ? kBeamTokens : kNewTokens;
+  NoGradGuard no_grad;
+  uint64_t hash = 0;
+  for (auto _ : state) {
+    decode::TransformerDecoder decoder(model, true);
+    hash = 1469598103934665603ull;
+    if (beam > 1) {
+      decode::BeamOptions options;
+      options.beam = beam;
+      options.bos = model.config().bos_id;
+      options.eos = -1;
+      options.pad = model.config().pad_id;
+      options.max_len = steps;
+      const auto out = decode::beam_search(decoder, src, options);
+      for (const auto& hyps : out)
+        for (int64_t t : hyps[0].tokens) hash = (hash ^ static_cast<uint64_t>(t)) * 1099511628211ull;
+    } else {
+      decode::GreedyOptions options;
+      options.bos = model.config().bos_id;
+      options.eos = -1;
+      options.pad = model.config().pad_id;
+      options.max_len = steps;
+      const auto out = decode::greedy_search(decoder, src, options);
+      for (const auto& row : out)
+        for (int64_t t : row.tokens) hash = (hash ^ static_cast<uint64_t>(t)) * 1099511628211ull;
+    }
+  }
+  state.SetLabel(quantization_name(q));
+  state.counters["tokens_hash"] = static_cast<double>(hash & ((1ull << 48) - 1));
+  state.counters["tokens_per_s"] = benchmark::Counter(static_cast<double>(batch * beam * steps),
+                                                      benchmark::Counter::kIsIterationInvariantRate);
+}
+
+BENCHMARK(decode_quantized)
+    ->ArgNames({"B", "beam", "q"})
+    ->ArgsProduct({{1, 8}, {1}, {0, 1, 2}})
+    ->ArgsProduct({{32}, {4}, {0, 1, 2}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace attn::bench

@@ -14,6 +14,7 @@
 #include "attn/ops/batch_invariant.h"
 #include "bench_common.h"
 #include "kernels/gemm.h"
+#include "kernels/quantized_gemm.h"
 
 namespace attn::bench {
 namespace {
@@ -85,6 +86,67 @@ void linear_rows_args(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(linear_rows)->Apply(linear_rows_args);
+
+// The same products with reduced-precision weights (kernels/quantized_gemm.h): dtype 0 is
+// float32 (kernels::gemm, as linear_rows), 1 int8 per-row weights with activations quantized
+// per row at each call, 2 bf16 weights; each on the active ISA's path. The weights rotate over
+// copies that overflow the last-level cache, as above, so the figures count the bytes of W that
+// each dtype moves (4, 1 or 2 per weight).
+void quantized_rows(benchmark::State& state) {
+  const int64_t M = state.range(0), N = state.range(1), K = state.range(2), dtype = state.range(3);
+  const int64_t bytes_per_weight = dtype == 0 ? 4 : dtype == 1 ? 1 : 2;
+  constexpr int64_t kRotationBytes = int64_t{96} << 20;
+  const int64_t copies = std::max<int64_t>(2, kRotationBytes / (N * K * bytes_per_weight));
+  const Tensor a = random_tensor({M, K}, 1);  // [M, K]
+  std::vector<Tensor> wf;                     // copies x [N, K] float32
+  std::vector<std::vector<int8_t>> w8;        // copies x [N, K] int8
+  std::vector<std::vector<float>> s8;         // copies x [N] scales
+  std::vector<std::vector<uint16_t>> w16;     // copies x [N, K] bf16
+  for (int64_t i = 0; i < copies; ++i) {
+    const Tensor w = random_tensor({N, K}, 2 + static_cast<uint64_t>(i));
+    if (dtype == 0) {
+      wf.push_back(w);
+    } else if (dtype == 1) {
+      w8.emplace_back(static_cast<size_t>(N * K));
+      s8.emplace_back(static_cast<size_t>(N));
+      kernels::quantize_rows_s8(w8.back().data(), s8.back().data(), w.data<float>(), N, K, K);
+    } else {
+      w16.emplace_back(static_cast<size_t>(N * K));
+      kernels::f32_to_bf16(w16.back().data(), w.data<float>(), N * K);
+    }
+  }
+  Tensor c = Tensor::zeros({M, N});  // [M, N]
+  int64_t next = 0;
+  for (auto _ : state) {
+    if (dtype == 0)
+      kernels::gemm<float>(false, true, M, N, K, 1.0f, a.data<float>(), K, wf[next].data<float>(), K, 0.0f,
+                           c.data<float>(), N);
+    else if (dtype == 1)
+      kernels::gemm_s8(M, N, K, a.data<float>(), K, w8[next].data(), s8[next].data(), nullptr, c.data<float>(), N);
+    else
+      kernels::gemm_bf16(M, N, K, a.data<float>(), K, w16[next].data(), nullptr, c.data<float>(), N);
+    benchmark::ClobberMemory();
+    next = next + 1 == copies ? 0 : next + 1;
+  }
+  state.SetLabel(dtype == 0 ? "f32" : dtype == 1 ? kernels::quant_path_name(kernels::int8_path())
+                                                 : kernels::quant_path_name(kernels::bf16_path()));
+  state.counters["flop"] = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  state.counters["GFLOPS"] = benchmark::Counter(state.counters["flop"] * static_cast<double>(state.iterations()) * 1e-9,
+                                                benchmark::Counter::kIsRate);
+  state.counters["weight_GBps"] = benchmark::Counter(
+      static_cast<double>(N * K * bytes_per_weight) * static_cast<double>(state.iterations()) * 1e-9,
+      benchmark::Counter::kIsRate);
+}
+
+void quantized_rows_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"M", "N", "K", "dtype"});
+  for (const auto& nk : {std::pair<int64_t, int64_t>{1536, 512}, {2048, 512}, {512, 2048}})
+    for (int64_t M : {1, 4, 16})
+      for (int64_t dtype : {0, 1, 2}) b->Args({M, nk.first, nk.second, dtype});
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
+BENCHMARK(quantized_rows)->Apply(quantized_rows_args);
 
 // ---- peak: independent FMA chains, no memory traffic -------------------------------------
 

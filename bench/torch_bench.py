@@ -13,6 +13,7 @@ the median over --reps repetitions. The configuration (BLAS library, huge pages,
 is chosen by compare.py through the environment; this script only reports what it got.
 """
 import argparse
+import copy
 import json
 import math
 import os
@@ -196,11 +197,11 @@ def _attend(q, k, v, B):
     return torch.matmul(w, v).transpose(1, 2).reshape(B, -1, DEC_D)  # [B, T, D]
 
 
-def greedy_kv_cache(model, src):
+def greedy_kv_cache(model, src, memory=None):
     """A PyTorch loop with its own KV cache over the same modules: cross-attention K/V once per
     source, self-attention K/V grown by one position per step (post-norm layers, as nn.Transformer)."""
     B, D = src.size(0), DEC_D
-    memory = model.encode(src)
+    memory = model.encode(src) if memory is None else memory
     layers = model.transformer.decoder.layers
     cross = []
     for l in layers:
@@ -252,6 +253,43 @@ def decode_cases(min_time, reps):
     return out
 
 
+def decode_quantized_cases(min_time, reps):
+    """decode_bench's decode_quantized twin for greedy decoding (B 1 and 8): the KV-cache loop
+    above in float32 (q:0), with PyTorch's dynamic int8 quantization (q:1:
+    torch.ao.quantization.quantize_dynamic on the decoder's nn.Linear layers, linear1 and
+    linear2, and the output layer; the attention projections that the loop calls as F.linear,
+    MultiheadAttention's out_proj, which PyTorch does not quantize dynamically, and the encoder
+    stay float32)
+    and under torch.autocast("cpu", torch.bfloat16) (q:2). No beam-search twin."""
+    torch.manual_seed(0)
+    model = BaseSeq2Seq().eval()
+    # The decoder and the output layer: the encoder's nn.TransformerEncoder fast path refuses
+    # quantized linear layers (it runs once per search, float32 on both sides).
+    dq = torch.ao.quantization.default_dynamic_qconfig
+    qmodel = torch.ao.quantization.quantize_dynamic(copy.deepcopy(model), {"transformer.decoder": dq, "out": dq},
+                                                    dtype=torch.qint8)
+    out = []
+    for B in (1, 8):
+        src = torch.randint(4, DEC_VOCAB, (B, DEC_SRC), generator=torch.Generator().manual_seed(7))
+
+        def f32():
+            with torch.inference_mode():
+                greedy_kv_cache(model, src)
+
+        def int8():
+            with torch.inference_mode():
+                greedy_kv_cache(qmodel, src)
+
+        def bf16():  # the encoder outside autocast: its fast path refuses it (once per search)
+            with torch.inference_mode():
+                memory = model.encode(src)
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    greedy_kv_cache(model, src, memory)
+        for q, fn in ((0, f32), (1, int8), (2, bf16)):
+            out.append((f"decode_quantized/B:{B}/beam:1/q:{q}", time_it(fn, min_time, reps)))
+    return out
+
+
 GEMM_SHAPES = "256x256x256,512x512x512,1024x1024x1024,2048x2048x2048,4096x4096x4096," \
               "1024x1536x512,1024x2048x512,1024x512x2048"  # as in gemm_bench.cpp
 
@@ -288,6 +326,8 @@ def cmd_run(args):
         results += encoder_layer_cases(args.min_time, args.reps)
     if "decode" in topics:
         results += decode_cases(args.min_time, args.reps)
+    if "decode_quantized" in topics:
+        results += decode_quantized_cases(args.min_time, args.reps)
     if "gemm" in topics:
         shapes = [tuple(int(x) for x in s.split("x")) for s in args.gemm.split(",") if s]
         results += gemm_cases(shapes, args.min_time, args.reps)

@@ -50,10 +50,15 @@ void for_row_blocks(int64_t N, int64_t K, const F& f) {
   for (int64_t b = 0; b < blocks; ++b) f(b * kNBlock, std::min(N, (b + 1) * kNBlock));
 }
 
-// The dequantization every int8 path shares.
-inline float dequantize(int32_t acc, float x_scale, float w_scale, const float* bias, int64_t n) {
-  const float v = static_cast<float>(acc) * (x_scale * w_scale);
-  return bias != nullptr ? v + bias[n] : v;
+// The dequantization every int8 path shares: y[n] = float(acc[n - n0]) * (x_scale * w_scale[n])
+// (+ bias[n], a separate rounded add) for n in [n0, n1) (the file is built without
+// contraction, so the bits are those of the formula; dequantize_row_avx512 gives the same).
+inline void dequantize_row(float* y, const int32_t* acc, float x_scale, const float* w_scale, const float* bias,
+                           int64_t n0, int64_t n1) {
+  for (int64_t n = n0; n < n1; ++n) {
+    const float v = static_cast<float>(acc[n - n0]) * (x_scale * w_scale[n]);
+    y[n] = bias != nullptr ? v + bias[n] : v;
+  }
 }
 
 // ---- bf16 scalar pieces --------------------------------------------------------------------
@@ -112,6 +117,30 @@ void s8_block_scalar(int32_t* acc, int64_t ld, const int8_t* x, int64_t M, const
       acc[m * ld + (n - n0)] = s;
     }
   }
+}
+
+constexpr double kRound = 6755399441055744.0;  // 1.5 * 2^52: (v + kRound) - kRound is rint(v), ties to even
+
+// One row of quantize_rows_s8 (quantized_gemm.h): the reference.
+void quantize_row_s8_scalar(int8_t* qr, float* scale, const float* xr, int64_t K) {
+  float amax = 0.0f;
+  bool finite = true;
+  for (int64_t k = 0; k < K; ++k) {
+    const float a = std::fabs(xr[k]);
+    finite = finite && a <= 3.4028234663852886e38f;  // false for Inf and NaN
+    amax = a > amax ? a : amax;
+  }
+  if (!finite || amax == 0.0f) {
+    std::memset(qr, 0, static_cast<size_t>(K));
+    *scale = finite ? 1.0f : std::nanf("");
+    return;
+  }
+  const double inv = 127.0 / static_cast<double>(amax);  // in double: no overflow for tiny amax
+  for (int64_t k = 0; k < K; ++k) {
+    const double v = std::clamp((static_cast<double>(xr[k]) * inv + kRound) - kRound, -127.0, 127.0);
+    qr[k] = static_cast<int8_t>(v);
+  }
+  *scale = amax / 127.0f;
 }
 
 void f32_to_bf16_scalar(uint16_t* out, const float* x, int64_t n) {
@@ -304,14 +333,52 @@ ATTN_AVX512_BF16 void f32_to_bf16_avx512_bf16(uint16_t* out, const float* x, int
   f32_to_bf16_scalar(out + i, x + i, n - i);
 }
 
-// The 16 -> 1 lane tree of a zmm.
-ATTN_AVX512 inline float tree_avx512(__m512 v) {
-  const __m256 lo = _mm512_castps512_ps256(v);
-  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-  const __m256 t8 = _mm256_add_ps(lo, hi);
-  const __m128 t4 = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
-  const __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));
-  return _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps(t2, t2, 1)));
+// quantize_row_s8_scalar's bits with AVX-512: the same maximum (exact in any order), the same
+// double product and round-to-nearest-even (vrndscalepd), the same clamp.
+ATTN_AVX512 void quantize_row_s8_avx512(int8_t* qr, float* scale, const float* xr, int64_t K) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+  const __m512 flt_max = _mm512_set1_ps(3.4028234663852886e38f);
+  __m512 vmax = _mm512_setzero_ps();
+  __mmask16 finite = 0xFFFF;
+  for (int64_t k = 0; k < K; k += 16) {
+    const __mmask16 mask = static_cast<__mmask16>(K - k >= 16 ? 0xFFFF : (1u << (K - k)) - 1);
+    const __m512 a =
+        _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(_mm512_maskz_loadu_ps(mask, xr + k)), abs_mask));
+    finite &= _mm512_cmp_ps_mask(a, flt_max, _CMP_LE_OQ);  // false for Inf and NaN
+    vmax = _mm512_max_ps(vmax, a);
+  }
+  const float amax = _mm512_reduce_max_ps(vmax);
+  if (finite != 0xFFFF || amax == 0.0f) {
+    std::memset(qr, 0, static_cast<size_t>(K));
+    *scale = finite == 0xFFFF ? 1.0f : std::nanf("");
+    return;
+  }
+  const __m512d inv = _mm512_set1_pd(127.0 / static_cast<double>(amax));
+  const __m512d lo = _mm512_set1_pd(-127.0), hi = _mm512_set1_pd(127.0);
+  for (int64_t k = 0; k < K; k += 16) {
+    const __mmask16 mask = static_cast<__mmask16>(K - k >= 16 ? 0xFFFF : (1u << (K - k)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(mask, xr + k);
+    __m512d d0 = _mm512_mul_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(v)), inv);
+    __m512d d1 = _mm512_mul_pd(
+        _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))), inv);
+    d0 = _mm512_min_pd(_mm512_max_pd(_mm512_roundscale_pd(d0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), lo), hi);
+    d1 = _mm512_min_pd(_mm512_max_pd(_mm512_roundscale_pd(d1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), lo), hi);
+    const __m512i i32 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtpd_epi32(d0)), _mm512_cvtpd_epi32(d1), 1);
+    _mm512_mask_cvtepi32_storeu_epi8(qr + k, mask, i32);
+  }
+  *scale = amax / 127.0f;
+}
+
+// dequantize_row for at most 16 outputs (one block of weight rows) in one masked vector: the
+// same conversion, products and add, so the same bits.
+static_assert(kNBlock == 16, "dequantize_row_avx512 holds one block of weight rows");
+ATTN_AVX512 void dequantize_row_avx512(float* y, const int32_t* acc, float x_scale, const float* w_scale,
+                                       const float* bias, int64_t n0, int64_t n1) {
+  const __mmask16 mask = static_cast<__mmask16>((1u << (n1 - n0)) - 1);
+  const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(x_scale), _mm512_maskz_loadu_ps(mask, w_scale + n0));
+  __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_maskz_loadu_epi32(mask, acc)), scale);
+  if (bias != nullptr) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, bias + n0));
+  _mm512_mask_storeu_ps(y + n0, mask, v);
 }
 
 ATTN_AVX512 inline __m512 flush_avx512(__m512 v) {
@@ -324,110 +391,169 @@ ATTN_AVX512 inline __m512 flush_avx512(__m512 v) {
 inline __mmask32 tail_mask32(int64_t left) { return left >= 32 ? ~__mmask32{0} : (__mmask32{1} << left) - 1; }
 inline __mmask64 tail_mask64(int64_t left) { return left >= 64 ? ~__mmask64{0} : (__mmask64{1} << left) - 1; }
 
-// The AVX-512F emulation of vdpbf16ps: MR activation rows against NR = 4 weight rows.
-template <int MR>
-ATTN_AVX512 void bf16_rows_avx512(float* sums, int64_t ld, const uint16_t* const* xr, const uint16_t* const* wr,
-                                  int64_t K) {
-  constexpr int NR = 4;
-  const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
-  __m512 a[MR][NR];
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) a[i][j] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < K; k += 32) {
-    const __mmask32 mask = tail_mask32(K - k);
-    __m512 wo[NR], we[NR];
-    for (int j = 0; j < NR; ++j) {
-      const __m512i w = _mm512_maskz_loadu_epi16(mask, wr[j] + k);
-      wo[j] = _mm512_castsi512_ps(_mm512_and_si512(w, hi_mask));
-      we[j] = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
-    }
-    for (int i = 0; i < MR; ++i) {
-      const __m512i x = _mm512_maskz_loadu_epi16(mask, xr[i] + k);
-      const __m512 xo = _mm512_castsi512_ps(_mm512_and_si512(x, hi_mask));
-      const __m512 xe = _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
-      for (int j = 0; j < NR; ++j) {
-        a[i][j] = flush_avx512(_mm512_fmadd_ps(xo, wo[j], a[i][j]));
-        a[i][j] = flush_avx512(_mm512_fmadd_ps(xe, we[j], a[i][j]));
-      }
-    }
-  }
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) sums[i * ld + j] = tree_avx512(a[i][j]);
+// Four vectors of 16 float lanes -> their four lane trees (lane_tree's additions, the same
+// pairs in the same order, done in vector lanes): t8 per vector from its 256-bit halves; the
+// four t8 gathered as 128-bit blocks so that one add gives every t4; then t4[0] + t4[2] and
+// t4[1] + t4[3], and their sum, inside each 128-bit block (element 0 of block i is output i).
+ATTN_AVX512 inline __m256d t8_avx512(__m512 v) {
+  return _mm256_castps_pd(
+      _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
 }
 
-// The same sums with vdpbf16ps.
-template <int MR>
-ATTN_AVX512_BF16 void bf16_rows_avx512_bf16(float* sums, int64_t ld, const uint16_t* const* xr,
-                                            const uint16_t* const* wr, int64_t K) {
-  constexpr int NR = 4;
+ATTN_AVX512 inline __m128 trees4_avx512(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+  const __m512 z = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(t8_avx512(a0)), t8_avx512(a1), 1));
+  const __m512 w = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(t8_avx512(a2)), t8_avx512(a3), 1));
+  const __m512 lo = _mm512_shuffle_f32x4(z, w, _MM_SHUFFLE(2, 0, 2, 0));  // t8[0:4] of a0..a3
+  const __m512 hi = _mm512_shuffle_f32x4(z, w, _MM_SHUFFLE(3, 1, 3, 1));  // t8[4:8] of a0..a3
+  const __m512 t4 = _mm512_add_ps(lo, hi);
+  const __m512 t2 = _mm512_add_ps(t4, _mm512_permute_ps(t4, _MM_SHUFFLE(1, 0, 3, 2)));
+  const __m512 t1 = _mm512_add_ps(t2, _mm512_permute_ps(t2, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), t1));
+}
+
+// MR activation rows against NR weight rows of bf16 sums: with vdpbf16ps (kNative) or its
+// AVX-512F emulation (bf16 widened by a shift or a mask, two FMAs, the flush). Both are
+// compiled for the BF16 target; the emulation uses no BF16 instruction (the Avx512 path runs
+// it on CPUs without them, and the tests force that path).
+template <int MR, int NR, bool kNative>
+ATTN_AVX512_BF16 void bf16_rows_avx512(float* sums, int64_t ld, const uint16_t* const* xr, const uint16_t* const* wr,
+                                       int64_t K) {
+  static_assert(NR % 4 == 0, "weight rows go in groups of four");
+  const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
   __m512 a[MR][NR];
+#pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) a[i][j] = _mm512_setzero_ps();
   for (int64_t k = 0; k < K; k += 32) {
     const __mmask32 mask = tail_mask32(K - k);
     __m512i w[NR];
+#pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) w[j] = _mm512_maskz_loadu_epi16(mask, wr[j] + k);
+#pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       const __m512i x = _mm512_maskz_loadu_epi16(mask, xr[i] + k);
-      for (int j = 0; j < NR; ++j) a[i][j] = _mm512_dpbf16_ps(a[i][j], (__m512bh)x, (__m512bh)w[j]);
+      if constexpr (kNative) {
+#pragma GCC unroll 8
+        for (int j = 0; j < NR; ++j) a[i][j] = _mm512_dpbf16_ps(a[i][j], (__m512bh)x, (__m512bh)w[j]);
+      } else {
+        const __m512 xo = _mm512_castsi512_ps(_mm512_and_si512(x, hi_mask));
+        const __m512 xe = _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
+#pragma GCC unroll 8
+        for (int j = 0; j < NR; ++j) {
+          const __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(w[j], hi_mask));
+          const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(w[j], 16));
+          a[i][j] = flush_avx512(_mm512_fmadd_ps(xo, wo, a[i][j]));
+          a[i][j] = flush_avx512(_mm512_fmadd_ps(xe, we, a[i][j]));
+        }
+      }
     }
   }
+#pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) sums[i * ld + j] = tree_avx512(a[i][j]);
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; j += 4)
+      _mm_storeu_ps(sums + i * ld + j, trees4_avx512(a[i][j], a[i][j + 1], a[i][j + 2], a[i][j + 3]));
 }
 
-// MR activation rows (already shifted to u8) against NR = 4 weight rows with vpdpbusd; the
-// shift is taken back with the weight rows' sums.
-template <int MR>
-ATTN_AVX512_VNNI void s8_rows_vnni(int32_t* acc, int64_t ld, const uint8_t* const* xr, const int8_t* const* wr,
-                                   int64_t K) {
-  constexpr int NR = 4;
-  __m512i a[MR][NR], ws[NR];
-  for (int j = 0; j < NR; ++j) {
-    ws[j] = _mm512_setzero_si512();
-    for (int i = 0; i < MR; ++i) a[i][j] = _mm512_setzero_si512();
+// sums of weight rows [n0, n1) against M activation rows (x: row stride ldx), as s8_block_vnni
+// blocks them: one activation row takes eight weight rows at a time, more rows four at a time.
+template <bool kNative>
+ATTN_AVX512_BF16 void bf16_block_avx512(float* sums, int64_t ld, const uint16_t* x, int64_t ldx, int64_t M,
+                                        const uint16_t* w, int64_t n0, int64_t n1, int64_t K) {
+  for (int64_t m = 0; m < M; m += 4) {
+    const int mr = static_cast<int>(std::min<int64_t>(4, M - m));
+    const int nr = mr == 1 ? 8 : 4;
+    const uint16_t* xr[4];
+    for (int i = 0; i < 4; ++i) xr[i] = x + std::min(m + i, M - 1) * ldx;
+    for (int64_t n = n0; n < n1; n += nr) {
+      const uint16_t* wr[8];
+      for (int j = 0; j < nr; ++j) wr[j] = w + std::min(n + j, n1 - 1) * K;
+      float tile[4 * 8];
+      switch (mr) {
+        case 1: bf16_rows_avx512<1, 8, kNative>(tile, 8, xr, wr, K); break;
+        case 2: bf16_rows_avx512<2, 4, kNative>(tile, 8, xr, wr, K); break;
+        case 3: bf16_rows_avx512<3, 4, kNative>(tile, 8, xr, wr, K); break;
+        default: bf16_rows_avx512<4, 4, kNative>(tile, 8, xr, wr, K); break;
+      }
+      for (int i = 0; i < mr; ++i)
+        for (int j = 0; j < nr && n + j < n1; ++j) sums[(m + i) * ld + (n + j - n0)] = tile[i * 8 + j];
+    }
   }
-  const __m512i ones = _mm512_set1_epi8(1);
+}
+
+// Four vectors of 16 int32 lanes -> their four lane sums (integer sums: the order does not
+// change the value, mod 2^32). Two rounds of unpack-and-add inside the 128-bit lanes leave
+// [sum a0, sum a1, sum a2, sum a3] per 128-bit lane; the four 128-bit lanes are then added.
+ATTN_AVX512_VNNI inline __m128i sums4_vnni(__m512i a0, __m512i a1, __m512i a2, __m512i a3) {
+  const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(a0, a1), _mm512_unpackhi_epi32(a0, a1));
+  const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(a2, a3), _mm512_unpackhi_epi32(a2, a3));
+  const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+  const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(u), _mm512_extracti64x4_epi64(u, 1));
+  return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+// MR activation rows (s8) against NR weight rows with vpdpbusd, which multiplies u8 by s8: the
+// weights are the u8 operand, shifted by 128 (one XOR of the sign bit per loaded vector), so
+// out[i * ld + j] = sum_k (w[j][k] + 128) x[i][k]; the caller takes 128 sum_k x[i][k] back. The
+// shift sits on the weights so that its correction depends on the activation row only (one sum
+// per row per call) and no weight row sums are needed. K tails load zeros (masked), which the
+// shift turns into 128 * 0 = 0 products.
+template <int MR, int NR>
+ATTN_AVX512_VNNI void s8_rows_vnni(int32_t* out, int64_t ld, const int8_t* const* xr, const int8_t* const* wr,
+                                   int64_t K) {
+  static_assert(NR % 4 == 0, "weight rows go in groups of four");
+  __m512i a[MR][NR];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) a[i][j] = _mm512_setzero_si512();
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t k = 0; k < K; k += 64) {
     const __mmask64 mask = tail_mask64(K - k);
     __m512i w[NR];
-    for (int j = 0; j < NR; ++j) {
-      w[j] = _mm512_maskz_loadu_epi8(mask, wr[j] + k);
-      ws[j] = _mm512_dpbusd_epi32(ws[j], ones, w[j]);
-    }
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) w[j] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mask, wr[j] + k), flip);
+#pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       const __m512i x = _mm512_maskz_loadu_epi8(mask, xr[i] + k);
-      for (int j = 0; j < NR; ++j) a[i][j] = _mm512_dpbusd_epi32(a[i][j], x, w[j]);
+#pragma GCC unroll 8
+      for (int j = 0; j < NR; ++j) a[i][j] = _mm512_dpbusd_epi32(a[i][j], w[j], x);
     }
   }
-  for (int j = 0; j < NR; ++j) {
-    const uint32_t shift = 128u * static_cast<uint32_t>(_mm512_reduce_add_epi32(ws[j]));
-    for (int i = 0; i < MR; ++i)
-      acc[i * ld + j] = static_cast<int32_t>(static_cast<uint32_t>(_mm512_reduce_add_epi32(a[i][j])) - shift);
-  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; j += 4)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i * ld + j),
+                       sums4_vnni(a[i][j], a[i][j + 1], a[i][j + 2], a[i][j + 3]));
 }
 
-// One block of weight rows [n0, n1) against M activation rows, NR = 4 weight rows at a time
-// (the last group repeats the last row), MR <= 4 activation rows at a time.
-template <class T, class W, class Out, class Rows1, class Rows2, class Rows3, class Rows4>
-inline void nr4_block(Out* out, int64_t ld, const T* x, int64_t ldx, int64_t M, const W* w, int64_t n0, int64_t n1,
-                      int64_t K, Rows1 r1, Rows2 r2, Rows3 r3, Rows4 r4) {
-  for (int64_t n = n0; n < n1; n += 4) {
-    const W* wr[4];
-    for (int j = 0; j < 4; ++j) wr[j] = w + std::min(n + j, n1 - 1) * K;
-    for (int64_t m = 0; m < M; m += 4) {
-      const T* xr[4];
-      for (int i = 0; i < 4; ++i) xr[i] = x + std::min(m + i, M - 1) * ldx;
-      Out tile[4 * 4];
-      const int mr = static_cast<int>(std::min<int64_t>(4, M - m));
+// The exact accumulators of weight rows [n0, n1) against M activation rows x (s8, row stride
+// K) with vpdpbusd; x_shift[m] = 128 sum_k x[m][k] (mod 2^32). One activation row takes eight
+// weight rows at a time (eight independent accumulator chains), more rows four at a time; tails
+// reuse the last valid row, computed again and never stored.
+ATTN_AVX512_VNNI void s8_block_vnni(int32_t* acc, int64_t ld, const int8_t* x, int64_t M, const int8_t* w, int64_t n0,
+                                    int64_t n1, int64_t K, const uint32_t* x_shift) {
+  for (int64_t m = 0; m < M; m += 4) {
+    const int mr = static_cast<int>(std::min<int64_t>(4, M - m));
+    const int nr = mr == 1 ? 8 : 4;
+    const int8_t* xr[4];
+    for (int i = 0; i < 4; ++i) xr[i] = x + std::min(m + i, M - 1) * K;
+    for (int64_t n = n0; n < n1; n += nr) {
+      const int8_t* wr[8];
+      for (int j = 0; j < nr; ++j) wr[j] = w + std::min(n + j, n1 - 1) * K;
+      int32_t tile[4 * 8];
       switch (mr) {
-        case 1: r1(tile, 4, xr, wr, K); break;
-        case 2: r2(tile, 4, xr, wr, K); break;
-        case 3: r3(tile, 4, xr, wr, K); break;
-        default: r4(tile, 4, xr, wr, K); break;
+        case 1: s8_rows_vnni<1, 8>(tile, 8, xr, wr, K); break;
+        case 2: s8_rows_vnni<2, 4>(tile, 8, xr, wr, K); break;
+        case 3: s8_rows_vnni<3, 4>(tile, 8, xr, wr, K); break;
+        default: s8_rows_vnni<4, 4>(tile, 8, xr, wr, K); break;
       }
       for (int i = 0; i < mr; ++i)
-        for (int j = 0; j < 4 && n + j < n1; ++j) out[(m + i) * ld + (n + j - n0)] = tile[i * 4 + j];
+        for (int j = 0; j < nr && n + j < n1; ++j)
+          acc[(m + i) * ld + (n + j - n0)] =
+              static_cast<int32_t>(static_cast<uint32_t>(tile[i * 8 + j]) - x_shift[m + i]);
     }
   }
 }
@@ -462,17 +588,14 @@ void check_path(QuantPath path, bool int8) {
   }
 }
 
-// The exact int8 accumulators of weight rows [n0, n1) against activation rows: xs are xq
-// (s8) for the scalar and AVX2 paths, xq + 128 (u8 bytes) for VNNI.
+// The exact int8 accumulators of weight rows [n0, n1) against activation rows xs (s8);
+// x_shift (VNNI only) as s8_block_vnni takes it.
 void s8_block(QuantPath path, int32_t* acc, int64_t ld, const int8_t* xs, int64_t M, const int8_t* w, int64_t n0,
-              int64_t n1, int64_t K) {
+              int64_t n1, int64_t K, const uint32_t* x_shift) {
   switch (path) {
 #if defined(__x86_64__)
     case QuantPath::Avx2: s8_block_avx2(acc, ld, xs, M, w, n0, n1, K); return;
-    case QuantPath::Avx512Vnni:
-      nr4_block(acc, ld, reinterpret_cast<const uint8_t*>(xs), K, M, w, n0, n1, K, s8_rows_vnni<1>, s8_rows_vnni<2>,
-                s8_rows_vnni<3>, s8_rows_vnni<4>);
-      return;
+    case QuantPath::Avx512Vnni: s8_block_vnni(acc, ld, xs, M, w, n0, n1, K, x_shift); return;
 #endif
     default: s8_block_scalar(acc, ld, xs, M, w, n0, n1, K); return;
   }
@@ -483,14 +606,8 @@ void bf16_block(QuantPath path, float* sums, int64_t ld, const uint16_t* x, int6
   switch (path) {
 #if defined(__x86_64__)
     case QuantPath::Avx2: bf16_block_avx2(sums, ld, x, ldx, M, w, n0, n1, K); return;
-    case QuantPath::Avx512:
-      nr4_block(sums, ld, x, ldx, M, w, n0, n1, K, bf16_rows_avx512<1>, bf16_rows_avx512<2>, bf16_rows_avx512<3>,
-                bf16_rows_avx512<4>);
-      return;
-    case QuantPath::Avx512Bf16:
-      nr4_block(sums, ld, x, ldx, M, w, n0, n1, K, bf16_rows_avx512_bf16<1>, bf16_rows_avx512_bf16<2>,
-                bf16_rows_avx512_bf16<3>, bf16_rows_avx512_bf16<4>);
-      return;
+    case QuantPath::Avx512: bf16_block_avx512<false>(sums, ld, x, ldx, M, w, n0, n1, K); return;
+    case QuantPath::Avx512Bf16: bf16_block_avx512<true>(sums, ld, x, ldx, M, w, n0, n1, K); return;
 #endif
     default: bf16_block_scalar(sums, ld, x, ldx, M, w, n0, n1, K); return;
   }
@@ -500,18 +617,20 @@ void bf16_block(QuantPath path, float* sums, int64_t ld, const uint16_t* x, int6
 // acc[(m - m0) * kNBlock + (n - n0)].
 template <class Out>
 void s8_driver(const int8_t* xq, int64_t M, const int8_t* w, int64_t N, int64_t K, QuantPath path, const Out& out) {
-  std::vector<int8_t> shifted;
-  const int8_t* xs = xq;
-  if (path == QuantPath::Avx512Vnni) {  // u8 = s8 + 128: the sign bit flipped
-    shifted.resize(static_cast<size_t>(M * K));
-    for (size_t i = 0; i < shifted.size(); ++i) shifted[i] = static_cast<int8_t>(static_cast<uint8_t>(xq[i]) ^ 0x80u);
-    xs = shifted.data();
+  std::vector<uint32_t> x_shift;
+  if (path == QuantPath::Avx512Vnni) {  // 128 sum_k xq[m][k], taken back from the shifted weights' sums
+    x_shift.assign(static_cast<size_t>(M), 0u);
+    for (int64_t m = 0; m < M; ++m) {
+      uint32_t s = 0;
+      for (int64_t k = 0; k < K; ++k) s += static_cast<uint32_t>(static_cast<int32_t>(xq[m * K + k]));
+      x_shift[static_cast<size_t>(m)] = 128u * s;
+    }
   }
   for_row_blocks(N, K, [&](int64_t n0, int64_t n1) {
     int32_t acc[kMChunk * kNBlock];
     for (int64_t m0 = 0; m0 < M; m0 += kMChunk) {
       const int64_t rows = std::min(kMChunk, M - m0);
-      s8_block(path, acc, kNBlock, xs + m0 * K, rows, w, n0, n1, K);
+      s8_block(path, acc, kNBlock, xq + m0 * K, rows, w, n0, n1, K, x_shift.data() + (x_shift.empty() ? 0 : m0));
       out(m0, rows, n0, n1, acc);
     }
   });
@@ -586,30 +705,21 @@ int64_t bf16_flush_subnormals(uint16_t* x, int64_t n) {
   return flushed;
 }
 
-void quantize_rows_s8(int8_t* q, float* scale, const float* x, int64_t rows, int64_t K, int64_t ldx) {
-  constexpr double kRound = 6755399441055744.0;  // 1.5 * 2^52: (v + kRound) - kRound is rint(v), ties to even
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * ldx;
-    int8_t* qr = q + r * K;
-    float amax = 0.0f;
-    bool finite = true;
-    for (int64_t k = 0; k < K; ++k) {
-      const float a = std::fabs(xr[k]);
-      finite = finite && a <= 3.4028234663852886e38f;  // false for Inf and NaN
-      amax = a > amax ? a : amax;
-    }
-    if (!finite || amax == 0.0f) {
-      std::memset(qr, 0, static_cast<size_t>(K));
-      scale[r] = finite ? 1.0f : std::nanf("");
-      continue;
-    }
-    const double inv = 127.0 / static_cast<double>(amax);  // in double: no overflow for tiny amax
-    for (int64_t k = 0; k < K; ++k) {
-      const double v = std::clamp((static_cast<double>(xr[k]) * inv + kRound) - kRound, -127.0, 127.0);
-      qr[k] = static_cast<int8_t>(v);
-    }
-    scale[r] = amax / 127.0f;
+void quantize_rows_s8(int8_t* q, float* scale, const float* x, int64_t rows, int64_t K, int64_t ldx,
+                      QuantPath path) {
+  ATTN_CHECK(quant_path_supported(path), "quantize_rows_s8", "path ", quant_path_name(path),
+             " is not supported by this CPU or build");
+#if defined(__x86_64__)
+  if (path == QuantPath::Avx512 || path == QuantPath::Avx512Vnni || path == QuantPath::Avx512Bf16) {
+    for (int64_t r = 0; r < rows; ++r) quantize_row_s8_avx512(q + r * K, scale + r, x + r * ldx, K);
+    return;
   }
+#endif
+  for (int64_t r = 0; r < rows; ++r) quantize_row_s8_scalar(q + r * K, scale + r, x + r * ldx, K);
+}
+
+void quantize_rows_s8(int8_t* q, float* scale, const float* x, int64_t rows, int64_t K, int64_t ldx) {
+  quantize_rows_s8(q, scale, x, rows, K, ldx, int8_path());
 }
 
 bool int8_weights_in_range(const int8_t* w, int64_t n) {
@@ -634,12 +744,19 @@ void gemm_s8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const
   if (M <= 0 || N <= 0) return;
   std::vector<int8_t> xq(static_cast<size_t>(M * K));
   std::vector<float> xs(static_cast<size_t>(M));
-  quantize_rows_s8(xq.data(), xs.data(), x, M, K, ldx);
+  quantize_rows_s8(xq.data(), xs.data(), x, M, K, ldx, path);
+  [[maybe_unused]] const bool wide = path == QuantPath::Avx512Vnni;  // kNBlock = 16 rows: one vector
   s8_driver(xq.data(), M, w, N, K, path, [&](int64_t m0, int64_t rows, int64_t n0, int64_t n1, const int32_t* tile) {
     for (int64_t m = 0; m < rows; ++m) {
       float* yr = y + (m0 + m) * ldy;
       const float s = xs[static_cast<size_t>(m0 + m)];
-      for (int64_t n = n0; n < n1; ++n) yr[n] = dequantize(tile[m * kNBlock + (n - n0)], s, w_scale[n], bias, n);
+#if defined(__x86_64__)
+      if (wide) {
+        dequantize_row_avx512(yr, tile + m * kNBlock, s, w_scale, bias, n0, n1);
+        continue;
+      }
+#endif
+      dequantize_row(yr, tile + m * kNBlock, s, w_scale, bias, n0, n1);
     }
   });
 }

@@ -15,10 +15,10 @@
 //   y[m, n]   = float(acc) * (x_scale[m] * w_scale[n])  (+ bias[n], a separate rounded add).
 // Every path computes the same integer accumulators and the same float epilogue, so the
 // results are bit-identical on every path:
-//   - AVX-512 VNNI: vpdpbusd multiplies u8 by s8. The activations are shifted to u8
-//     (xq + 128, one XOR with 0x80) and the shift is taken back exactly in int32 (mod 2^32):
-//     sum_k (xq + 128) wq - 128 sum_k wq, with sum_k wq from a second vpdpbusd against bytes
-//     of 1 on the same weight chunks (no stored row sums). K tails use masked loads (zeros).
+//   - AVX-512 VNNI: vpdpbusd multiplies u8 by s8. The weights are the u8 operand, shifted to
+//     w + 128 by one XOR of the sign bit as they are loaded, and the shift is taken back
+//     exactly in int32 (mod 2^32): sum_k (w + 128) xq - 128 sum_k xq, with sum_k xq one sum per
+//     activation row per call (no weight row sums, no copy of x). K tails use masked loads.
 //   - AVX2: ggml's sign trick, vpmaddubsw(|xq|, sign(xq) * wq): both factors lie in
 //     [-127, 127], so a pair of products is at most 2 * 127^2 = 32,258 and the s16 saturation
 //     of vpmaddubsw never happens; vpmaddwd widens to int32. K tails in scalar code.
@@ -73,6 +73,10 @@ int64_t bf16_flush_subnormals(uint16_t* x, int64_t n);
 // ---- int8 ------------------------------------------------------------------------------------
 // Quantizes `rows` rows of K floats (row r at x + r * ldx) as described above: q [rows, K]
 // contiguous, scale [rows].
+// Paths: Scalar and Avx2 (the scalar loop), Avx512 and its VNNI/BF16 variants (vectorized),
+// all with the scalar loop's bits; the second form takes int8_path().
+void quantize_rows_s8(int8_t* q, float* scale, const float* x, int64_t rows, int64_t K, int64_t ldx,
+                      QuantPath path);
 void quantize_rows_s8(int8_t* q, float* scale, const float* x, int64_t rows, int64_t K, int64_t ldx);
 // Whether every byte of w lies in [-127, 127].
 bool int8_weights_in_range(const int8_t* w, int64_t n);

@@ -2,7 +2,8 @@
 # Trains the tiny models the serve tests serve, each in a second or two (one thread, no
 # dropout, constant rate): OUT/rev (encoder-decoder, reverse 5 symbols of 6), OUT/lm (decoder-only
 # on lines of 8 letters following a..p, learned positions of 16: prompts of 15 tokens at most)
-# and OUT/mlm (encoder-only masked LM on lines of one repeated letter).
+# and OUT/mlm (encoder-only masked LM on lines of one repeated letter), plus OUT/rev_int8 and
+# OUT/lm_bf16, their quantized copies.
 #   make_serve_models.sh ATTN_BINARY OUT_DIR
 # Run by ctest as the serve_models test (FIXTURES_SETUP serve).
 set -euo pipefail
@@ -36,4 +37,7 @@ for copy in 0 1 2 3; do
   done
 done
 "$attn" train --arch encoder-only --text mlm.txt --layers 1 --epochs 10 --batch-size 16 --warmup 10 --out mlm $small
-echo "make_serve_models.sh: rev, lm and mlm in $out"
+# Reduced-precision copies (attn quantize): rev in int8, lm in bf16.
+"$attn" quantize --model rev --to int8 --out rev_int8 --force
+"$attn" quantize --model lm --to bf16 --out lm_bf16 --force
+echo "make_serve_models.sh: rev, lm, mlm, rev_int8 and lm_bf16 in $out"

@@ -163,6 +163,31 @@ TEST(QuantizeRowsS8, ErrorIsAtMostHalfAStepAndMinus128NeverOccurs) {
   EXPECT_FALSE(int8_weights_in_range(bad, 3));
 }
 
+TEST(QuantizeRowsS8, EveryPathGivesTheScalarBits) {
+  // Rows with ties (k / 2 steps of amax / 127 land on .5), an Inf, a NaN, zeros, subnormals,
+  // strided input and every tail length of a 16-float vector.
+  Rng rng(23);
+  for (int64_t K : {1, 7, 15, 16, 17, 31, 64, 100, 513}) {
+    const int64_t rows = 6, ldx = K + 5;
+    auto x = random_floats(rows * ldx, rng, -3.0, 3.0);
+    for (int64_t k = 0; k < K; ++k) x[k] = static_cast<float>(k % 255 - 127) * 0.5f;  // ties to even
+    x[ldx + K / 2] = INFINITY;
+    x[2 * ldx + K - 1] = NAN;
+    for (int64_t k = 0; k < K; ++k) x[3 * ldx + k] = 0.0f;
+    for (int64_t k = 0; k < K; ++k) x[4 * ldx + k] = static_cast<float>(k + 1) * 1e-41f;  // subnormal
+    std::vector<int8_t> want(static_cast<size_t>(rows * K)), got(want.size());
+    std::vector<float> ws(rows), gs(rows);
+    quantize_rows_s8(want.data(), ws.data(), x.data(), rows, K, ldx, QuantPath::Scalar);
+    for (QuantPath path : {QuantPath::Avx2, QuantPath::Avx512, QuantPath::Avx512Vnni, QuantPath::Avx512Bf16}) {
+      if (!quant_path_supported(path)) continue;
+      std::fill(got.begin(), got.end(), int8_t{-128});
+      quantize_rows_s8(got.data(), gs.data(), x.data(), rows, K, ldx, path);
+      ASSERT_EQ(got, want) << quant_path_name(path) << " K " << K;
+      ASSERT_EQ(std::memcmp(gs.data(), ws.data(), ws.size() * sizeof(float)), 0) << quant_path_name(path) << " K " << K;
+    }
+  }
+}
+
 // ---- int8 products -----------------------------------------------------------------------------
 
 std::vector<int8_t> random_s8(int64_t n, Rng& rng) {
