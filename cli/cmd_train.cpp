@@ -482,7 +482,7 @@ int run_train(const TrainOptions& o) {
       std::fprintf(stderr, "  SentencePiece vocabulary %s (%lld pieces, fingerprint %s)%s\n", c.vocab.c_str(),
                    static_cast<long long>(d.vocab.size()), d.vocab.sentencepiece()->fingerprint().c_str(),
                    c.uses_tsv() ? ", shared by source and target" : "");
-    if (d.train_unknown_tokens > 0 && !c.uses_pairs())
+    if (d.train_unknown_tokens > 0 && !c.uses_pairs() && c.init.empty())
       std::fprintf(stderr, "  warning: %lld training characters are not in the SentencePiece model (read as <unk>)\n",
                    static_cast<long long>(d.train_unknown_tokens));
     if (d.vocab.has_mask())
@@ -515,8 +515,8 @@ int run_train(const TrainOptions& o) {
     if (c.objective == train::ObjectiveKind::Dpo)
       std::fprintf(stderr, "  dpo: beta %g, reference %s (log-probabilities measured once, no dropout)\n", c.dpo_beta,
                    c.ref.empty() ? (c.init.empty() ? "the initial model" : c.init.c_str()) : c.ref.c_str());
-    if (c.uses_pairs() && d.train_unknown_tokens > 0)
-      std::fprintf(stderr, "  warning: %lld tokens of the training pairs are not in the vocabulary (read as <unk>)\n",
+    if ((c.uses_pairs() || !c.init.empty()) && d.train_unknown_tokens > 0)
+      std::fprintf(stderr, "  warning: %lld training tokens are not in the vocabulary (read as <unk>)\n",
                    static_cast<long long>(d.train_unknown_tokens));
     if (c.uses_text() && d.empty_lines > 0)
       std::fprintf(stderr, "  %lld blank lines skipped\n", static_cast<long long>(d.empty_lines));

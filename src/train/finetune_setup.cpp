@@ -125,6 +125,32 @@ void Trainer::load_pairs_data() {
   }
 }
 
+void Trainer::adopt_init_vocab() {
+  ATTN_CHECK(!from_gpt2(), kOp, "a GPT-2 start (--init '", config_.init,
+             "') trains on prompt/response pairs (objective sft or dpo); pre-training text through its BPE is not "
+             "supported");
+  ATTN_CHECK(!config_.stream, kOp, "--init with stream is not supported: the stream builds its own vocabulary");
+  // The data was read with a vocabulary of its own (same tokenization): every id is mapped to
+  // the init vocabulary's id of the same token, unknown tokens to <unk> (counted).
+  const io::Vocab& own = data_.vocab;
+  const io::Vocab& init = *init_vocab_;
+  std::vector<int64_t> map(static_cast<size_t>(own.size()));
+  for (int64_t id = 0; id < own.size(); ++id)
+    map[static_cast<size_t>(id)] = id < io::Vocab::kNumSpecial ? id : init.id(own.token(id), true);
+  auto remap = [&](std::vector<io::Example>& set, int64_t* unknown) {
+    for (io::Example& e : set)
+      for (auto* side : {&e.src, &e.tgt})
+        for (int64_t& id : *side) {
+          const int64_t before = id;
+          id = map[static_cast<size_t>(id)];
+          *unknown += id == io::Vocab::kUnk && before != io::Vocab::kUnk ? 1 : 0;
+        }
+  };
+  remap(data_.train, &data_.train_unknown_tokens);
+  remap(data_.valid, &data_.valid_unknown_tokens);
+  data_.vocab = init;
+}
+
 void Trainer::measure_reference() {
   const TrainConfig& c = config_;
   std::shared_ptr<models::Model> ref = model_;  // before any step: the init model

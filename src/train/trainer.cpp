@@ -286,6 +286,7 @@ void Trainer::build() {
     t.n_symbols = c.symbols;
     data_ = make_task_dataset(t, c.train_size, c.valid_size, c.data_seed);
   }
+  if (!c.init.empty() && !c.uses_pairs()) adopt_init_vocab();
   if (c.max_length > 0 && !c.stream) {  // in memory: the same skipping as the stream's
     std::vector<io::Example> kept;
     for (io::Example& e : data_.train) {

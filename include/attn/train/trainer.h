@@ -194,6 +194,7 @@ class Trainer {
   // DPO's reference log-probabilities; the model folder(s) written after every epoch.
   void adopt_init_config();
   void load_pairs_data();
+  void adopt_init_vocab();  // pretrain data from --init: re-read with the folder's vocabulary
   void load_init_weights();
   void measure_reference();
   void save_model_folders();
