@@ -7,6 +7,7 @@
 // --init) exits non-zero naming the file and line or folder, leaving no run folder behind.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -51,7 +52,7 @@ std::string dpo_pairs() {
 }
 
 std::vector<nlohmann::ordered_json> metrics_of(const std::string& dir) {
-  return io::read_metrics_log((fs::path(dir) / "metrics.jsonl").string()).records;
+  return io::read_metrics_log((fs::path(dir) / "metrics.jsonl").string(), "test").records;
 }
 
 const std::string kSmall =

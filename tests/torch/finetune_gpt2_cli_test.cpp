@@ -39,7 +39,7 @@ TEST(FinetuneGpt2Cli, SftWritesBothLayoutsAndDpoAgainstAGpt2Reference) {
                                     "--valid-pairs pv.tsv --epochs 4 --samples 1 " + kRun);
   ASSERT_EQ(sft.exit_code, 0) << sft.err;
   EXPECT_NE(sft.err.find("Hugging Face GPT-2"), std::string::npos) << sft.err;
-  const auto m = io::read_metrics_log(tmp.file("g/metrics.jsonl")).records;
+  const auto m = io::read_metrics_log(tmp.file("g/metrics.jsonl"), "test").records;
   ASSERT_EQ(m.size(), 4u);
   EXPECT_LT(m.back()["loss"].get<double>(), m.front()["loss"].get<double>());
   for (const char* f : {"config.json", "model.safetensors", "vocab.json", "merges.txt"})
@@ -54,14 +54,14 @@ TEST(FinetuneGpt2Cli, SftWritesBothLayoutsAndDpoAgainstAGpt2Reference) {
   EXPECT_EQ(run_attn(tmp, "info --model g").exit_code, 0);
   const Outcome resumed = run_attn(tmp, "train --out g --resume --epochs 5 --no-report --samples 0");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-  EXPECT_EQ(io::read_metrics_log(tmp.file("g/metrics.jsonl")).records.size(), 5u);
+  EXPECT_EQ(io::read_metrics_log(tmp.file("g/metrics.jsonl"), "test").records.size(), 5u);
 
   io::write_file_atomic(tmp.file("d.tsv"), "the cat\tis on the hill\tis the sun\nthe dog\tis in the sun\tsat\n");
   io::write_file_atomic(tmp.file("dv.tsv"), "a cat\tsat on a hat\tis a hill\n");
   const Outcome dpo = run_attn(tmp, "train --out d --init '" + gpt2 + "' --ref '" + ref + "' --objective dpo "
                                     "--pairs d.tsv --valid-pairs dv.tsv --epochs 2 " + kRun);
   ASSERT_EQ(dpo.exit_code, 0) << dpo.err;
-  const auto d = io::read_metrics_log(tmp.file("d/metrics.jsonl")).records;
+  const auto d = io::read_metrics_log(tmp.file("d/metrics.jsonl"), "test").records;
   ASSERT_EQ(d.size(), 2u);
   EXPECT_TRUE(d.back()["val_pref_acc"].is_number());
   EXPECT_TRUE(fs::exists(tmp.file("d/hf/config.json")));

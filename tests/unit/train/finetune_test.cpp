@@ -279,5 +279,31 @@ TEST(FinetuneRun, DpoFromAnSftFolderStartsAtLogTwoAndRefusesAnotherVocabulary) {
   EXPECT_FALSE(std::filesystem::exists(tmp.file("dpo2")));
 }
 
+TEST(FinetuneRun, EncoderDecoderSftIsSeq2SeqAndDpoScoresTargets) {
+  TempDir tmp("attn_finetune_s2s");
+  io::write_file_atomic(tmp.file("sft.tsv"), "ab\tba\nabc\tcba\nb\tb\n");
+  io::write_file_atomic(tmp.file("dpo.tsv"), "ab\tba\tab\nabc\tcba\tabc\n");
+  io::write_file_atomic(tmp.file("dpo_valid.tsv"), "ba\tab\tba\n");
+  TrainConfig s = tiny_sft(tmp.file("sft.tsv"));
+  s.model.arch = models::Arch::EncoderDecoder;
+  s.model.n_encoder_layers = 1;
+  Trainer sft(s, tmp.file("sft"));
+  EXPECT_EQ(sft.data().train[0].src, sft.data().vocab.encode("ab"));  // no template for seq2seq
+  sft.run();
+
+  TrainConfig d = tiny_sft(tmp.file("dpo.tsv"));
+  d.objective = ObjectiveKind::Dpo;
+  d.valid_pairs_path = tmp.file("dpo_valid.tsv");
+  d.init = tmp.file("sft");
+  Trainer dpo(d, tmp.file("dpo"));
+  EXPECT_EQ(dpo.config().model.arch, models::Arch::EncoderDecoder);
+  dpo.run(1);
+  EXPECT_NEAR(dpo.step_losses()[0], std::log(2.0), 1e-6);
+  const ValidationResult v = dpo.objective().validate(dpo.data().valid, 4);
+  EXPECT_TRUE(v.has_preference);
+  EXPECT_EQ(v.preference.pairs, 1);
+  EXPECT_TRUE(std::isfinite(v.preference.margin) && std::isfinite(v.nll));
+}
+
 }  // namespace
 }  // namespace attn::train
