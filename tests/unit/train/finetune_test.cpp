@@ -279,6 +279,29 @@ TEST(FinetuneRun, DpoFromAnSftFolderStartsAtLogTwoAndRefusesAnotherVocabulary) {
   EXPECT_FALSE(std::filesystem::exists(tmp.file("dpo2")));
 }
 
+TEST(FinetuneRun, PretrainingTextFromAnInitFolderIsReadWithItsVocabulary) {
+  TempDir tmp("attn_finetune_text");
+  io::write_file_atomic(tmp.file("sft.tsv"), "rev ab\tba\nup b\tB\n");
+  Trainer sft(tiny_sft(tmp.file("sft.tsv")), tmp.file("sft"));
+  sft.run();
+  const io::Vocab& vocab = sft.data().vocab;
+  io::write_file_atomic(tmp.file("text.txt"), "up ba\nrev z\n");  // 'z' is not in the folder's vocabulary
+  TrainConfig c;
+  c.task = "";
+  c.text_path = tmp.file("text.txt");
+  c.init = tmp.file("sft");
+  c.epochs = 1;
+  c.threads = 1;
+  Trainer lm(c, tmp.file("lm"));
+  EXPECT_EQ(lm.config().model.arch, models::Arch::DecoderOnly);
+  EXPECT_TRUE(lm.data().vocab == vocab);
+  EXPECT_EQ(lm.data().train_unknown_tokens, 1);
+  EXPECT_EQ(lm.data().train[0].tgt, vocab.encode("up ba"));
+  EXPECT_EQ(lm.data().train[1].tgt, vocab.encode("rev z", true));
+  lm.run(1);
+  EXPECT_TRUE(std::isfinite(lm.step_losses()[0]));
+}
+
 TEST(FinetuneRun, EncoderDecoderSftIsSeq2SeqAndDpoScoresTargets) {
   TempDir tmp("attn_finetune_s2s");
   io::write_file_atomic(tmp.file("sft.tsv"), "ab\tba\nabc\tcba\nb\tb\n");
