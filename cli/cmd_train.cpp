@@ -47,7 +47,7 @@ struct TrainOptions {
   std::string out;
   std::string config_file;
   json flags = json::object();   // the hyper-parameter flags given, as train_config keys
-  bool task_given = false, data_given = false, text_given = false;
+  bool task_given = false, data_given = false, text_given = false, pairs_given = false;
   std::optional<int64_t> layers;  // --layers: the stack(s) of the chosen arch
   bool resume = false, force = false, quiet = false, no_report = false;
   int64_t samples = 5;
@@ -87,6 +87,12 @@ std::string number(double v, const char* fmt) {
   return buf;
 }
 
+// DPO's validation preference accuracy and reward margin ("" for other runs).
+std::string preference_text(const train::EpochMetrics& m) {
+  if (!m.has_preference) return "";
+  return "  val_pref_acc " + percent(m.val_pref_acc) + "  val_reward_margin " + number(m.val_reward_margin, "%.4f");
+}
+
 std::string epoch_line(const train::EpochMetrics& m, int64_t epochs, models::Arch arch) {
   char buf[320];
   if (arch != models::Arch::EncoderDecoder) {
@@ -97,7 +103,7 @@ std::string epoch_line(const train::EpochMetrics& m, int64_t epochs, models::Arc
                   number(m.loss, "%.4f").c_str(), number(m.val_loss, "%.4f").c_str(), number(m.val_ppl, "%.3f").c_str(),
                   percent(m.val_token_acc).c_str(), number(m.lr, "%.3g").c_str(), rate_text(m.tokens_per_s).c_str(),
                   m.seconds);
-    return buf;
+    return buf + preference_text(m);
   }
   std::snprintf(buf, sizeof buf,
                 "epoch %lld/%lld  step %lld  loss %s  val_loss %s  val_token_acc %s  val_exact_acc %s  lr %s  "
@@ -106,7 +112,7 @@ std::string epoch_line(const train::EpochMetrics& m, int64_t epochs, models::Arc
                 number(m.loss, "%.4f").c_str(), number(m.val_loss, "%.4f").c_str(), percent(m.val_token_acc).c_str(),
                 percent(m.val_exact_acc).c_str(), number(m.lr, "%.3g").c_str(), rate_text(m.tokens_per_s).c_str(),
                 m.seconds);
-  return buf;
+  return buf + preference_text(m);
 }
 
 // The progress display: a bar redrawn in place on a terminal, log lines otherwise.
@@ -241,6 +247,8 @@ std::string decoded(const io::Vocab& vocab, const std::vector<int64_t>& ids) {
   return "\"" + vocab.decode(ids) + "\"";
 }
 
+std::string decoded_text(const std::string& text) { return "\"" + text + "\""; }
+
 // Decoder-only: the first half of a few lines, continued greedily from the saved folder.
 void print_continuations(const std::string& out, const train::TrainConfig& config, int64_t count) {
   const run::ModelFolder folder = run::open_model_folder(out, "train", true, models::Arch::DecoderOnly);
@@ -300,6 +308,49 @@ void print_fills(const std::string& out, const train::TrainConfig& config, int64
   std::printf("  %lld of %zu right\n", static_cast<long long>(right), masked.size());
 }
 
+// SFT: a few prompts of the validation pairs (else the training pairs) answered greedily from
+// the saved folder (a GPT-2 start's OUT/hf, with its tokenizer), against their responses.
+void print_responses(const std::string& out, const train::Trainer& trainer, int64_t count) {
+  const train::TrainConfig& config = trainer.config();
+  const bool valid = !config.valid_pairs_path.empty();
+  const train::PairsFile file = train::read_pairs(valid ? config.valid_pairs_path : config.pairs_path, config.objective);
+  const std::string dir = trainer.from_gpt2() ? (fs::path(out) / train::Trainer::kHfDirName).string() : out;
+  const run::GenerationFolder g = run::open_generation_folder(dir, "train", true, config.model.arch);
+  const bool decoder_only = config.model.arch == models::Arch::DecoderOnly;
+  auto encode = [&](const std::string& text) { return g.bpe ? g.bpe->encode(text) : g.folder.vocab->encode(text, true); };
+  auto decode = [&](const std::vector<int64_t>& ids) { return g.bpe ? g.bpe->decode(ids) : g.folder.vocab->decode(ids); };
+  std::vector<std::vector<int64_t>> prompts, expected;
+  std::vector<std::string> shown;
+  for (const train::PairRecord& r : file.records) {
+    if (static_cast<int64_t>(prompts.size()) >= count) break;
+    prompts.push_back(encode(decoder_only ? train::apply_template(config.prompt_template, r.prompt) : r.prompt));
+    expected.push_back(encode(r.response));
+    shown.push_back(r.prompt);
+  }
+  size_t longest = 0;
+  for (const auto& e : expected) longest = std::max(longest, e.size());
+  std::vector<std::vector<decode::Hypothesis>> found;
+  if (decoder_only) {
+    run::GenerateSettings settings;
+    settings.max_tokens = static_cast<int64_t>(longest) + 1;
+    settings.prepend_bos = g.prepend_bos;
+    found = run::generate_batch(g.folder, prompts, settings);
+  } else {
+    found = run::search_batch(g.folder, prompts, run::SearchSettings{});
+  }
+  std::printf("\nresponses to %s prompts (greedy, attn %s --model %s):\n", valid ? "validation" : "training",
+              decoder_only ? "generate" : "translate", dir.c_str());
+  int64_t right = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto& h = found[i].front();
+    const bool ok = h.finished && h.tokens == expected[i];
+    right += ok ? 1 : 0;
+    std::printf("  %s  ->  \"%s\"   %s%s\n", decoded_text(shown[i]).c_str(), decode(h.tokens).c_str(), ok ? "ok" : "expected ",
+                ok ? "" : ("\"" + decode(expected[i]) + "\"").c_str());
+  }
+  std::printf("  %lld of %zu right\n", static_cast<long long>(right), prompts.size());
+}
+
 // A few inputs the model has not been trained on, translated greedily from the saved folder
 // (for the single-stack models: continuations or filled masks of a few lines).
 void print_samples(const std::string& out, const train::TrainConfig& config, int64_t count) {
@@ -346,7 +397,8 @@ int run_train(const TrainOptions& o) {
   ATTN_CHECK(o.samples >= 0, "train", "--samples must not be negative, got ", o.samples);
   ATTN_CHECK(o.log_every >= 0, "train", "--log-every must not be negative, got ", o.log_every);
   ATTN_CHECK(!(o.resume && o.force), "train", "--resume and --force exclude each other");
-  ATTN_CHECK(o.task_given + o.data_given + o.text_given <= 1, "train", "give one of --task, --data or --text, not both");
+  ATTN_CHECK(o.task_given + o.data_given + o.text_given + o.pairs_given <= 1, "train",
+             "give one of --task, --data, --text or --pairs, not both");
   json overrides = json::object();
   if (!o.config_file.empty()) overrides = read_config_file(o.config_file);
   merge_keys(overrides, o.flags);
@@ -354,8 +406,17 @@ int run_train(const TrainOptions& o) {
     return overrides.contains(key) && overrides[key].is_string() && !overrides[key].get<std::string>().empty();
   };
   // --data or --text (or "data" / "text" in the config) without a task names a corpus run.
-  if ((given("data") || given("text")) && !overrides.contains("task")) overrides["task"] = "";
-  for (const char* key : {"data", "valid", "text", "valid_text", "vocab"})
+  if ((given("data") || given("text") || given("pairs")) && !overrides.contains("task")) overrides["task"] = "";
+  // --init takes the model (and its vocabulary) from the folder: model flags would be ignored.
+  if (given("init") && !o.resume && overrides.contains("model") && overrides["model"].is_object() &&
+      !overrides["model"].empty()) {
+    std::string keys;
+    for (const auto& [k, v] : overrides["model"].items()) keys += (keys.empty() ? "" : ", ") + k;
+    fail("train", "--init takes the model from '", overrides["init"].get<std::string>(),
+         "'; model settings (", keys, ") do not apply");
+  }
+  ATTN_CHECK(!(given("init") && given("vocab")), "train", "--init brings its own vocabulary; --vocab does not apply");
+  for (const char* key : {"data", "valid", "text", "valid_text", "vocab", "pairs", "valid_pairs", "init", "ref"})
     if (given(key)) overrides[key] = fs::absolute(overrides[key].get<std::string>()).string();
   // --vocab (a SentencePiece model) sets the tokenization unless it is given too.
   if (given("vocab") && !overrides.contains("tokens")) overrides["tokens"] = "sentencepiece";
@@ -402,10 +463,11 @@ int run_train(const TrainOptions& o) {
 
   if (!o.quiet) {
     const auto& d = trainer->data();
-    const std::string data = c.uses_tsv()    ? "corpus " + c.train_path
-                             : c.uses_text() ? "text " + c.text_path
-                                             : "task " + c.task;
-    const char* unit = c.pack > 0 ? "blocks" : c.uses_text() ? "lines" : "examples";
+    const std::string data = c.uses_tsv()     ? "corpus " + c.train_path
+                             : c.uses_text()  ? "text " + c.text_path
+                             : c.uses_pairs() ? std::string(train::objective_kind_name(c.objective)) + " pairs " + c.pairs_path
+                                              : "task " + c.task;
+    const char* unit = c.pack > 0 ? "blocks" : c.uses_text() ? "lines" : c.uses_pairs() ? "pairs" : "examples";
     std::fprintf(stderr, "attn train: %s, %zu training / %zu validation %s, vocabulary %lld\n", data.c_str(),
                  trainer->stream() ? static_cast<size_t>(trainer->stream()->stats().examples) : d.train.size(),
                  d.valid.size(), unit, static_cast<long long>(d.vocab.size()));
@@ -420,7 +482,7 @@ int run_train(const TrainOptions& o) {
       std::fprintf(stderr, "  SentencePiece vocabulary %s (%lld pieces, fingerprint %s)%s\n", c.vocab.c_str(),
                    static_cast<long long>(d.vocab.size()), d.vocab.sentencepiece()->fingerprint().c_str(),
                    c.uses_tsv() ? ", shared by source and target" : "");
-    if (d.train_unknown_tokens > 0)
+    if (d.train_unknown_tokens > 0 && !c.uses_pairs() && c.init.empty())
       std::fprintf(stderr, "  warning: %lld training characters are not in the SentencePiece model (read as <unk>)\n",
                    static_cast<long long>(d.train_unknown_tokens));
     if (d.vocab.has_mask())
@@ -440,6 +502,22 @@ int run_train(const TrainOptions& o) {
                  static_cast<long long>(trainer->model().num_parameters()), static_cast<long long>(c.epochs),
                  static_cast<long long>(c.batch_size), trainer->describe_schedule().c_str(), c.label_smoothing, c.clip,
                  static_cast<unsigned long long>(c.seed), threads_text(c, comm.size()).c_str());
+    if (!c.init.empty())
+      std::fprintf(stderr, "  starting from %s (%s%s)\n", c.init.c_str(),
+                   trainer->from_gpt2() ? "Hugging Face GPT-2, its BPE tokenizer" : "attn model folder, its vocab.json",
+                   trainer->from_gpt2() ? "; also written in that layout to OUT/hf" : "");
+    if (c.model.arch == models::Arch::DecoderOnly && c.uses_pairs()) {
+      std::string shown;
+      for (char ch : c.prompt_template) shown += ch == '\n' ? "\\n" : ch == '\t' ? "\\t" : std::string(1, ch);
+      std::fprintf(stderr, "  rows: %s<template \"%s\"> response <eos>; the loss counts the response and <eos> only\n",
+                   trainer->from_gpt2() ? "" : "<bos> ", shown.c_str());
+    }
+    if (c.objective == train::ObjectiveKind::Dpo)
+      std::fprintf(stderr, "  dpo: beta %g, reference %s (log-probabilities measured once, no dropout)\n", c.dpo_beta,
+                   c.ref.empty() ? (c.init.empty() ? "the initial model" : c.init.c_str()) : c.ref.c_str());
+    if ((c.uses_pairs() || !c.init.empty()) && d.train_unknown_tokens > 0)
+      std::fprintf(stderr, "  warning: %lld training tokens are not in the vocabulary (read as <unk>)\n",
+                   static_cast<long long>(d.train_unknown_tokens));
     if (c.uses_text() && d.empty_lines > 0)
       std::fprintf(stderr, "  %lld blank lines skipped\n", static_cast<long long>(d.empty_lines));
     if (c.pack > 0)
@@ -481,11 +559,19 @@ int run_train(const TrainOptions& o) {
                   percent(m.val_exact_acc).c_str());
     else
       std::printf("; validation: perplexity %s, %s accuracy %s", number(m.val_ppl, "%.3f").c_str(),
-                  arch == models::Arch::DecoderOnly ? "next-token" : "masked-token", percent(m.val_token_acc).c_str());
+                  arch == models::Arch::DecoderOnly ? (c.uses_pairs() ? "response-token" : "next-token") : "masked-token",
+                  percent(m.val_token_acc).c_str());
   }
+  if (!metrics.empty() && metrics.back().has_preference && std::isfinite(metrics.back().val_pref_acc))
+    std::printf("; validation pairs: preference accuracy %s (epoch 1: %s), reward margin %s",
+                percent(metrics.back().val_pref_acc).c_str(), percent(metrics.front().val_pref_acc).c_str(),
+                number(metrics.back().val_reward_margin, "%.4f").c_str());
   std::printf("\n");
   std::printf("  model        %s  (config.json, model.safetensors, vocab.json%s)\n", o.out.c_str(),
               trainer->data().vocab.sentencepiece() ? ", sentencepiece.model" : "");
+  if (trainer->from_gpt2())
+    std::printf("  hf           %s  (the Hugging Face GPT-2 layout with its tokenizer: attn generate/serve --model)\n",
+                (fs::path(o.out) / train::Trainer::kHfDirName).string().c_str());
   std::printf("  metrics      %s\n", (fs::path(o.out) / io::kMetricsFileName).string().c_str());
   std::printf("  checkpoints  %s  (the last %s; attn average --model %s)\n",
               (fs::path(o.out) / io::kCheckpointsDirName).string().c_str(),
@@ -501,7 +587,8 @@ int run_train(const TrainOptions& o) {
     }
   }
   std::fflush(stdout);
-  print_samples(o.out, c, o.samples);
+  if (c.objective == train::ObjectiveKind::Sft && o.samples > 0) print_responses(o.out, *trainer, o.samples);
+  else if (!c.uses_pairs()) print_samples(o.out, c, o.samples);
   return 0;
 }
 
@@ -536,7 +623,9 @@ void register_train(CLI::App& app, Action* action) {
   CLI::App* cmd = app.add_subcommand(
       "train",
       "train an encoder-decoder Transformer (paper §5) on a synthetic task or a TSV corpus (the defaults are the "
-      "seed's digit-reversal recipe), or a decoder-only / encoder-only model on a text file (--arch, --text)");
+      "seed's digit-reversal recipe), or a decoder-only / encoder-only model on a text file (--arch, --text); or "
+      "fine-tune a model folder (--init, also a Hugging Face GPT-2 folder) by instruction tuning (--objective sft) "
+      "or DPO (--objective dpo) on --pairs");
   cmd->add_option("--out", o->out, "run folder: the model, checkpoints, metrics.jsonl and report.html")->required();
   cmd->add_option("--config", o->config_file, "a JSON file of train_config.json keys (flags override it)")
       ->check(CLI::ExistingFile);
@@ -565,6 +654,31 @@ void register_train(CLI::App& app, Action* action) {
                      "training text for --arch decoder-only or encoder-only: one sequence per non-blank line", "")
       ->each([p](const std::string&) { p->text_given = true; });
   param<std::string>(cmd, p, "--valid-text", "valid_text", "validation text (one sequence per non-blank line)", "");
+  // Fine-tuning (docs/training.md, "Fine-tuning").
+  param<std::string>(cmd, p, "--init", "init",
+                     "start from this model folder (attn's, with its vocab.json, or a Hugging Face GPT-2 folder with "
+                     "its tokenizer) instead of random weights; its architecture and vocabulary are the run's",
+                     "");
+  param<std::string>(cmd, p, "--objective", "objective",
+                     "pretrain (the family's own: next-token, masked LM, seq2seq), sft (instruction tuning on --pairs: "
+                     "the loss over response tokens only) or dpo (preference pairs, against a frozen reference)",
+                     "pretrain")
+      ->check(CLI::IsMember({"pretrain", "sft", "dpo"}));
+  param<std::string>(cmd, p, "--pairs", "pairs",
+                     "sft: prompt<TAB>response per line, or JSONL {\"prompt\", \"response\"}; dpo: "
+                     "prompt<TAB>chosen<TAB>rejected, or JSONL {\"prompt\", \"chosen\", \"rejected\"} (.jsonl: JSONL)",
+                     "")
+      ->each([p](const std::string&) { p->pairs_given = true; });
+  param<std::string>(cmd, p, "--valid-pairs", "valid_pairs", "validation pairs (the format of --pairs)", "");
+  cmd->add_option_function<std::string>(
+         "--template", [p](const std::string& v) { p->flags["template"] = train::unescape_template(v); },
+         "decoder-only sft/dpo: the text before the response, {prompt} standing for the prompt; \\n and \\t are a "
+         "newline and a tab")
+      ->default_str("{prompt}\\n");
+  param<std::string>(cmd, p, "--ref", "ref", "dpo: the frozen reference model's folder (default: the --init model)",
+                     "");
+  param<double>(cmd, p, "--beta", "dpo_beta", "dpo: beta, how strongly the policy is held to the reference",
+                dstr(d.dpo_beta));
   param<int64_t>(cmd, p, "--pack", "pack",
                  "--arch decoder-only: pack the text's lines (<eos> after each) into blocks of this many tokens, "
                  "<bos> included, one example each (0: one example per line)",

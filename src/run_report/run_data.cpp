@@ -12,6 +12,7 @@
 #include "attn/io/run_files.h"
 #include "attn/io/tsv.h"
 #include "attn/run/token_codec.h"
+#include "attn/train/finetune.h"
 #include "attn/train/run_record.h"
 #include "attn/train/tasks.h"
 #include "attn/train/text_data.h"
@@ -124,6 +125,25 @@ std::vector<int64_t> first_text_line(const run::ModelFolder& f, std::string* ori
         *origin = path;
         return ids;
       }
+    } catch (const Error&) {
+      continue;  // unreadable now: no example from it
+    }
+  }
+  return {};
+}
+
+std::vector<int64_t> first_pair_prompt(const run::ModelFolder& f, std::string* origin) {
+  const auto c = train::run_train_config(f.train_config);
+  if (!c || !c->uses_pairs() || !f.vocab) return {};
+  std::error_code ec;
+  for (const std::string& path : {c->valid_pairs_path, c->pairs_path}) {
+    if (path.empty() || !fs::is_regular_file(path, ec)) continue;
+    try {
+      const train::PairsFile file = train::read_pairs(path, c->objective);
+      std::vector<int64_t> ids = f.vocab->encode(train::apply_template(c->prompt_template, file.records.front().prompt), true);
+      if (ids.empty()) continue;
+      *origin = path;
+      return ids;
     } catch (const Error&) {
       continue;  // unreadable now: no example from it
     }

@@ -106,6 +106,9 @@ RunReportResult write_single_stack_report(const std::string& run_dir, const RunR
   if (options.src) {
     input = options.src_ids || lm ? codec.read(*options.src, 0, lm ? "prompt" : "text")
                                   : run::read_masked_text(*options.src, vocab, options.command, "--src");
+  } else if (std::vector<int64_t> prompt = lm ? first_pair_prompt(f, &origin) : std::vector<int64_t>{};
+             !prompt.empty()) {
+    input = std::move(prompt);  // a fine-tuning run: its first prompt, as it was trained
   } else {
     std::vector<int64_t> line = first_text_line(f, &origin);
     ATTN_CHECK(!line.empty(), cmd, "'", run_dir,

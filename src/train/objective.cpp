@@ -256,9 +256,197 @@ class MaskedLmObjective : public Objective {
   ObjectiveOptions o_;
 };
 
+// ---- fine-tuning (finetune.h) ------------------------------------------------------------------
+
+// The logits and targets of (prompt, response) rows of dataset[indices] (`responses` replacing
+// the examples' tgt when given): decoder-only rows <bos> prompt response with the prompt
+// positions' targets ignored, or encoder-decoder rows with the prompt as source.
+struct ResponseRows {
+  Tensor logits;   // [B, T, V]
+  Tensor targets;  // [B, T]
+  int64_t ignore = kIgnoreTarget;
+  int64_t tokens = 0;  // counted target positions
+};
+
+ResponseRows response_rows(models::Model& model, const std::vector<io::Example>& dataset,
+                           const std::vector<int64_t>& indices, const std::vector<std::vector<int64_t>>* responses,
+                           SpecialIds ids) {
+  ResponseRows r;
+  if (auto* dec = dynamic_cast<models::DecoderOnlyModel*>(&model)) {
+    const Batch b = make_sft_batch(dataset, indices, ids, responses);
+    r.logits = dec->forward(b.tgt_in);
+    r.targets = b.tgt_out;
+    r.tokens = b.n_tgt_tokens;
+    return r;
+  }
+  auto* s2s = dynamic_cast<models::EncoderDecoderModel*>(&model);
+  ATTN_CHECK(s2s != nullptr, "objective", "prompt/response rows need a decoder_only or encoder_decoder model, not ",
+             models::arch_name(model.arch()));
+  std::vector<io::Example> rows;
+  for (int64_t k : indices) {
+    ATTN_CHECK(k >= 0 && k < static_cast<int64_t>(dataset.size()), "objective", "index ", k, " out of range");
+    io::Example e = dataset[static_cast<size_t>(k)];
+    if (responses) e.tgt = (*responses)[static_cast<size_t>(k)];
+    rows.push_back(std::move(e));
+  }
+  const Batch b = make_batch(rows, ids);
+  r.logits = s2s->forward(b.src, b.tgt_in);
+  r.targets = b.tgt_out;
+  r.ignore = ids.pad;
+  r.tokens = b.n_tgt_tokens;
+  return r;
+}
+
+// Instruction tuning of a decoder-only model: next-token loss over the response and <eos> only.
+class SftLmObjective : public Objective {
+ public:
+  SftLmObjective(models::DecoderOnlyModel& model, const ObjectiveOptions& o) : model_(model), o_(o) {}
+
+  BatchLoss loss(const std::vector<io::Example>& dataset, const std::vector<int64_t>& indices, int64_t) override {
+    const Batch b = make_sft_batch(dataset, indices, o_.ids);
+    const Tensor logits = model_.forward(b.tgt_in);  // [B, T, V]
+    const int64_t rows = logits.size(0) * logits.size(1), V = logits.size(2);
+    return with_moe_aux(model_, {cross_entropy(logits.reshape({rows, V}), b.tgt_out.reshape({rows}), kIgnoreTarget,
+                                                o_.label_smoothing),
+                                 b.n_tgt_tokens});
+  }
+  ValidationResult validate(const std::vector<io::Example>& examples, int64_t batch_size) override {
+    check_batch_size(batch_size);
+    ValidationResult r;
+    r.exact_acc = kNaN;
+    if (examples.empty()) return r;
+    EvalScope eval(model_);
+    NoGradGuard no_grad;
+    double loss_sum = 0, nll_sum = 0;
+    int64_t hits = 0;
+    for (size_t begin = 0; begin < examples.size(); begin += static_cast<size_t>(batch_size)) {
+      const size_t end = std::min(examples.size(), begin + static_cast<size_t>(batch_size));
+      std::vector<int64_t> indices;
+      for (size_t k = begin; k < end; ++k) indices.push_back(static_cast<int64_t>(k));
+      const Batch b = make_sft_batch(examples, indices, o_.ids);
+      const Tensor logits = model_.forward(b.tgt_in);  // [B, T, V]
+      const int64_t rows = logits.size(0) * logits.size(1), V = logits.size(2);
+      const Tensor flat = logits.reshape({rows, V});
+      const Tensor targets = b.tgt_out.reshape({rows});
+      const double n = static_cast<double>(b.n_tgt_tokens);
+      loss_sum += cross_entropy(flat, targets, kIgnoreTarget, o_.label_smoothing).item() * n;
+      nll_sum += cross_entropy(flat, targets, kIgnoreTarget, 0.0).item() * n;
+      hits += argmax_hits(flat, targets, kIgnoreTarget);
+      r.tokens += b.n_tgt_tokens;
+      r.sequences += b.size();
+    }
+    r.loss = loss_sum / static_cast<double>(r.tokens);
+    r.nll = nll_sum / static_cast<double>(r.tokens);
+    r.token_acc = static_cast<double>(hits) / static_cast<double>(r.tokens);
+    return r;
+  }
+  const char* validation_method() const override { return "response tokens"; }
+
+ private:
+  models::DecoderOnlyModel& model_;
+  ObjectiveOptions o_;
+};
+
+// DPO: the examples' tgt is the chosen response, the rejected one and both reference
+// log-probabilities are in the options' preference sets (same indices).
+class DpoObjective : public Objective {
+ public:
+  DpoObjective(models::Model& model, const ObjectiveOptions& o) : model_(model), o_(o) {
+    ATTN_CHECK(o_.train_preferences != nullptr, "objective", "dpo needs preference data");
+    ATTN_CHECK(o_.dpo_beta > 0 && std::isfinite(o_.dpo_beta), "objective", "dpo beta must be positive, got ",
+               o_.dpo_beta);
+  }
+
+  BatchLoss loss(const std::vector<io::Example>& dataset, const std::vector<int64_t>& indices, int64_t) override {
+    const PreferenceSet& pref = *o_.train_preferences;
+    ATTN_CHECK(pref.rejected.size() == dataset.size(), "objective", "dpo: ", pref.rejected.size(),
+               " rejected responses for ", dataset.size(), " training examples");
+    const DType dt = model_.config().dtype;
+    const int64_t P = static_cast<int64_t>(indices.size());
+    std::vector<double> ref_c, ref_r;
+    for (int64_t k : indices) {
+      ref_c.push_back(pref.ref_chosen[static_cast<size_t>(k)]);
+      ref_r.push_back(pref.ref_rejected[static_cast<size_t>(k)]);
+    }
+    const ResponseRows chosen = response_rows(model_, dataset, indices, nullptr, o_.ids);
+    const Tensor pc = sequence_logprobs(chosen.logits, chosen.targets, chosen.ignore);  // [P]
+    const ResponseRows rejected = response_rows(model_, dataset, indices, &pref.rejected, o_.ids);
+    const Tensor pr = sequence_logprobs(rejected.logits, rejected.targets, rejected.ignore);  // [P]
+    const Tensor loss = dpo_loss(pc, pr, Tensor::from_vector<double>(ref_c, {P}).to(dt),
+                                 Tensor::from_vector<double>(ref_r, {P}).to(dt), o_.dpo_beta);
+    return with_moe_aux(model_, {loss, P});  // the mean is over pairs
+  }
+  ValidationResult validate(const std::vector<io::Example>& examples, int64_t batch_size) override {
+    ValidationResult r;
+    r.token_acc = r.exact_acc = kNaN;
+    if (examples.empty()) return r;
+    const PreferenceSet* pref = o_.valid_preferences.get();
+    ATTN_CHECK(pref != nullptr && pref->rejected.size() == examples.size(), "objective",
+               "dpo: no preference data for the ", examples.size(), " validation examples");
+    std::vector<int64_t> tokens;
+    const std::vector<double> pc = response_logprobs(model_, examples, nullptr, batch_size, o_.ids, &tokens);
+    const std::vector<double> pr = response_logprobs(model_, examples, &pref->rejected, batch_size, o_.ids);
+    r.has_preference = true;
+    r.preference = preference_stats(pc, pr, pref->ref_chosen, pref->ref_rejected, o_.dpo_beta);
+    r.loss = r.preference.loss;
+    double nll = 0;
+    for (size_t k = 0; k < pc.size(); ++k) {
+      nll -= pc[k];
+      r.tokens += tokens[k];
+    }
+    r.nll = nll / static_cast<double>(r.tokens);
+    r.sequences = static_cast<int64_t>(examples.size());
+    return r;
+  }
+  const char* validation_method() const override { return "preference pairs"; }
+
+ private:
+  models::Model& model_;
+  ObjectiveOptions o_;
+};
+
 }  // namespace
 
+std::vector<double> response_logprobs(models::Model& model, const std::vector<io::Example>& examples,
+                                      const std::vector<std::vector<int64_t>>* responses, int64_t batch_size,
+                                      SpecialIds ids, std::vector<int64_t>* tokens) {
+  check_batch_size(batch_size);
+  EvalScope eval(model);
+  NoGradGuard no_grad;
+  std::vector<double> out;
+  if (tokens) tokens->clear();
+  for (size_t begin = 0; begin < examples.size(); begin += static_cast<size_t>(batch_size)) {
+    const size_t end = std::min(examples.size(), begin + static_cast<size_t>(batch_size));
+    std::vector<int64_t> indices;
+    for (size_t k = begin; k < end; ++k) indices.push_back(static_cast<int64_t>(k));
+    const ResponseRows rows = response_rows(model, examples, indices, responses, ids);
+    const std::vector<double> lp = sequence_logprobs(rows.logits, rows.targets, rows.ignore).to_vector<double>();
+    out.insert(out.end(), lp.begin(), lp.end());
+    if (tokens) {
+      const std::vector<int64_t> t = rows.targets.to_vector<int64_t>();
+      const int64_t T = rows.targets.size(1);
+      for (size_t b = 0; b < indices.size(); ++b) {
+        int64_t n = 0;
+        for (int64_t i = 0; i < T; ++i) n += t[b * static_cast<size_t>(T) + static_cast<size_t>(i)] != rows.ignore;
+        tokens->push_back(n);
+      }
+    }
+  }
+  return out;
+}
+
 std::unique_ptr<Objective> make_objective(models::Model& model, const ObjectiveOptions& options) {
+  if (options.kind == ObjectiveKind::Dpo) {
+    ATTN_CHECK(model.arch() != models::Arch::EncoderOnly, "objective",
+               "dpo needs a model that generates responses (decoder_only or encoder_decoder), not encoder_only");
+    return std::make_unique<DpoObjective>(model, options);
+  }
+  if (options.kind == ObjectiveKind::Sft) {
+    if (auto* m = dynamic_cast<models::DecoderOnlyModel*>(&model)) return std::make_unique<SftLmObjective>(*m, options);
+    if (auto* m = dynamic_cast<models::EncoderDecoderModel*>(&model))
+      return std::make_unique<Seq2SeqObjective>(*m, options);  // prompt -> response: ordinary seq2seq
+    fail("objective", "sft needs a decoder_only or encoder_decoder model, not ", models::arch_name(model.arch()));
+  }
   if (auto* m = dynamic_cast<models::EncoderDecoderModel*>(&model)) return std::make_unique<Seq2SeqObjective>(*m, options);
   if (auto* m = dynamic_cast<models::DecoderOnlyModel*>(&model)) return std::make_unique<CausalLmObjective>(*m, options);
   if (auto* m = dynamic_cast<models::EncoderOnlyModel*>(&model)) return std::make_unique<MaskedLmObjective>(*m, options);

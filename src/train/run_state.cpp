@@ -100,7 +100,8 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& out_dir, const json&
   ATTN_CHECK(latest.has_value(), kOp, "cannot resume: '", out_dir, "' has no complete checkpoint in ",
              io::kCheckpointsDirName, "/");
   std::unique_ptr<Trainer> t(new Trainer(config, out_dir, false, comm));
-  const io::Vocab stored_vocab = io::Vocab::load(run_file(out_dir, io::kVocabFileName));
+  const io::Vocab stored_vocab =
+      t->from_gpt2() ? t->data_.vocab : io::Vocab::load(run_file(out_dir, io::kVocabFileName));  // GPT-2: its BPE
   ATTN_CHECK(stored_vocab == t->data_.vocab, kOp, "cannot resume: the data's vocabulary (", t->data_.vocab.size(),
              " tokens) differs from the run's ", io::kVocabFileName, " (", stored_vocab.size(), " tokens)");
 
@@ -180,8 +181,8 @@ void Trainer::write_run_files() {
   ATTN_CHECK(!ec, kOp, "cannot create '", out_dir_, "': ", ec.message());
   io::write_file_atomic(run_file(out_dir_, io::kTrainConfigFileName), config_.to_json().dump(2) + "\n");
   if (fresh_) {
-    data_.vocab.save(run_file(out_dir_, io::kVocabFileName));
-    models::save_model(out_dir_, *model_, {{io::kVocabFileName, data_.vocab.to_json().dump(1) + "\n"}});
+    if (!from_gpt2()) data_.vocab.save(run_file(out_dir_, io::kVocabFileName));
+    save_model_folders();
   }
   write_metrics_file(run_file(out_dir_, io::kMetricsFileName), metrics_);
   prune_checkpoints(out_dir_, config_.keep);
@@ -214,7 +215,7 @@ std::string Trainer::save_checkpoint() {
   }
   if (!comm_.is_root()) return "";
   c.step = adam_->steps();
-  c.vocab = &data_.vocab;
+  c.vocab = from_gpt2() ? nullptr : &data_.vocab;  // a GPT-2 start's vocabulary is its BPE (OUT/hf)
   c.optimizer_state = adam_->state();
   return write_checkpoint(out_dir_, *model_, c, config_.keep);
 }

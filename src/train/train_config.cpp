@@ -38,12 +38,34 @@ models::ModelConfig TrainConfig::default_model() {
 }
 
 void TrainConfig::validate() const {
-  const int sources = (task.empty() ? 0 : 1) + (train_path.empty() ? 0 : 1) + (text_path.empty() ? 0 : 1);
+  const int sources = (task.empty() ? 0 : 1) + (train_path.empty() ? 0 : 1) + (text_path.empty() ? 0 : 1) +
+                      (pairs_path.empty() ? 0 : 1);
   ATTN_CHECK(sources != 0, kOp,
-             "no data: name a task (reverse, copy, sort), a TSV training corpus (data) or a text file (text)");
-  ATTN_CHECK(sources == 1, kOp, "give one of a task, a TSV corpus (data) or a text file (text), not both");
+             "no data: name a task (reverse, copy, sort), a TSV training corpus (data), a text file (text) or, for "
+             "sft and dpo, a pairs file (pairs)");
+  ATTN_CHECK(sources == 1, kOp, "give one of a task, a TSV corpus (data), a text file (text) or a pairs file (pairs), "
+             "not both");
   const models::Arch arch = model.arch;
-  if (arch == models::Arch::EncoderDecoder) {
+  ATTN_CHECK(uses_pairs() == !pairs_path.empty(), kOp,
+             uses_pairs() ? str_cat("objective '", objective_kind_name(objective), "' trains on a pairs file (pairs)")
+                          : std::string("a pairs file (pairs) needs objective sft or dpo"));
+  ATTN_CHECK(valid_pairs_path.empty() || (!pairs_path.empty() && valid_pairs_path != pairs_path), kOp,
+             pairs_path.empty() ? "valid_pairs needs a training pairs file (pairs)"
+                                : "the validation pairs are the training pairs '" + pairs_path + "'");
+  ATTN_CHECK(ref.empty() || objective == ObjectiveKind::Dpo, kOp, "a reference model (ref) is for objective dpo");
+  ATTN_CHECK(dpo_beta > 0 && std::isfinite(dpo_beta), kOp, "dpo_beta must be positive, got ", dpo_beta);
+  try {
+    validate_template(prompt_template);
+  } catch (const Error& e) {
+    fail(kOp, "template: ", e.what());
+  }
+  if (uses_pairs()) {
+    ATTN_CHECK(arch != models::Arch::EncoderOnly, kOp, "objective '", objective_kind_name(objective),
+               "' needs a decoder_only or encoder_decoder model, not encoder_only");
+    ATTN_CHECK(!stream && max_tokens == 0 && max_length == 0, kOp, "objective '", objective_kind_name(objective),
+               "' reads its pairs into memory and caps batches by batch_size: stream, max_tokens and max_length do "
+               "not apply");
+  } else if (arch == models::Arch::EncoderDecoder) {
     ATTN_CHECK(text_path.empty(), kOp,
                "a text file (text) trains decoder_only or encoder_only models; set the arch, or give "
                "source<TAB>target pairs (data) to the encoder_decoder");
@@ -71,6 +93,8 @@ void TrainConfig::validate() const {
              "a TSV validation corpus (valid) does not fit a text run; use valid_text");
   ATTN_CHECK(!(text_path.empty() && !valid_text_path.empty()), kOp,
              "a validation text (valid_text) needs a training text (text)");
+  ATTN_CHECK(pairs_path.empty() || (train_path.empty() && valid_path.empty() && valid_text_path.empty()), kOp,
+             "a pairs run validates on valid_pairs, not on valid or valid_text");
   if (arch != models::Arch::DecoderOnly)
     ATTN_CHECK(model.n_encoder_layers >= 1, kOp, "the model needs at least one encoder layer, got ",
                model.n_encoder_layers);
@@ -150,6 +174,13 @@ json TrainConfig::to_json() const {
   j["vocab"] = vocab;
   j["mask_prob"] = mask_prob;
   j["pack"] = pack;
+  j["objective"] = objective_kind_name(objective);
+  j["pairs"] = pairs_path;
+  j["valid_pairs"] = valid_pairs_path;
+  j["template"] = prompt_template;
+  j["init"] = init;
+  j["ref"] = ref;
+  j["dpo_beta"] = dpo_beta;
   j["model"] = model.to_json();
   j["epochs"] = epochs;
   j["batch_size"] = batch_size;
@@ -209,6 +240,13 @@ void TrainConfig::update_from_json(const json& j) {
       {"vocab", str_field(c.vocab)},
       {"mask_prob", num_field(c.mask_prob)},
       {"pack", int_field(c.pack)},
+      {"objective", [&](const std::string& k, const json& v) { c.objective = read_enum(k, v, parse_objective_kind); }},
+      {"pairs", str_field(c.pairs_path)},
+      {"valid_pairs", str_field(c.valid_pairs_path)},
+      {"template", str_field(c.prompt_template)},
+      {"init", str_field(c.init)},
+      {"ref", str_field(c.ref)},
+      {"dpo_beta", num_field(c.dpo_beta)},
       {"model", [&](const std::string& k, const json& v) {
          ATTN_CHECK(v.is_object(), kOp, "key '", k, "' must be an object of model keys, got ", v.type_name());
          json merged = c.model.to_json();

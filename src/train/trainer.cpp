@@ -138,6 +138,12 @@ nlohmann::ordered_json EpochMetrics::to_json() const {
   j["step"] = step;
   j["val_nll"] = num(val_nll);
   j["val_ppl"] = num(val_ppl);
+  if (has_preference) {
+    j["val_pref_acc"] = num(val_pref_acc);
+    j["val_reward_margin"] = num(val_reward_margin);
+    j["val_chosen_reward"] = num(val_chosen_reward);
+    j["val_rejected_reward"] = num(val_rejected_reward);
+  }
   return j;
 }
 
@@ -156,6 +162,11 @@ EpochMetrics EpochMetrics::from_json(const json& j) {
   m.lr = number_or_nan(j, "lr");
   m.tokens_per_s = number_or_nan(j, "tokens_per_s");
   m.seconds = number_or_nan(j, "seconds");
+  m.has_preference = j.contains("val_pref_acc");
+  m.val_pref_acc = number_or_nan(j, "val_pref_acc");
+  m.val_reward_margin = number_or_nan(j, "val_reward_margin");
+  m.val_chosen_reward = number_or_nan(j, "val_chosen_reward");
+  m.val_rejected_reward = number_or_nan(j, "val_rejected_reward");
   return m;
 }
 
@@ -167,6 +178,7 @@ Trainer::Trainer(TrainConfig config, std::string out_dir, const dist::Communicat
 Trainer::Trainer(TrainConfig config, std::string out_dir, bool fresh, const dist::Communicator& comm)
     : config_(std::move(config)), out_dir_(std::move(out_dir)), comm_(comm), fresh_(fresh) {
   ATTN_CHECK(!out_dir_.empty(), kOp, "no output folder given");
+  adopt_init_config();
   config_.validate();
   build();
   setup_ranks();
@@ -258,6 +270,8 @@ void Trainer::build() {
   if (c.stream) {
     stream = open_stream(c, data_);
     skipped_long_ = stream->stats().skipped_long;
+  } else if (c.uses_pairs()) {
+    load_pairs_data();
   } else if (c.uses_tsv()) {
     for (const std::string& path : {c.train_path, c.valid_path})
       if (!path.empty()) check_no_empty_tsv_lines(path, c.tokens);
@@ -272,6 +286,7 @@ void Trainer::build() {
     t.n_symbols = c.symbols;
     data_ = make_task_dataset(t, c.train_size, c.valid_size, c.data_seed);
   }
+  if (!c.init.empty() && !c.uses_pairs()) adopt_init_vocab();
   if (c.max_length > 0 && !c.stream) {  // in memory: the same skipping as the stream's
     std::vector<io::Example> kept;
     for (io::Example& e : data_.train) {
@@ -281,14 +296,27 @@ void Trainer::build() {
     ATTN_CHECK(!kept.empty(), kOp, "every training example has a side longer than max_length ", c.max_length);
     data_.train = std::move(kept);
   }
-  config_.model = model_config_for(c, data_.vocab);
+  if (c.init.empty()) config_.model = model_config_for(c, data_.vocab);  // else the init folder's (adopt_init_config)
   config_.model.validate();
   if (config_.model.positional == nn::PositionalKind::Learned) {
-    const int64_t longest = longest_row(data_);
+    int64_t longest = longest_row(data_);
+    if (c.uses_pairs() && config_.model.arch == models::Arch::DecoderOnly) {  // rows <bos> prompt response
+      longest = 0;
+      const size_t lead = from_gpt2() ? 0 : 1;  // make_sft_batch: GPT-2 rows have no <bos>
+      for (const auto* set : {&data_.train, &data_.valid})
+        for (const io::Example& e : *set) longest = std::max<int64_t>(longest, lead + e.src.size() + e.tgt.size());
+      for (const auto* pref : {train_pref_.get(), valid_pref_.get()})
+        if (pref) {
+          const auto& set = pref == train_pref_.get() ? data_.train : data_.valid;
+          for (size_t k = 0; k < set.size(); ++k)
+            longest = std::max<int64_t>(longest, lead + set[k].src.size() + pref->rejected[k].size());
+        }
+    }
     ATTN_CHECK(longest <= config_.model.max_len, kOp, "the data has a row of ", longest,
                " tokens, longer than the learned positions' max_len ", config_.model.max_len);
   }
   model_ = models::make_model(config_.model);
+  if (!c.init.empty()) load_init_weights();
   model_->train();
   ObjectiveOptions objective;
   objective.label_smoothing = c.label_smoothing;
@@ -297,6 +325,17 @@ void Trainer::build() {
   objective.masking.mask_id = data_.vocab.mask_id();
   objective.masking.first_symbol = data_.vocab.num_special();
   objective.masking.vocab_size = data_.vocab.size();
+  objective.kind = c.objective;
+  if (c.uses_pairs()) {
+    // GPT-2 reads its text without <bos> (as attn generate and Hugging Face feed it): bos -1.
+    objective.ids = SpecialIds{config_.model.pad_id, from_gpt2() ? -1 : config_.model.bos_id, config_.model.eos_id};
+    objective.dpo_beta = c.dpo_beta;
+    if (c.objective == ObjectiveKind::Dpo) {
+      measure_reference();  // before any step: the init (or --ref) model's log-probabilities
+      objective.train_preferences = train_pref_;
+      objective.valid_preferences = valid_pref_;
+    }
+  }
   objective_ = make_objective(*model_, objective);
   replicas_ = std::make_unique<ReplicaEngine>(*model_, *objective_, config_.model, objective);
 
@@ -402,8 +441,18 @@ void Trainer::finish_epoch(double train_seconds) {
     m.val_ppl = std::exp(v.nll);
     m.val_token_acc = v.token_acc;
     m.val_exact_acc = v.exact_acc;
+    if (v.has_preference) {
+      m.val_pref_acc = v.preference.accuracy;
+      m.val_reward_margin = v.preference.margin;
+      m.val_chosen_reward = v.preference.chosen_reward;
+      m.val_rejected_reward = v.preference.rejected_reward;
+    }
   } else {
     m.val_loss = m.val_nll = m.val_ppl = m.val_token_acc = m.val_exact_acc = kNaN;
+  }
+  if (config_.objective == ObjectiveKind::Dpo) {
+    m.has_preference = true;
+    if (data_.valid.empty()) m.val_pref_acc = m.val_reward_margin = m.val_chosen_reward = m.val_rejected_reward = kNaN;
   }
   m.seconds = train_seconds + seconds_since(start);
   metrics_.push_back(m);
@@ -412,7 +461,7 @@ void Trainer::finish_epoch(double train_seconds) {
   epoch_seconds_ = 0;
   save_checkpoint();
   if (comm_.is_root()) {
-    models::save_model(out_dir_, *model_, {{io::kVocabFileName, data_.vocab.to_json().dump(1) + "\n"}});
+    save_model_folders();
     write_metrics_file(run_file(out_dir_, io::kMetricsFileName), metrics_);
   }
   if (epoch_cb_) epoch_cb_(m);

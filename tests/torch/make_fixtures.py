@@ -413,6 +413,76 @@ def gpt2_cases():
              {"folder": "gpt2_small", "prompt_text": prompt_text, "steps": steps})
 
 
+# ---- fine-tuning (issue 21): the SFT response-only loss and DPO on the small GPT-2 -------------
+
+def finetune_cases():
+    """The small GPT-2 of gpt2_cases (run first) as the policy and a perturbed copy saved as a
+    second Hugging Face folder OUT/gpt2_small_ref as DPO's reference. Three (prompt, chosen,
+    rejected) id triples; GPT-2 rows are prompt + response with no <bos>, each response closed by
+    <|endoftext|>. Written from the formulas:
+        sft_loss = sum over response positions (and <eos>) of -log p / their count
+        log pi(y) = sum of log p over y's tokens and <eos>, given the prompt
+        dpo_loss = mean of -log sigmoid(beta ((pi(c) - ref(c)) - (pi(r) - ref(r))))
+    finetune_gpt2_{f32,f64}.safetensors hold the ids, both losses, the four log-probability
+    vectors and the gradients of each loss under Hugging Face's names (grad_sft.*, grad_dpo.*)."""
+    import shutil
+    src = os.path.join(OUT, "gpt2_small")
+    with open(os.path.join(src, "config.json")) as f:
+        cfg = json.load(f)
+    sd = {k: v for k, v in attn_safetensors.load(os.path.join(src, "model.safetensors"))[0].items()
+          if not k.endswith(".attn.bias")}
+    V, eot = cfg["vocab_size"], cfg["eos_token_id"]
+    torch.manual_seed(92)
+    ref_sd = {k: v + 0.05 * torch.randn_like(v) for k, v in sd.items()}
+    ref_dir = os.path.join(OUT, "gpt2_small_ref")
+    os.makedirs(ref_dir, exist_ok=True)
+    attn_safetensors.save(os.path.join(ref_dir, "model.safetensors"), ref_sd, {"format": "pt"})
+    for name in ("config.json", "vocab.json", "merges.txt"):
+        shutil.copy(os.path.join(src, name), os.path.join(ref_dir, name))
+
+    g = torch.Generator().manual_seed(93)
+    def ids(n):
+        return torch.randint(0, V - 1, (n,), generator=g)  # never <|endoftext|>
+    triples = [(ids(3), ids(4), ids(2)), (ids(5), ids(1), ids(3)), (ids(1), ids(2), ids(5))]
+    beta = 0.5
+
+    def logp(weights, prompt, response):
+        """log p(response <eos> | prompt) and the response positions' count."""
+        row = torch.cat([prompt, response])
+        target = torch.cat([row[1:], torch.tensor([eot])])
+        logits = gpt2_forward(weights, cfg, row[None])[0]
+        lp = torch.log_softmax(logits, dim=-1).gather(1, target[:, None])[:, 0]
+        return lp[len(prompt) - 1:].sum(), len(response) + 1
+
+    for dname, dtype in DTYPES.items():
+        pol = {k: v.to(dtype).clone().requires_grad_(True) for k, v in sd.items()}
+        ref = {k: v.to(dtype) for k, v in ref_sd.items()}
+        total, count = 0, 0
+        for p, c, _ in triples:
+            s, n = logp(pol, p, c)
+            total, count = total - s, count + n
+        sft_loss = total / count
+        sft_loss.backward()
+        grad_sft = {"grad_sft." + k: v.grad.detach().clone() for k, v in pol.items()}
+        for v in pol.values():
+            v.grad = None
+        pc = torch.stack([logp(pol, p, c)[0] for p, c, _ in triples])
+        pr = torch.stack([logp(pol, p, r)[0] for p, _, r in triples])
+        with torch.no_grad():
+            rc = torch.stack([logp(ref, p, c)[0] for p, c, _ in triples])
+            rr = torch.stack([logp(ref, p, r)[0] for p, _, r in triples])
+        dpo = -F.logsigmoid(beta * ((pc - rc) - (pr - rr))).mean()
+        dpo.backward()
+        grad_dpo = {"grad_dpo." + k: v.grad.detach().clone() for k, v in pol.items()}
+        t = {"out.sft_loss": sft_loss.detach().reshape(1), "out.dpo_loss": dpo.detach().reshape(1),
+             "out.policy_chosen": pc.detach(), "out.policy_rejected": pr.detach(),
+             "out.ref_chosen": rc, "out.ref_rejected": rr, **grad_sft, **grad_dpo}
+        for k, (p, c, r) in enumerate(triples):
+            t.update({f"in.prompt{k}": p, f"in.chosen{k}": c, f"in.rejected{k}": r})
+        save(f"finetune_gpt2_{dname}", t, {"folder": "gpt2_small", "ref_folder": "gpt2_small_ref", "beta": beta,
+                                           "pairs": len(triples)})
+
+
 # ---- the descendants (issue 5): RoPE, ALiBi, grouped-query attention, sliding window, SwiGLU,
 # RMSNorm, pre-norm; written here from their papers' formulas with plain torch ops -------------
 
@@ -634,4 +704,5 @@ if __name__ == "__main__":
     alibi_gqa_cases()
     variant_block_cases()
     gpt2_cases()
+    finetune_cases()
     print(f"wrote {len(os.listdir(OUT))} fixtures to {OUT} with torch {torch.__version__}")

@@ -39,6 +39,11 @@ std::vector<io::Example> validation_examples(const run::ModelFolder& f, int64_t 
 // text) as ids; empty when the run records none or the file is gone. `origin` names the file.
 std::vector<int64_t> first_text_line(const run::ModelFolder& f, std::string* origin);
 
+// A fine-tuning run's (sft or dpo, decoder-only) first prompt of its validation pairs (else its
+// training pairs), templated as in training, as ids; empty when the run records none, the file
+// is gone or the folder has no vocabulary. `origin` names the file.
+std::vector<int64_t> first_pair_prompt(const run::ModelFolder& f, std::string* origin);
+
 // The config table: the folder, parameter count, vocabulary, every model key and every
 // training key (nested values as compact JSON).
 std::vector<std::pair<std::string, std::string>> config_table(const run::ModelFolder& f);

@@ -5,6 +5,11 @@
 //                    decoding (token and exact-sequence accuracy)
 //   decoder_only     next-token prediction: input <bos> x1..xn, targets x1..xn <eos> (GPT)
 //   encoder_only     BERT's masked LM (masking.h): the loss only at the chosen positions
+// and the fine-tuning objectives (finetune.h) chosen by ObjectiveOptions::kind:
+//   sft  decoder_only: next-token prediction on prompt + response, the loss over the response
+//        (and <eos>) only; encoder_decoder: teacher forcing, prompt as source (as above)
+//   dpo  decoder_only and encoder_decoder: the DPO loss on preference triples against the
+//        reference log-probabilities ObjectiveOptions carries (measured once, before training)
 // Not here: the optimizer, schedule, batching order or checkpoints (the trainer's).
 #pragma once
 
@@ -18,6 +23,7 @@
 #include "attn/models/encoder_decoder.h"
 #include "attn/models/encoder_only.h"
 #include "attn/train/batching.h"
+#include "attn/train/finetune.h"
 #include "attn/train/masking.h"
 #include "attn/train/tasks.h"
 
@@ -28,10 +34,14 @@ namespace attn::train {
 // positions); token_acc is the encoder-decoder's greedy-decoding accuracy (see validate_model)
 // or the single-stack models' teacher-forced argmax accuracy on those tokens; exact_acc is the
 // encoder-decoder's exact-sequence accuracy (NaN for the single-stack models).
+// DPO's validation sets `preference` (implicit-reward accuracy and margins, finetune.h): then
+// loss is the DPO loss, nll the chosen responses' per-token NLL and token_acc NaN.
 struct ValidationResult {
   double loss = 0, nll = 0;
   double token_acc = 0, exact_acc = 0;
   int64_t tokens = 0, sequences = 0;
+  bool has_preference = false;
+  PreferenceStats preference{};
 };
 
 // Teacher-forced loss and greedy accuracies of `model` (put in eval mode for the call and
@@ -83,9 +93,24 @@ struct ObjectiveOptions {
   SpecialIds ids{};
   MaskingOptions masking{};  // encoder_only; its ids are set from the vocabulary by the caller
   uint64_t seed = 0;         // encoder_only: masking_seed's run seed
+  ObjectiveKind kind = ObjectiveKind::Pretrain;
+  // dpo: beta, and the preference data of the training examples (loss() is only ever given
+  // those) and of the validation examples (validate()). Shared, read-only, by replicas.
+  double dpo_beta = 0.1;
+  std::shared_ptr<const PreferenceSet> train_preferences, valid_preferences;
 };
 
-// The objective of `model`'s family (holding a reference: the model must outlive it).
+// Log-probabilities of responses under `model` (eval mode for the call, no tape): for every
+// example (src = prompt, tgt = response; `responses` replaces tgt when given, one per example),
+// log p(response <eos> | prompt) summed over the response's tokens and <eos>, in batches of
+// `batch_size`. decoder_only reads <bos> prompt response (make_sft_batch), encoder_decoder the
+// prompt as source. `tokens`, when given, receives the positions counted per example.
+std::vector<double> response_logprobs(models::Model& model, const std::vector<io::Example>& examples,
+                                      const std::vector<std::vector<int64_t>>* responses, int64_t batch_size,
+                                      SpecialIds ids, std::vector<int64_t>* tokens = nullptr);
+
+// The objective of `model`'s family and options.kind (holding a reference: the model must
+// outlive it). sft and dpo on an encoder_only model, or dpo without preference data, are errors.
 std::unique_ptr<Objective> make_objective(models::Model& model, const ObjectiveOptions& options);
 
 }  // namespace attn::train

@@ -13,6 +13,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "attn/models/config.h"
+#include "attn/train/finetune.h"
 #include "attn/train/schedule.h"
 #include "attn/train/tasks.h"
 #include "attn/io/vocab.h"
@@ -41,6 +42,19 @@ struct TrainConfig {
   int64_t pack = 0;              // decoder_only text: 0 = one example per line; N >= 2 = the lines
                                  // packed (with <eos> between them) into rows of N tokens, <bos>
                                  // included (text_data.h, load_text_dataset)
+
+  // ---- fine-tuning (finetune.h; docs/training.md "Fine-tuning") ---------------------------
+  // What the run trains for: the family's pre-training objective, or sft / dpo on a pairs file
+  // (then task, data and text are empty).
+  ObjectiveKind objective = ObjectiveKind::Pretrain;
+  std::string pairs_path;         // sft: prompt/response pairs; dpo: prompt/chosen/rejected (TSV or JSONL)
+  std::string valid_pairs_path;   // the same for validation ("" = no validation)
+  std::string prompt_template = kDefaultTemplate;  // decoder_only: the text before the response
+  // A model folder to start from (attn's, or a Hugging Face GPT-2 folder): its architecture,
+  // weights and vocabulary (or BPE tokenizer) replace model and the data's vocabulary.
+  std::string init;
+  std::string ref;                // dpo: the frozen reference model's folder ("" = the init model)
+  double dpo_beta = 0.1;          // dpo: beta, the strength of the pull toward the reference
 
   // ---- model (vocabulary sizes and special ids are set from the data's vocabulary) -------
   models::ModelConfig model = default_model();
@@ -86,6 +100,7 @@ struct TrainConfig {
 
   bool uses_tsv() const { return !train_path.empty(); }
   bool uses_text() const { return !text_path.empty(); }
+  bool uses_pairs() const { return objective != ObjectiveKind::Pretrain; }
   // Throws attn::Error "[TrainConfig] ..." naming the first invalid field; the model config is
   // validated too, with the vocabulary of the data in place of its own sizes.
   void validate() const;

@@ -25,6 +25,7 @@
 
 #include "attn/dist/communicator.h"
 #include "attn/dist/gradient_reducer.h"
+#include "attn/io/bpe.h"
 #include "attn/models/model.h"
 #include "attn/train/adam.h"
 #include "attn/train/batching.h"
@@ -72,6 +73,10 @@ struct EpochMetrics {
   double val_ppl = 0;         // exp(val_nll)
   double val_token_acc = 0;   // in [0, 1]
   double val_exact_acc = 0;   // in [0, 1]
+  // DPO runs (has_preference): the validation pairs' implicit-reward statistics (finetune.h,
+  // PreferenceStats); written to metrics.jsonl only then, so other runs' lines are unchanged.
+  bool has_preference = false;
+  double val_pref_acc = 0, val_reward_margin = 0, val_chosen_reward = 0, val_rejected_reward = 0;
   double lr = 0;              // the rate of the epoch's last step
   double tokens_per_s = 0;    // predicted tokens (EOS included, PAD excluded) per second of training
   double seconds = 0;         // wall time of the epoch, validation included
@@ -170,10 +175,29 @@ class Trainer {
   // Every optimizer step's training loss so far in this process (resume exactness tests).
   const std::vector<double>& step_losses() const { return step_losses_; }
   const std::string& describe_schedule() const { return schedule_text_; }
+  // Fine-tuning (config.init, config.objective): whether the run started from a Hugging Face
+  // GPT-2 folder (then it also writes OUT/hf in that layout, with the folder's tokenizer, and
+  // OUT itself has no vocab.json), that tokenizer, and DPO's preference data with the
+  // reference log-probabilities (null otherwise).
+  bool from_gpt2() const { return bpe_.has_value(); }
+  const std::optional<io::BpeTokenizer>& gpt2_tokenizer() const { return bpe_; }
+  const PreferenceSet* train_preferences() const { return train_pref_.get(); }
+  const PreferenceSet* valid_preferences() const { return valid_pref_.get(); }
+  // The folder in the Hugging Face layout of a GPT-2 start: OUT/hf.
+  static constexpr const char* kHfDirName = "hf";
 
  private:
   Trainer(TrainConfig config, std::string out_dir, bool fresh, const dist::Communicator& comm);
   void build();
+  // Fine-tuning (src/train/finetune_setup.cpp): the init folder's model config and tokenization
+  // into config_ (before validation); the pairs data; the model loaded from the init folder;
+  // DPO's reference log-probabilities; the model folder(s) written after every epoch.
+  void adopt_init_config();
+  void load_pairs_data();
+  void adopt_init_vocab();  // pretrain data from --init: re-read with the folder's vocabulary
+  void load_init_weights();
+  void measure_reference();
+  void save_model_folders();
   void setup_ranks();
   // Whether any rank was asked to stop (a collective when there are several).
   bool stop_agreed();
@@ -206,6 +230,10 @@ class Trainer {
   std::unique_ptr<BatchSource> source_;
   CorpusStream* stream_ = nullptr;  // source_ when streaming
   int64_t skipped_long_ = 0;
+  std::optional<io::BpeTokenizer> bpe_;  // a GPT-2 start's tokenizer
+  std::shared_ptr<models::Model> init_model_;  // the init folder's model, until its weights are copied
+  std::optional<io::Vocab> init_vocab_;        // an attn init folder's vocab.json
+  std::shared_ptr<PreferenceSet> train_pref_, valid_pref_;  // dpo
   std::vector<EpochMetrics> metrics_;
   std::vector<double> step_losses_;
   // The current epoch so far (checkpointed, so a resumed epoch reports the same numbers).
