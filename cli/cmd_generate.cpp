@@ -59,16 +59,6 @@ struct GenerateOptions {
   bool draft_stats = false;
 };
 
-// The one-line summary of a speculative run on stderr (what llama.cpp prints after a run).
-void print_draft_stats(const decode::SpeculativeStats& s) {
-  std::fprintf(stderr,
-               "speculative: %lld draft tokens, %lld accepted (%.1f%%); %lld tokens in %lld target passes "
-               "(%.2f per pass), %lld draft passes\n",
-               static_cast<long long>(s.drafted), static_cast<long long>(s.accepted), 100.0 * s.acceptance(),
-               static_cast<long long>(s.generated), static_cast<long long>(s.target_passes),
-               s.target_passes > 0 ? static_cast<double>(s.generated) / static_cast<double>(s.target_passes) : 0.0,
-               static_cast<long long>(s.draft_passes));
-}
 
 // The search the flags ask for; contradictions are errors naming both sides.
 run::GenerateSettings resolve_mode(const GenerateOptions& o) {
@@ -207,7 +197,7 @@ int run_generate(const GenerateOptions& o) {
     ATTN_CHECK(n > 0, kCmd, o.input.empty() ? std::string("stdin") : "--input '" + o.input + "'", " holds no prompt");
   }
   flush();
-  if (o.draft_stats) print_draft_stats(stats);
+  if (o.draft_stats) std::fprintf(stderr, "%s\n", run::stats_line(stats).c_str());
   return 0;
 }
 

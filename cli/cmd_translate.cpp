@@ -112,16 +112,7 @@ int run_translate(const TranslateOptions& o) {
     if (static_cast<int64_t>(pending.size()) >= batch) flush();
   }
   flush();
-  if (o.draft_stats)
-    std::fprintf(stderr,
-                 "speculative: %lld draft tokens, %lld accepted (%.1f%%); %lld tokens in %lld target passes "
-                 "(%.2f per pass), %lld draft passes\n",
-                 static_cast<long long>(stats.drafted), static_cast<long long>(stats.accepted),
-                 100.0 * stats.acceptance(), static_cast<long long>(stats.generated),
-                 static_cast<long long>(stats.target_passes),
-                 stats.target_passes > 0 ? static_cast<double>(stats.generated) / static_cast<double>(stats.target_passes)
-                                         : 0.0,
-                 static_cast<long long>(stats.draft_passes));
+  if (o.draft_stats) std::fprintf(stderr, "%s\n", run::stats_line(stats).c_str());
   return 0;
 }
 

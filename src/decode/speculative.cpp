@@ -140,6 +140,7 @@ std::vector<Hypothesis> run(IncrementalDecoder& target, IncrementalDecoder* draf
     const Tensor bos = detail::token_tensor(std::vector<int64_t>(static_cast<size_t>(b), limits.bos));
     const std::vector<double> lp = detail::read_log_probs(kOp, target.step(bos), b, v);  // [B, V]
     ++stats.target_passes;
+    stats.target_rows += b;
     if (draft != nullptr) {
       draft->step(bos);  // the draft's cache now holds what the target's holds
       ++stats.draft_passes;
@@ -239,6 +240,7 @@ std::vector<Hypothesis> run(IncrementalDecoder& target, IncrementalDecoder* draf
     }
     const Tensor scored = target.step_many(Tensor::from_vector<int64_t>(verify, {n, k + 1}));  // [n, k+1, V]
     ++stats.target_passes;
+    stats.target_rows += n;
     const std::vector<double> lp =
         detail::read_log_probs(kOp, scored.reshape({n * (k + 1), v}), n * (k + 1), v);  // [n * (k+1), V]
     auto p_at = [&](int64_t i, int64_t j) { return lp.data() + (i * (k + 1) + j) * v; };

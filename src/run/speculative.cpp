@@ -1,6 +1,8 @@
 // run/speculative.cpp — see attn/run/speculative.h: the draft's fit to its target.
 #include "attn/run/speculative.h"
 
+#include <cstdio>
+
 #include "attn/core/error.h"
 
 namespace attn::run {
@@ -36,8 +38,20 @@ void check_draft(const ModelFolder& target, const ModelFolder& draft, const char
   }
 }
 
+std::string stats_line(const decode::SpeculativeStats& s) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "speculative: %lld draft tokens, %lld accepted (%.1f%%); %lld tokens in %lld target passes "
+                "(%.2f per row and pass), %lld draft passes",
+                static_cast<long long>(s.drafted), static_cast<long long>(s.accepted), 100.0 * s.acceptance(),
+                static_cast<long long>(s.generated), static_cast<long long>(s.target_passes), s.tokens_per_pass(),
+                static_cast<long long>(s.draft_passes));
+  return buf;
+}
+
 void add_stats(decode::SpeculativeStats& total, const decode::SpeculativeStats& run) {
   total.target_passes += run.target_passes;
+  total.target_rows += run.target_rows;
   total.draft_passes += run.draft_passes;
   total.drafted += run.drafted;
   total.accepted += run.accepted;

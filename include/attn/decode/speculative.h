@@ -61,6 +61,7 @@ void validate(const SpeculativeOptions& options);
 // What a run did, summed over rows and rounds (llama.cpp's summary line).
 struct SpeculativeStats {
   int64_t target_passes = 0;  // target forward passes (the first step included)
+  int64_t target_rows = 0;    // rows in those passes, summed (= target_passes at batch 1)
   int64_t draft_passes = 0;   // draft forward passes (0 for prompt lookup)
   int64_t drafted = 0;        // draft tokens proposed, summed over rows
   int64_t accepted = 0;       // draft tokens that passed the rule, summed over rows (a batch
@@ -68,6 +69,8 @@ struct SpeculativeStats {
   int64_t generated = 0;      // tokens in the outputs, EOS included
   // accepted / drafted (0 when nothing was drafted).
   double acceptance() const { return drafted > 0 ? static_cast<double>(accepted) / drafted : 0.0; }
+  // Tokens per row and target pass (1 without speculation; up to K + 1).
+  double tokens_per_pass() const { return target_rows > 0 ? static_cast<double>(generated) / target_rows : 0.0; }
 };
 
 // Greedy speculative decoding of src_ids I64 [B, S] (as greedy_search takes them) with a draft

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "attn/decode/speculative.h"
 #include "attn/run/model_folder.h"
@@ -26,6 +27,10 @@ void validate(const SpeculativeSettings& settings);
 // special ids (PAD, BOS, EOS) and, when both folders have a vocab.json, the same tokens. An
 // attn::Error naming both folders and what differs otherwise.
 void check_draft(const ModelFolder& target, const ModelFolder& draft, const char* command);
+
+// llama.cpp-style summary of a run's counts, one line without a newline: draft tokens,
+// accepted (and the rate), tokens, target passes, tokens per row and pass, draft passes.
+std::string stats_line(const decode::SpeculativeStats& stats);
 
 // Adds `run`'s counts to `total`.
 void add_stats(decode::SpeculativeStats& total, const decode::SpeculativeStats& run);
