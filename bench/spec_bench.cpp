@@ -15,12 +15,17 @@
 #include <cstdlib>
 #include <algorithm>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "attn/core/autograd.h"
 #include "attn/core/error.h"
+#include "attn/decode/lm_decoder.h"
+#include "attn/decode/transformer_decoder.h"
+#include "attn/models/decoder_only.h"
 #include "attn/decode/speculative.h"
 #include "attn/ops/batch_invariant.h"
 #include "attn/ops/threads.h"
@@ -147,6 +152,7 @@ int main(int argc, char** argv) {
     std::printf("target %s (%s), draft %s, %zu prompts, batch %lld, max %lld tokens, threads %lld\n", a.model.c_str(),
                 lm ? "decoder-only" : "encoder-decoder", a.draft.empty() ? "-" : a.draft.c_str(), prompts.size(),
                 static_cast<long long>(a.batch), static_cast<long long>(a.max_tokens), static_cast<long long>(a.threads));
+    decode_all({}, false);  // warm-up: first-touch page faults and caches, not timed
     const Result plain = decode_all({}, false);
     const Result plain_inv = decode_all({}, true);
     const double base = plain.seconds;
@@ -161,6 +167,44 @@ int main(int argc, char** argv) {
     };
     row("greedy", plain, false);
     row("greedy, invariant", plain_inv, false);
+    // What a verification pass costs: T positions scored in one pass over a cache of the first
+    // prompt (then rolled back), against one position, for the target and the draft.
+    const auto pass_cost = [&](const run::ModelFolder& f, int64_t t) {
+      BatchInvariantGuard guard(true);
+      NoGradGuard no_grad;
+      std::unique_ptr<decode::IncrementalDecoder> dec;
+      Tensor src;
+      std::vector<int64_t> row = prompts.front();
+      if (lm) {
+        row.insert(row.begin(), f.bos);
+        dec = std::make_unique<decode::LmDecoder>(dynamic_cast<models::DecoderOnlyModel&>(*f.base));
+      } else {
+        dec = std::make_unique<decode::TransformerDecoder>(*f.model);
+      }
+      src = Tensor::from_vector<int64_t>(row, {1, static_cast<int64_t>(row.size())});
+      dec->start(src);
+      dec->step(Tensor::from_vector<int64_t>({f.bos}, {1}));
+      const Tensor tokens = Tensor::from_vector<int64_t>(std::vector<int64_t>(static_cast<size_t>(t), row.back()), {1, t});
+      constexpr int kPasses = 50;
+      dec->step_many(tokens);
+      dec->rollback(t);
+      const auto t0 = Clock::now();
+      for (int i = 0; i < kPasses; ++i) {
+        dec->step_many(tokens);
+        dec->rollback(t);
+      }
+      return std::chrono::duration<double>(Clock::now() - t0).count() / kPasses;
+    };
+    std::printf("one pass of T positions (ms), batch 1:\n%-8s", "T");
+    for (int64_t t : {1, 2, 3, 5, 7, 9}) std::printf(" %7lld", static_cast<long long>(t));
+    std::printf("\n%-8s", "target");
+    const double one = pass_cost(target, 1);
+    for (int64_t t : {1, 2, 3, 5, 7, 9}) std::printf(" %7.3f", 1e3 * (t == 1 ? one : pass_cost(target, t)));
+    if (draft) {
+      std::printf("\n%-8s", "draft");
+      for (int64_t t : {1, 2, 3, 5, 7, 9}) std::printf(" %7.3f", 1e3 * pass_cost(draft->folder, t));
+    }
+    std::printf("\n");
     int rc = 0;
     for (int64_t k : a.ks) {
       run::SpeculativeSettings sp;
