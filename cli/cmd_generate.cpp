@@ -8,6 +8,9 @@
 // --ids reads prompts as space-separated token ids and prints ids, as `attn translate --ids`
 // does (ids in [0, vocabulary size), never <pad>; an empty line is an error); for a GPT-2
 // folder they are ids of its BPE vocabulary.
+// --draft DIR (a smaller model of the same vocabulary) or --prompt-lookup decode speculatively
+// (decode/speculative.h): greedy output unchanged, sampling in the same distribution;
+// --draft-tokens K, --draft-stats prints the acceptance counts on stderr.
 // Not here: encoder-decoder models (attn translate), streaming token by token.
 #include <cstdio>
 #include <fstream>
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include "attn/core/error.h"
+#include "attn/decode/speculative.h"
 #include "attn/io/bpe.h"
 #include "attn/io/lines.h"
 #include "attn/ops/threads.h"
@@ -47,7 +51,14 @@ struct GenerateOptions {
   bool ids = false;  // prompts and output as space-separated token ids
   bool scores = false;
   int64_t threads = 0;
+  // Speculative decoding: a draft model folder or prompt lookup, K, and the statistics line.
+  std::string draft_dir;
+  bool prompt_lookup = false;
+  int64_t draft_tokens = 4;
+  bool draft_tokens_given = false;
+  bool draft_stats = false;
 };
+
 
 // The search the flags ask for; contradictions are errors naming both sides.
 run::GenerateSettings resolve_mode(const GenerateOptions& o) {
@@ -80,6 +91,23 @@ int run_generate(const GenerateOptions& o) {
   const run::ModelFolder& folder = opened.folder;
   const std::optional<io::BpeTokenizer>& bpe = opened.bpe;
   settings.prepend_bos = opened.prepend_bos;
+  // Speculative decoding: the draft folder opens like the target's (a GPT-2 draft for a GPT-2 target).
+  ATTN_CHECK(!o.draft_tokens_given || !o.draft_dir.empty() || o.prompt_lookup, kCmd,
+             "--draft-tokens needs --draft DIR or --prompt-lookup");
+  ATTN_CHECK(!o.draft_stats || !o.draft_dir.empty() || o.prompt_lookup, kCmd,
+             "--draft-stats needs --draft DIR or --prompt-lookup");
+  std::optional<run::GenerationFolder> draft;
+  decode::SpeculativeStats stats;
+  if (!o.draft_dir.empty()) {
+    ATTN_CHECK(!o.prompt_lookup, kCmd, "--draft and --prompt-lookup exclude each other (prompt lookup drafts "
+               "without a model)");
+    draft = run::open_generation_folder(o.draft_dir, kCmd, false, models::Arch::DecoderOnly);
+    settings.speculative.draft = &draft->folder;
+  }
+  settings.speculative.lookup = o.prompt_lookup;
+  settings.speculative.draft_tokens = o.draft_tokens;
+  settings.speculative.stats = &stats;
+  run::validate(settings);
 
   run::TokenCodec codec;
   codec.vocab = bpe || o.ids ? nullptr : &*folder.vocab;
@@ -169,6 +197,7 @@ int run_generate(const GenerateOptions& o) {
     ATTN_CHECK(n > 0, kCmd, o.input.empty() ? std::string("stdin") : "--input '" + o.input + "'", " holds no prompt");
   }
   flush();
+  if (o.draft_stats) std::fprintf(stderr, "%s\n", run::stats_line(stats).c_str());
   return 0;
 }
 
@@ -242,6 +271,22 @@ void register_generate(CLI::App& app, Action* action) {
   cmd->add_flag("--ids", o->ids,
                 "read prompts and write continuations as space-separated token ids instead of text");
   cmd->add_flag("--scores", o->scores, "prefix each continuation with its log-probability and a tab");
+  cmd->add_option("--draft", o->draft_dir,
+                  "speculative decoding: a smaller decoder-only model folder of the same vocabulary drafts "
+                  "tokens that the model verifies in one pass (greedy: the same output, faster; sampling: "
+                  "the same distribution)");
+  cmd->add_flag("--prompt-lookup", o->prompt_lookup,
+                "speculative decoding without a draft model: draft the tokens that followed the last n-gram's "
+                "most recent earlier occurrence in the prompt and output");
+  cmd->add_option_function<int64_t>(
+      "--draft-tokens", [p = o.get()](const int64_t& v) {
+        p->draft_tokens = v;
+        p->draft_tokens_given = true;
+      },
+      "speculative decoding: tokens drafted per verification pass")
+      ->default_str("4");
+  cmd->add_flag("--draft-stats", o->draft_stats,
+                "speculative decoding: print draft and acceptance counts on stderr at the end");
   cmd->add_option("--threads", o->threads, "OpenMP/BLAS threads; 0 = the runtime's default");
   cmd->callback([o, action] { *action = [o] { return run_generate(*o); }; });
 }

@@ -3,15 +3,19 @@
 // penalty (§6.1). Lines are read and decoded in batches (--batch-size) and each batch's
 // output is flushed before the next is read, so the command works in a pipe. --ids reads and
 // writes token ids. A bad line stops the run after the lines before it have been translated.
+// --draft DIR (a smaller model of the same vocabularies) or --prompt-lookup translate greedily
+// and speculatively (decode/speculative.h): the same output; --draft-stats prints the counts.
 #include <unistd.h>
 
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "attn/core/error.h"
+#include "attn/decode/speculative.h"
 #include "attn/io/lines.h"
 #include "attn/ops/threads.h"
 #include "attn/run/model_folder.h"
@@ -32,6 +36,11 @@ struct TranslateOptions {
   int64_t batch_size = 32;
   bool ids = false;
   bool scores = false;
+  std::string draft_dir;  // speculative decoding: a draft model folder
+  bool prompt_lookup = false;
+  int64_t draft_tokens = 4;
+  bool draft_tokens_given = false;
+  bool draft_stats = false;
 };
 
 int run_translate(const TranslateOptions& o) {
@@ -40,9 +49,25 @@ int run_translate(const TranslateOptions& o) {
   ATTN_CHECK(o.max_len >= 0, "translate", "--max-len must be >= 1 (0: source length + 50), got ", o.max_len);
   run::SearchSettings search = o.search;
   if (o.max_len > 0) search.max_len = o.max_len;
+  ATTN_CHECK(!o.draft_tokens_given || !o.draft_dir.empty() || o.prompt_lookup, "translate",
+             "--draft-tokens needs --draft DIR or --prompt-lookup");
+  ATTN_CHECK(!o.draft_stats || !o.draft_dir.empty() || o.prompt_lookup, "translate",
+             "--draft-stats needs --draft DIR or --prompt-lookup");
+  ATTN_CHECK(o.draft_dir.empty() || !o.prompt_lookup, "translate",
+             "--draft and --prompt-lookup exclude each other (prompt lookup drafts without a model)");
+  search.speculative.lookup = o.prompt_lookup;
+  search.speculative.draft_tokens = o.draft_tokens;
+  decode::SpeculativeStats stats;
+  search.speculative.stats = &stats;
+  std::optional<run::ModelFolder> draft;
+  if (!o.draft_dir.empty()) search.speculative.draft = &draft.emplace();  // opened below, once checked
   run::validate(search);
   ATTN_CHECK(o.batch_size >= 1, "translate", "--batch-size must be >= 1, got ", o.batch_size);
   const run::ModelFolder folder = run::open_model_folder(o.model_dir, "translate", !o.ids);
+  if (draft) {
+    *draft = run::open_model_folder(o.draft_dir, "translate", false);
+    run::check_draft(folder, *draft, "translate");
+  }
 
   run::TokenCodec codec;
   codec.vocab = o.ids ? nullptr : &*folder.vocab;
@@ -87,6 +112,7 @@ int run_translate(const TranslateOptions& o) {
     if (static_cast<int64_t>(pending.size()) >= batch) flush();
   }
   flush();
+  if (o.draft_stats) std::fprintf(stderr, "%s\n", run::stats_line(stats).c_str());
   return 0;
 }
 
@@ -109,6 +135,21 @@ void register_translate(CLI::App& app, Action* action) {
       ->capture_default_str();
   cmd->add_flag("--ids", o->ids, "read and write space-separated token ids instead of text");
   cmd->add_flag("--scores", o->scores, "prefix each translation with its score and a tab");
+  cmd->add_option("--draft", o->draft_dir,
+                  "speculative decoding: a smaller encoder-decoder model folder of the same vocabularies drafts "
+                  "tokens that the model verifies in one pass (greedy only; the same output, faster)");
+  cmd->add_flag("--prompt-lookup", o->prompt_lookup,
+                "speculative decoding without a draft model: draft the tokens that followed the last n-gram's "
+                "most recent earlier occurrence in the source and output (greedy only)");
+  cmd->add_option_function<int64_t>(
+      "--draft-tokens", [p = o.get()](const int64_t& v) {
+        p->draft_tokens = v;
+        p->draft_tokens_given = true;
+      },
+      "speculative decoding: tokens drafted per verification pass")
+      ->default_str("4");
+  cmd->add_flag("--draft-stats", o->draft_stats,
+                "speculative decoding: print draft and acceptance counts on stderr at the end");
   cmd->add_option("--threads", o->threads, "OpenMP/BLAS threads; 0 = the runtime's default");
   cmd->callback([o, action] { *action = [o] { return run_translate(*o); }; });
 }

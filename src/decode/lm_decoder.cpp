@@ -127,6 +127,25 @@ Tensor LmDecoder::step(const Tensor& last_tokens) {
   return log_softmax(logits);                                                         // [N, V]
 }
 
+Tensor LmDecoder::step_many(const Tensor& tokens) {
+  ATTN_CHECK(started_, kOp, "step_many() before start()");
+  ATTN_CHECK(!first_.defined(), kOp, "step_many() as the first step after start(): step() first");
+  const int64_t n = cache_.rows();
+  ATTN_CHECK(tokens.defined() && tokens.dtype() == DType::I64 && tokens.dim() == 2 && tokens.size(0) == n &&
+                 tokens.size(1) >= 1,
+             kOp, "tokens must be i64 [N = ", n, ", T >= 1], got ", tokens.defined() ? tokens.str() : "undefined");
+  NoGradGuard no_grad;
+  const Tensor hidden = model_.forward_cached_hidden(tokens, cache_);  // [N, T, D]
+  return log_softmax(model_.logits(hidden));                           // [N, T, V]
+}
+
+void LmDecoder::rollback(int64_t count) {
+  ATTN_CHECK(started_, kOp, "rollback() before start()");
+  ATTN_CHECK(count >= 0 && count <= cache_.length(), kOp, "rollback(", count, ") of a cache of ", cache_.length(),
+             " positions");
+  cache_.truncate(cache_.length() - count);
+}
+
 void LmDecoder::reorder(const std::vector<int64_t>& rows) {
   ATTN_CHECK(started_, kOp, "reorder() before start()");
   const int64_t n = cache_.rows();

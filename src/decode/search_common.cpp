@@ -1,7 +1,9 @@
 // Shared checks and plumbing of the three searches (see search_common.h).
 #include "search_common.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "attn/core/error.h"
 
@@ -56,6 +58,42 @@ std::vector<double> read_log_probs(const char* op, const Tensor& log_probs, int6
     ATTN_CHECK(!std::isnan(values[i]), op, "the decoder's step returned NaN at row ", static_cast<int64_t>(i) / v,
                ", token ", static_cast<int64_t>(i) % v);
   return values;
+}
+
+void sampling_weights(const double* row, int64_t v, double temperature, int64_t top_k, double top_p,
+                      std::vector<int64_t>& order, std::vector<double>& weight) {
+  order.resize(static_cast<size_t>(v));
+  weight.resize(static_cast<size_t>(v));
+  const double inv_t = 1.0 / temperature;
+  double zmax = -INFINITY;  // the largest tempered log-probability, for a stable exp
+  for (int64_t t = 0; t < v; ++t) zmax = std::max(zmax, row[t] * inv_t);
+  ATTN_CHECK(zmax > -INFINITY, "sample", "every token has probability 0 (all log-probabilities are -inf)");
+  for (int64_t t = 0; t < v; ++t) weight[t] = std::exp(row[t] * inv_t - zmax);  // unnormalised p^(1/T)
+
+  const int64_t k = (top_k == 0 || top_k > v) ? v : top_k;
+  if (k < v || top_p < 1) {
+    // Most probable first, ties to the lower id; keep the first `keep` of that order.
+    std::iota(order.begin(), order.end(), int64_t{0});
+    auto before = [&](int64_t x, int64_t y) { return row[x] != row[y] ? row[x] > row[y] : x < y; };
+    if (top_p < 1)
+      std::sort(order.begin(), order.end(), before);
+    else
+      std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+    int64_t keep = k;
+    if (top_p < 1) {
+      double total = 0;
+      for (int64_t j = 0; j < k; ++j) total += weight[order[j]];
+      double mass = 0;  // the smallest prefix whose probability reaches top_p
+      for (int64_t j = 0; j < k; ++j) {
+        mass += weight[order[j]] / total;
+        if (mass >= top_p) {
+          keep = j + 1;
+          break;
+        }
+      }
+    }
+    for (int64_t j = keep; j < v; ++j) weight[order[j]] = 0;  // filtered out
+  }
 }
 
 Tensor token_tensor(const std::vector<int64_t>& tokens) {

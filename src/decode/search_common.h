@@ -32,6 +32,14 @@ void check_limit_options(const char* op, const SearchLimits& limits);
 // log_probs from step(): must be floating [n, v]; returns its values row-major as doubles.
 std::vector<double> read_log_probs(const char* op, const Tensor& log_probs, int64_t n, int64_t v);
 
+// Sampling's filter of one row of log-probabilities [v] (no NaN): temperature, then top_k, then
+// top_p (ties towards the lower id), as sample() draws. Writes weight [v], the unnormalised
+// tempered probabilities p^(1/T) with the filtered-out tokens at 0 (order: scratch [v]).
+// attn::Error when every token has probability 0. Shared by sampling and speculative sampling,
+// so that both filter the same way.
+void sampling_weights(const double* row, int64_t v, double temperature, int64_t top_k, double top_p,
+                      std::vector<int64_t>& order, std::vector<double>& weight);
+
 // I64 [n] tensor of the given tokens.
 Tensor token_tensor(const std::vector<int64_t>& tokens);
 

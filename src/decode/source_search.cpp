@@ -112,39 +112,7 @@ class SamplingSource final : public ChainSource {
 
  protected:
   int64_t choose(const double* row, int64_t v) override {
-    order_.resize(static_cast<size_t>(v));
-    weight_.resize(static_cast<size_t>(v));
-    const double inv_t = 1.0 / o_.temperature;
-    double zmax = -INFINITY;  // the largest tempered log-probability, for a stable exp
-    for (int64_t t = 0; t < v; ++t) zmax = std::max(zmax, row[t] * inv_t);
-    ATTN_CHECK(zmax > -INFINITY, "sample", "every token has probability 0 (all log-probabilities are -inf)");
-    for (int64_t t = 0; t < v; ++t) weight_[t] = std::exp(row[t] * inv_t - zmax);  // unnormalised p^(1/T)
-
-    const int64_t k = (o_.top_k == 0 || o_.top_k > v) ? v : o_.top_k;
-    if (k < v || o_.top_p < 1) {
-      // Most probable first, ties to the lower id; keep the first `keep` of that order.
-      std::iota(order_.begin(), order_.end(), int64_t{0});
-      auto before = [&](int64_t x, int64_t y) { return row[x] != row[y] ? row[x] > row[y] : x < y; };
-      if (o_.top_p < 1)
-        std::sort(order_.begin(), order_.end(), before);
-      else
-        std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), before);
-      int64_t keep = k;
-      if (o_.top_p < 1) {
-        double total = 0;
-        for (int64_t j = 0; j < k; ++j) total += weight_[order_[j]];
-        double mass = 0;  // the smallest prefix whose probability reaches top_p
-        for (int64_t j = 0; j < k; ++j) {
-          mass += weight_[order_[j]] / total;
-          if (mass >= o_.top_p) {
-            keep = j + 1;
-            break;
-          }
-        }
-      }
-      for (int64_t j = keep; j < v; ++j) weight_[order_[j]] = 0;  // filtered out
-    }
-
+    detail::sampling_weights(row, v, o_.temperature, o_.top_k, o_.top_p, order_, weight_);
     double total = 0;
     for (int64_t t = 0; t < v; ++t) total += weight_[t];
     const double u = rng_.uniform() * total;

@@ -113,6 +113,24 @@ Tensor TransformerDecoder::step_recompute(const Tensor& last_tokens) {
   return log_softmax(last_logits);                                      // [N, V]
 }
 
+Tensor TransformerDecoder::step_many(const Tensor& tokens) {
+  ATTN_CHECK(use_kv_cache_, kOp, "step_many() needs the KV-cache path");
+  ATTN_CHECK(memory_.defined(), kOp, "step_many() before start()");
+  const int64_t n = static_cast<int64_t>(rows_.size());
+  ATTN_CHECK(tokens.defined() && tokens.dtype() == DType::I64 && tokens.dim() == 2 && tokens.size(0) == n &&
+                 tokens.size(1) >= 1,
+             kOp, "tokens must be i64 [N = ", n, ", T >= 1], got ", tokens.defined() ? tokens.str() : "undefined");
+  NoGradGuard no_grad;
+  return log_softmax(model_.forward_cached_all(tokens, cache_));  // [N, T, V]
+}
+
+void TransformerDecoder::rollback(int64_t count) {
+  ATTN_CHECK(use_kv_cache_, kOp, "rollback() needs the KV-cache path");
+  ATTN_CHECK(count >= 0 && count <= cache_.length(), kOp, "rollback(", count, ") of a cache of ", cache_.length(),
+             " positions");
+  cache_.truncate(cache_.length() - count);
+}
+
 void TransformerDecoder::reorder(const std::vector<int64_t>& rows) {
   const int64_t n = static_cast<int64_t>(rows_.size());
   std::vector<Row> next;

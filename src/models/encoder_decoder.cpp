@@ -77,12 +77,20 @@ nn::KVCache EncoderDecoderModel::init_cache(const Tensor& memory, const Tensor& 
 }
 
 Tensor EncoderDecoderModel::forward_cached(const Tensor& tgt_ids, nn::KVCache& cache) {
+  ATTN_CHECK(tgt_ids.defined() && tgt_ids.dtype() == DType::I64 && tgt_ids.dim() == 2 && tgt_ids.size(1) == 1,
+             "EncoderDecoderModel::forward_cached", "tgt_ids must be i64 [N, 1], got ",
+             tgt_ids.defined() ? tgt_ids.str() : "undefined");
+  const Tensor logits = forward_cached_all(tgt_ids, cache);  // [N, 1, V]
+  return logits.reshape({logits.size(0), logits.size(2)});   // [N, V]
+}
+
+Tensor EncoderDecoderModel::forward_cached_all(const Tensor& tgt_ids, nn::KVCache& cache) {
   constexpr const char* kOp = "EncoderDecoderModel::forward_cached";
   ATTN_CHECK(!grad_mode_enabled() && !is_training(), kOp,
              "cached decoding is for inference: call it under NoGradGuard with the model in eval mode");
-  ATTN_CHECK(tgt_ids.defined() && tgt_ids.dtype() == DType::I64 && tgt_ids.dim() == 2 && tgt_ids.size(1) == 1, kOp,
-             "tgt_ids must be i64 [N, 1], got ", tgt_ids.defined() ? tgt_ids.str() : "undefined");
-  const int64_t n = tgt_ids.size(0);
+  ATTN_CHECK(tgt_ids.defined() && tgt_ids.dtype() == DType::I64 && tgt_ids.dim() == 2 && tgt_ids.size(1) >= 1, kOp,
+             "tgt_ids must be i64 [N, T] with T >= 1, got ", tgt_ids.defined() ? tgt_ids.str() : "undefined");
+  const int64_t n = tgt_ids.size(0), t = tgt_ids.size(1);
   ATTN_CHECK(cache.num_layers() == decoder_->num_layers() && cache.rows() == n, kOp, "the cache holds ",
              cache.rows(), " rows for ", cache.num_layers(), " layers; expected ", n, " rows for ",
              decoder_->num_layers(), " layers (init_cache first)");
@@ -90,19 +98,18 @@ Tensor EncoderDecoderModel::forward_cached(const Tensor& tgt_ids, nn::KVCache& c
   std::vector<int> is_pad(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) is_pad[i] = config_.pad_id >= 0 && tokens[i] == config_.pad_id ? 1 : 0;
   // Rows of a running batch that joined at different steps are left-padded (KVCache::left_pad):
-  // each then has its own position; otherwise every row is at position cache.length().
-  Tensor positions;  // [N, 1] or undefined
+  // each then has its own positions; otherwise every row is at positions cache.length() ...
+  Tensor positions;  // [N, T] or undefined
   Tensor y;
   if (cache.left_pad().empty()) {
-    y = embed(*tgt_embedding_, tgt_positions_.get(), *dropout_, tgt_ids, cache.length());  // [N, 1, D]
+    y = embed(*tgt_embedding_, tgt_positions_.get(), *dropout_, tgt_ids, cache.length());  // [N, T, D]
   } else {
-    positions = cache.next_positions(1);                                                     // [N, 1]
-    y = embed_at(*tgt_embedding_, tgt_positions_.get(), *dropout_, tgt_ids, positions);      // [N, 1, D]
+    positions = cache.next_positions(t);                                                     // [N, T]
+    y = embed_at(*tgt_embedding_, tgt_positions_.get(), *dropout_, tgt_ids, positions);      // [N, T, D]
   }
-  cache.append_self_padding(is_pad);
-  Tensor hidden = decoder_->forward_cached(y, cache, positions);  // [N, 1, D]
-  Tensor logits = generate(hidden);                  // [N, 1, V]
-  return logits.reshape({n, logits.size(2)});        // [N, V]
+  cache.append_self_padding(is_pad, t);
+  Tensor hidden = decoder_->forward_cached(y, cache, positions);  // [N, T, D]
+  return generate(hidden);                                        // [N, T, V]
 }
 
 }  // namespace attn::models

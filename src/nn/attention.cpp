@@ -264,9 +264,9 @@ Tensor MultiHeadAttention::forward_cached(const Tensor& query, const CrossKV& kv
   const int64_t D = d_model_, Hkv = n_kv_heads_;
   ATTN_CHECK(!options_.rope && !options_.alibi && options_.window == 0, kOp,
              "cached attention over memory is cross-attention, which has no rope, alibi or window");
-  ATTN_CHECK(query.defined() && query.dim() == 3 && query.size(1) == 1 && query.size(2) == D, kOp,
-             "a step's query must be [N, 1, ", D, "], got ", query.defined() ? query.str() : "undefined");
-  const int64_t N = query.size(0);
+  ATTN_CHECK(query.defined() && query.dim() == 3 && query.size(1) >= 1 && query.size(2) == D, kOp,
+             "the new positions' query must be [N, T, ", D, "], got ", query.defined() ? query.str() : "undefined");
+  const int64_t N = query.size(0), T = query.size(1);
   const bool shared = !row_sources.empty();
   ATTN_CHECK(!shared || static_cast<int64_t>(row_sources.size()) == N, kOp, "row_sources has ",
              row_sources.size(), " entries for ", N, " query rows");
@@ -287,14 +287,16 @@ Tensor MultiHeadAttention::forward_cached(const Tensor& query, const CrossKV& kv
     options.key_padding_mask = key_padding_mask;
   }
   if (!shared) {
-    Tensor q = split_heads(project(query, 0));                             // [N, H, 1, Dh]
-    SdpaResult attended = scaled_dot_product_attention(q, k, v, options);  // out [N, H, 1, Dh]
-    return out_proj_->forward(join_heads(attended.out));                   // [N, 1, D]
+    Tensor q = split_heads(project(query, 0));                             // [N, H, T, Dh]
+    SdpaResult attended = scaled_dot_product_attention(q, k, v, options);  // out [N, H, T, Dh]
+    return out_proj_->forward(join_heads(attended.out));                   // [N, T, D]
   }
   // Source s with rows r_0 .. r_{c-1} (c <= G, the most rows of any source) becomes G * H query
-  // heads of one query each, head h * G + j holding head h of row r_j; query head h * G + j
+  // heads of T queries each, head h * G + j holding head h of row r_j; query head h * G + j
   // reads K/V head (h * G + j) / (G * H / Hkv) = h / (H / Hkv), the one row r_j reads alone.
-  // Slots of a source with fewer than G rows repeat a row; their outputs are dropped.
+  // Slots of a source with fewer than G rows repeat a row; their outputs are dropped. Every
+  // memory key is visible to every query (no causal mask over memory), so T > 1 new positions
+  // (speculative decoding's verification) attend exactly as T single steps would.
   const int64_t H = n_heads_, Dh = head_dim_;
   std::vector<int64_t> count(static_cast<size_t>(Ns), 0), row_slot(static_cast<size_t>(N));
   int64_t G = 0;
@@ -310,14 +312,21 @@ Tensor MultiHeadAttention::forward_cached(const Tensor& query, const CrossKV& kv
     row_slot[static_cast<size_t>(r)] = slot;
     for (int64_t j = slot; j < (s + 1) * G; ++j) slot_row[static_cast<size_t>(j)] = r;  // later rows overwrite
   }
-  const Tensor q_rows = project(query, 0).reshape({N, D});                                    // [N, D]
-  const Tensor slots = embedding(q_rows, Tensor::from_vector<int64_t>(slot_row, {Ns * G}));   // [Ns*G, D]
-  const Tensor q = slots.reshape({Ns, G, H, Dh}).transpose(1, 2).contiguous().reshape({Ns, H * G, 1, Dh});
-  SdpaResult attended = scaled_dot_product_attention(q, k, v, options);  // out [Ns, H*G, 1, Dh]
-  const Tensor by_slot =
-      attended.out.contiguous().reshape({Ns, H, G, Dh}).transpose(1, 2).contiguous().reshape({Ns * G, D});  // [Ns*G, D]
-  const Tensor out = embedding(by_slot, Tensor::from_vector<int64_t>(row_slot, {N}));  // [N, D]
-  return out_proj_->forward(out.reshape({N, 1, D}));                                    // [N, 1, D]
+  const Tensor q_rows = project(query, 0).reshape({N, T * D});                                 // [N, T*D]
+  const Tensor slots = embedding(q_rows, Tensor::from_vector<int64_t>(slot_row, {Ns * G}));    // [Ns*G, T*D]
+  // [Ns, G, T, H, Dh] -> [Ns, H, G, T, Dh] -> [Ns, H*G, T, Dh]
+  const Tensor q = slots.reshape({Ns, G, T, H, Dh}).transpose(1, 3).transpose(2, 3).contiguous().reshape(
+      {Ns, H * G, T, Dh});
+  SdpaResult attended = scaled_dot_product_attention(q, k, v, options);  // out [Ns, H*G, T, Dh]
+  // [Ns, H, G, T, Dh] -> [Ns, G, T, H, Dh] -> [Ns*G, T*D]
+  const Tensor by_slot = attended.out.contiguous()
+                             .reshape({Ns, H, G, T, Dh})
+                             .transpose(1, 2)
+                             .transpose(2, 3)
+                             .contiguous()
+                             .reshape({Ns * G, T * D});
+  const Tensor out = embedding(by_slot, Tensor::from_vector<int64_t>(row_slot, {N}));  // [N, T*D]
+  return out_proj_->forward(out.reshape({N, T, D}));                                    // [N, T, D]
 }
 
 void set_capture_attention(Module& root, bool on) {

@@ -71,27 +71,27 @@ Tensor DecoderLayer::forward_cached(const Tensor& x_t, LayerKV& cache, const Ten
                                     const Tensor& memory_padding, const std::vector<int64_t>& row_sources,
                                     const Tensor& positions) {
   const int64_t D = options_.d_model;
-  ATTN_CHECK(x_t.dim() == 3 && x_t.size(1) == 1 && x_t.size(2) == D, "DecoderLayer",
-             "expected a step x_t [N, 1, ", D, "], got ", x_t.str());
+  ATTN_CHECK(x_t.dim() == 3 && x_t.size(1) >= 1 && x_t.size(2) == D, "DecoderLayer",
+             "expected the new positions x_t [N, T, ", D, "], got ", x_t.str());
   ATTN_CHECK(cache.cross.k.defined() && cache.cross.v.defined(), "DecoderLayer",
              "cached decoding needs the cross-attention K/V in the cache (Decoder::init_cache)");
-  AttentionMasks self_masks;  // the new position sees every cached one and itself
+  AttentionMasks self_masks;  // new position i sees every cached one, itself and the new ones before it
   self_masks.key_padding_mask = self_padding;
   self_masks.positions = positions;
   if (options_.norm_first) {
-    Tensor h = norm1_->forward(x_t);                                                         // [N, 1, D]
-    Tensor out = dropout1_->add_to(x_t, self_attn_->forward_cached(h, cache.self, self_masks));  // [N, 1, D]
-    h = norm2_->forward(out);                                                                // [N, 1, D]
-    out = dropout2_->add_to(out, cross_attn_->forward_cached(h, cache.cross, memory_padding, row_sources));  // [N, 1, D]
-    h = norm3_->forward(out);                                                                // [N, 1, D]
-    return dropout3_->add_to(out, ffn(h));                                                   // [N, 1, D]
+    Tensor h = norm1_->forward(x_t);                                                         // [N, T, D]
+    Tensor out = dropout1_->add_to(x_t, self_attn_->forward_cached(h, cache.self, self_masks));  // [N, T, D]
+    h = norm2_->forward(out);                                                                // [N, T, D]
+    out = dropout2_->add_to(out, cross_attn_->forward_cached(h, cache.cross, memory_padding, row_sources));  // [N, T, D]
+    h = norm3_->forward(out);                                                                // [N, T, D]
+    return dropout3_->add_to(out, ffn(h));                                                   // [N, T, D]
   }
-  Tensor sa = self_attn_->forward_cached(x_t, cache.self, self_masks);                              // [N, 1, D]
-  Tensor out = norm1_->forward(dropout1_->add_to(x_t, sa));                                         // [N, 1, D]
-  Tensor ca = cross_attn_->forward_cached(out, cache.cross, memory_padding, row_sources);           // [N, 1, D]
-  out = norm2_->forward(dropout2_->add_to(out, ca));                                                // [N, 1, D]
-  Tensor ff = ffn(out);                                                                             // [N, 1, D]
-  return norm3_->forward(dropout3_->add_to(out, ff));                                               // [N, 1, D]
+  Tensor sa = self_attn_->forward_cached(x_t, cache.self, self_masks);                              // [N, T, D]
+  Tensor out = norm1_->forward(dropout1_->add_to(x_t, sa));                                         // [N, T, D]
+  Tensor ca = cross_attn_->forward_cached(out, cache.cross, memory_padding, row_sources);           // [N, T, D]
+  out = norm2_->forward(dropout2_->add_to(out, ca));                                                // [N, T, D]
+  Tensor ff = ffn(out);                                                                             // [N, T, D]
+  return norm3_->forward(dropout3_->add_to(out, ff));                                               // [N, T, D]
 }
 
 Decoder::Decoder(const LayerOptions& options, int64_t n_layers, bool final_norm, Rng& rng) {
@@ -136,16 +136,18 @@ KVCache Decoder::init_cache(const Tensor& memory, const Tensor& memory_padding) 
 Tensor Decoder::forward_cached(const Tensor& x_t, KVCache& cache, const Tensor& positions) {
   ATTN_CHECK(cache.num_layers() == num_layers(), "Decoder", "the cache has ", cache.num_layers(),
              " layers, the decoder ", num_layers());
-  ATTN_CHECK(cache.length() >= 1, "Decoder", "append the step's target padding flags to the cache first");
-  // The positions the layers hold (all of them, or the last W under a sliding window) + this one.
+  ATTN_CHECK(x_t.dim() == 3, "Decoder", "expected the new positions x_t [N, T, D], got ", x_t.str());
+  const int64_t T = x_t.size(1);
+  // The positions the layers hold (all of them, or the last W under a sliding window) + the new ones.
   const int64_t held =
       num_layers() > 0 && cache.layer(0).self.k.defined() ? cache.layer(0).self.k.size(2) : 0;
-  const Tensor self_padding = cache.self_padding_last(held + 1);  // [N, T'+1] or undefined
-  Tensor h = x_t;                                    // [N, 1, D]
+  ATTN_CHECK(cache.length() >= held + T, "Decoder", "append the new positions' target padding flags to the cache first");
+  const Tensor self_padding = cache.self_padding_last(held + T);  // [N, T'+T] or undefined
+  Tensor h = x_t;                                    // [N, T, D]
   for (int64_t i = 0; i < num_layers(); ++i)
     h = layer(i).forward_cached(h, cache.layer(i), self_padding, cache.memory_padding(), cache.row_sources(),
-                                positions);  // [N, 1, D]
-  if (norm_) h = norm_->forward(h);  // [N, 1, D]
+                                positions);  // [N, T, D]
+  if (norm_) h = norm_->forward(h);  // [N, T, D]
   return h;
 }
 

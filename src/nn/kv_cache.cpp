@@ -342,6 +342,28 @@ void KVCache::append_rows(const KVCache& other) {
   }
 }
 
+void KVCache::truncate(int64_t length) {
+  ATTN_CHECK(length >= 0 && length <= self_pad_len_, kOp, "truncate(", length, ") of ", self_pad_len_,
+             " cached positions");
+  const int64_t drop = self_pad_len_ - length;
+  if (drop == 0) return;
+  for (LayerKV& l : layers_)
+    for (Tensor* x : {&l.self.k, &l.self.v}) {
+      if (!x->defined()) continue;
+      const int64_t held = x->size(2);
+      ATTN_CHECK(held == self_pad_len_, kOp, "truncate: a layer holds ", held, " of ", self_pad_len_,
+                 " positions (a sliding window dropped the oldest), so positions cannot be dropped from the end");
+      *x = x->slice(2, 0, length);  // [N, Hkv, length, Dh], a view of the same buffer
+    }
+  const int64_t n = static_cast<int64_t>(self_pad_.size()) / self_pad_len_;
+  std::vector<int> flags(static_cast<size_t>(n * length));
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = 0; j < length; ++j)
+      flags[static_cast<size_t>(r * length + j)] = self_pad_[static_cast<size_t>(r * self_pad_len_ + j)];
+  self_pad_ = std::move(flags);
+  self_pad_len_ = length;
+}
+
 int64_t KVCache::trim_padding() {
   const int64_t n = rows();
   if (n == 0 || self_pad_len_ == 0 || left_pad_.empty()) return 0;

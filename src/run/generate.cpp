@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 
 #include "attn/core/autograd.h"
 #include "attn/core/error.h"
@@ -13,6 +14,7 @@
 #include "attn/decode/greedy.h"
 #include "attn/decode/lm_decoder.h"
 #include "attn/decode/sampler.h"
+#include "attn/decode/speculative.h"
 #include "attn/models/decoder_only.h"
 #include "attn/run/token_codec.h"
 #include "search_options.h"
@@ -32,6 +34,32 @@ std::vector<std::vector<decode::Hypothesis>> search(models::DecoderOnlyModel& mo
   const Tensor ids = pad_batch(rows, folder.pad);  // [B, S]
   decode::LmDecoder decoder(model);
   std::vector<std::vector<decode::Hypothesis>> out;
+  const SpeculativeSettings& spec = s.speculative;
+  std::vector<decode::Hypothesis> found;
+  if (spec.enabled()) {
+    decode::SpeculativeOptions so;
+    so.draft_tokens = spec.draft_tokens;
+    decode::SpeculativeStats stats;
+    std::unique_ptr<decode::LmDecoder> draft;
+    if (spec.draft != nullptr)
+      draft = std::make_unique<decode::LmDecoder>(dynamic_cast<models::DecoderOnlyModel&>(*spec.draft->base));
+    if (s.mode == GenerateSettings::Mode::Greedy) {
+      const auto o = detail::search_options<decode::GreedyOptions>(folder, max_len);
+      found = draft ? decode::speculative_greedy(decoder, *draft, ids, o, so, &stats)
+                    : decode::lookup_greedy(decoder, ids, o, so, &stats);
+    } else {
+      auto o = detail::search_options<decode::SamplingOptions>(folder, max_len);
+      o.temperature = s.temperature;
+      o.top_k = s.top_k;
+      o.top_p = s.top_p;
+      o.seed = s.seed;
+      found = draft ? decode::speculative_sample(decoder, *draft, ids, o, so, &stats)
+                    : decode::lookup_sample(decoder, ids, o, so, &stats);
+    }
+    if (spec.stats != nullptr) add_stats(*spec.stats, stats);
+    for (decode::Hypothesis& h : found) out.push_back({std::move(h)});
+    return out;
+  }
   switch (s.mode) {
     case GenerateSettings::Mode::Greedy: {
       const auto o = detail::search_options<decode::GreedyOptions>(folder, max_len);
@@ -78,6 +106,11 @@ void validate(const GenerateSettings& s) {
                  s.top_p);
       break;
   }
+  if (s.speculative.enabled()) {
+    validate(s.speculative);
+    ATTN_CHECK(s.mode != GenerateSettings::Mode::Beam, kGenerate,
+               s.speculative.lookup ? "--prompt-lookup" : "--draft", " works with greedy decoding and sampling, not --beam");
+  }
 }
 
 std::vector<std::vector<decode::Hypothesis>> generate_batch(const ModelFolder& folder,
@@ -88,6 +121,17 @@ std::vector<std::vector<decode::Hypothesis>> generate_batch(const ModelFolder& f
   ATTN_CHECK(model != nullptr, kGenerate, "the model in '", folder.dir, "' is not decoder_only");
   const models::ModelConfig& c = model->config();
   ATTN_CHECK(!prompts.empty(), kGenerate, "no prompts");
+  const ModelFolder* draft = settings.speculative.draft;
+  if (settings.speculative.enabled())
+    for (const ModelFolder* f : {&folder, draft})
+      ATTN_CHECK(f == nullptr || f->base->config().sliding_window == 0, kGenerate, "the model in '",
+                 f == nullptr ? "" : f->dir, "' has a sliding window, whose cache cannot take rejected draft "
+                 "tokens back: speculative decoding does not support it");
+  if (draft != nullptr) {
+    check_draft(folder, *draft, kGenerate);
+    ATTN_CHECK(std::dynamic_pointer_cast<models::DecoderOnlyModel>(draft->base) != nullptr, kGenerate,
+               "the draft model in '", draft->dir, "' is not decoder_only");
+  }
   NoGradGuard no_grad;
   // Every prompt's row and length limit; rows that share a limit (and, without a PAD id to pad
   // with, a length) are decoded together, in input order.
@@ -108,6 +152,13 @@ std::vector<std::vector<decode::Hypothesis>> generate_batch(const ModelFolder& f
                  ", more than the ", c.max_len, " learned positions of the model (max_len)");
       // The last generated token is never fed back, so n + limit - 1 positions suffice.
       limit = std::min(limit, c.max_len - n + 1);
+    }
+    if (draft != nullptr && learned_positions(draft->base->config())) {
+      // The draft reads the same positions; it must have as many as this generation uses.
+      const int64_t dmax = draft->base->config().max_len;
+      ATTN_CHECK(n + limit - 1 <= dmax, kGenerate, "prompt ", i + 1, " needs ", n + limit - 1,
+                 " positions, more than the ", dmax, " learned positions of the draft model '", draft->dir,
+                 "' (max_len): use --max-tokens ", std::max<int64_t>(1, dmax - n + 1), " or a draft with more");
     }
     groups[{limit, folder.pad < 0 ? n : 0}].push_back(i);
   }

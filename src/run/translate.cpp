@@ -8,6 +8,7 @@
 #include "attn/core/error.h"
 #include "attn/decode/beam_search.h"
 #include "attn/decode/greedy.h"
+#include "attn/decode/speculative.h"
 #include "attn/decode/transformer_decoder.h"
 #include "attn/ops/ops.h"
 #include "attn/run/token_codec.h"
@@ -21,6 +22,11 @@ void validate(const SearchSettings& s) {
              s.n_best);
   ATTN_CHECK(std::isfinite(s.alpha) && s.alpha >= 0, "search", "--alpha must be finite and >= 0, got ", s.alpha);
   ATTN_CHECK(!s.max_len || *s.max_len >= 1, "search", "--max-len must be >= 1, got ", s.max_len ? *s.max_len : 0);
+  if (s.speculative.enabled()) {
+    validate(s.speculative);
+    ATTN_CHECK(s.beam == 1 && s.n_best == 1, "search", s.speculative.lookup ? "--prompt-lookup" : "--draft",
+               " works with greedy search, not --beam ", s.beam, " / --n-best ", s.n_best);
+  }
 }
 
 std::vector<std::vector<decode::Hypothesis>> search_batch(const ModelFolder& folder,
@@ -31,6 +37,24 @@ std::vector<std::vector<decode::Hypothesis>> search_batch(const ModelFolder& fol
   decode::TransformerDecoder decoder(*folder.model);
   const Tensor src = pad_batch(srcs, folder.pad);
   std::vector<std::vector<decode::Hypothesis>> out;
+  if (settings.speculative.enabled()) {
+    const SpeculativeSettings& spec = settings.speculative;
+    const auto o = detail::search_options<decode::GreedyOptions>(folder, settings.max_len);
+    decode::SpeculativeOptions so;
+    so.draft_tokens = spec.draft_tokens;
+    decode::SpeculativeStats stats;
+    std::vector<decode::Hypothesis> found;
+    if (spec.draft != nullptr) {
+      check_draft(folder, *spec.draft, "translate");
+      decode::TransformerDecoder draft(*spec.draft->model);
+      found = decode::speculative_greedy(decoder, draft, src, o, so, &stats);
+    } else {
+      found = decode::lookup_greedy(decoder, src, o, so, &stats);
+    }
+    if (spec.stats != nullptr) add_stats(*spec.stats, stats);
+    for (decode::Hypothesis& h : found) out.push_back({std::move(h)});
+    return out;
+  }
   if (settings.beam == 1 && settings.n_best == 1) {
     const auto o = detail::search_options<decode::GreedyOptions>(folder, settings.max_len);
     for (decode::Hypothesis& h : decode::greedy_search(decoder, src, o)) out.push_back({std::move(h)});

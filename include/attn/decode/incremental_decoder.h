@@ -3,6 +3,8 @@
 // live hypothesis and get the next-token log-probabilities back, reordering rows between steps.
 // Greedy search, beam search and sampling (paper §6.1) never see a Transformer. This header does
 // not say how a decoder keeps its state (full prefix, KV cache): that is the implementation's.
+// Speculative decoding also feeds several tokens at once (step_many) and takes tokens back
+// (rollback); decoders that cannot refuse both.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +40,17 @@ class IncrementalDecoder {
 
   // V, the size of the target vocabulary (the last dimension of step()'s result).
   virtual int64_t vocab_size() const = 0;
+
+  // ---- speculative decoding (decode/speculative.h); decoders without it refuse ----
+  // tokens I64 [N, T] (T >= 1): appends the T tokens to every row at once, in one forward pass
+  // where the decoder can, and returns the log-probabilities after each of them, [N, T, V]:
+  // entry [i, t] is what step() would have returned after tokens[i, 0..t] had been fed one by
+  // one (the same values; the same bits in the batch-invariant mode, ops/batch_invariant.h).
+  // Not as the first step after start() (feed BOS with step() first).
+  virtual Tensor step_many(const Tensor& tokens);
+  // Forgets the last `count` tokens fed to every row (0 <= count <= the tokens fed since
+  // start()), as if they had never been fed: the draft tokens the target rejected.
+  virtual void rollback(int64_t count);
 };
 
 }  // namespace attn::decode

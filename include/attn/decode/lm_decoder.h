@@ -44,6 +44,13 @@ class LmDecoder : public IncrementalDecoder {
   Tensor step(const Tensor& last_tokens) override;
   void reorder(const std::vector<int64_t>& rows) override;
   int64_t vocab_size() const override;
+  // Speculative decoding: tokens I64 [N, T] appended to every row in one cached forward (the
+  // causal mask sits bottom-right: new token t sees the cache and new tokens <= t) -> [N, T, V]
+  // log-probabilities after each; rollback(count) drops the last count cache positions
+  // (nn::KVCache::truncate). Models with a sliding window refuse rollback once the window has
+  // dropped positions.
+  Tensor step_many(const Tensor& tokens) override;
+  void rollback(int64_t count) override;
 
   // Continuous batching: a new row joins the running batch after the current ones. `prefix` is
   // its input without the last token (possibly empty), run through a cache of its own here,

@@ -29,6 +29,11 @@ class TransformerDecoder : public IncrementalDecoder {
   Tensor step(const Tensor& last_tokens) override;
   void reorder(const std::vector<int64_t>& rows) override;
   int64_t vocab_size() const override;
+  // Speculative decoding (KV path only): tokens I64 [N, T] appended to every row in one cached
+  // forward (EncoderDecoderModel::forward_cached_all) -> [N, T, V] log-probabilities after
+  // each; rollback(count) drops the last count target positions (nn::KVCache::truncate).
+  Tensor step_many(const Tensor& tokens) override;
+  void rollback(int64_t count) override;
 
   // Continuous batching (KV path only): src_ids I64 [B', S'] join the running batch as B' new
   // rows after the current ones, each with an empty prefix (its next step takes BOS), while the

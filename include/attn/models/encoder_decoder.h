@@ -44,6 +44,11 @@ class EncoderDecoderModel : public Model {
   // -> logits [N, V] for the next token, equal to decode()'s logits at that position for the
   // whole prefix. Appends the step's self-attention K/V (and PAD flag) to `cache`.
   Tensor forward_cached(const Tensor& tgt_ids, nn::KVCache& cache);
+  // T new target positions per row at once (speculative decoding scores a draft in one pass):
+  // tgt_ids I64 [N, T], the tokens at target positions cache.length() .. + T - 1 -> logits
+  // [N, T, V], entry t the distribution after tgt_ids[:, t] (decode()'s logits there). Appends
+  // their self-attention K/V (and PAD flags) to `cache`; T = 1 is forward_cached.
+  Tensor forward_cached_all(const Tensor& tgt_ids, nn::KVCache& cache);
 
   nn::Encoder& encoder() { return *encoder_; }
   nn::Decoder& decoder() { return *decoder_; }

@@ -113,12 +113,13 @@ class MultiHeadAttention : public AttentionModule {
   // [N, T' + T] or undefined; masks.positions: I64 [N, T] or [T], the new positions (RoPE;
   // undefined = T' .. T' + T - 1); masks.causal and attn_mask are ignored. -> [N, T, D].
   Tensor forward_cached(const Tensor& x, SelfKV& kv, const AttentionMasks& masks) override;
-  // One query step against a layer's cross-attention K/V (no rope, alibi or window): query
-  // [N, 1, D], kv.k and kv.v [N_src, Hkv, Tk, Dh], key_padding_mask Bool [N_src, Tk] or
-  // undefined; row r attends source row row_sources[r] (empty: N_src = N and row r reads row r).
-  // The rows of one source read its K/V where they lie, never a copy per row: they attend as
-  // extra query heads of that source (grouped-query attention, one query per head, so each
-  // row's result is the one it gets alone). -> [N, 1, D].
+  // T new positions (T = 1: one step; more: speculative decoding's verification) against a
+  // layer's cross-attention K/V (no rope, alibi or window): query [N, T, D], kv.k and kv.v
+  // [N_src, Hkv, Tk, Dh], key_padding_mask Bool [N_src, Tk] or undefined; row r attends source
+  // row row_sources[r] (empty: N_src = N and row r reads row r). Every query sees every memory
+  // key. The rows of one source read its K/V where they lie, never a copy per row: they attend
+  // as extra query heads of that source (grouped-query attention, so each row's result is the
+  // one it gets alone). -> [N, T, D].
   Tensor forward_cached(const Tensor& query, const CrossKV& kv, const Tensor& key_padding_mask,
                         const std::vector<int64_t>& row_sources = {});
 

@@ -3,7 +3,7 @@
 // over the encoder output ("memory"), FFN; each wrapped as in encoder.h (post- or pre-norm):
 //   post-norm: x = norm1(x + d1(SA(x))); x = norm2(x + d2(CA(x, mem))); x = norm3(x + d3(FFN(x)))
 // Names: self_attn.*, multihead_attn.*, linear1.*, linear2.*, norm1..3.*; stack "layers.N.", "norm.".
-// forward_cached: incremental decoding of one new position against a KVCache (nn/kv_cache.h).
+// forward_cached: incremental decoding of new positions (one, or several at once) against a KVCache (nn/kv_cache.h).
 // The self-attention is softmax or linear attention (LayerOptions::attention_kind; the
 // attention over memory stays softmax), the FFN dense or a mixture of experts ("moe").
 #pragma once
@@ -32,14 +32,15 @@ class DecoderLayer : public Module {
   Tensor forward(const Tensor& x, const Tensor& memory, const AttentionMasks& self_masks = {},
                  const AttentionMasks& cross_masks = {});
 
-  // One decoding step (inference only: NoGradGuard, eval mode). x_t [N, 1, D] is the newest
-  // position; its self-attention K/V are appended to cache.self and it attends over them and
-  // over cache.cross, through the same sublayers and norms as forward().
-  // self_padding Bool [N, T'+1] (the cached positions and this one) / memory_padding Bool
-  // [N_src, S], or undefined; row r reads source row row_sources[r] of the cross-attention K/V
-  // (empty: row r). With RoPE, this position is `positions` (I64 [N, 1], each row's own: rows
-  // that joined a running batch later are left-padded), or when undefined the number of cached
-  // ones. -> [N, 1, D].
+  // One decoding step, or T new positions at once (speculative decoding's verification);
+  // inference only: NoGradGuard, eval mode. x_t [N, T, D] are the newest positions; their
+  // self-attention K/V are appended to cache.self and new position i attends over the cached
+  // ones, itself and the new ones before it, and over cache.cross, through the same sublayers
+  // and norms as forward(). self_padding Bool [N, T'+T] (the cached positions and the new ones)
+  // / memory_padding Bool [N_src, S], or undefined; row r reads source row row_sources[r] of the
+  // cross-attention K/V (empty: row r). With RoPE, the new positions are `positions` (I64
+  // [N, T], each row's own: rows that joined a running batch later are left-padded), or when
+  // undefined they follow the cached ones. -> [N, T, D].
   Tensor forward_cached(const Tensor& x_t, LayerKV& cache, const Tensor& self_padding, const Tensor& memory_padding,
                         const std::vector<int64_t>& row_sources = {}, const Tensor& positions = Tensor());
 
@@ -75,9 +76,10 @@ class Decoder : public Module {
   // memory [N, S, D] -> a cache with every layer's cross-attention K/V and memory_padding
   // (Bool [N, S] or undefined), and no target positions yet. Inference only.
   KVCache init_cache(const Tensor& memory, const Tensor& memory_padding);
-  // One step of every layer (DecoderLayer::forward_cached) then the final norm: x_t [N, 1, D]
-  // -> [N, 1, D]. The caller has already appended the step's target padding flags to `cache`.
-  // positions: each row's position I64 [N, 1] for RoPE, or undefined (see DecoderLayer).
+  // One step (or T new positions) of every layer (DecoderLayer::forward_cached) then the final
+  // norm: x_t [N, T, D] -> [N, T, D]. The caller has already appended the new positions' target
+  // padding flags to `cache`. positions: each row's positions I64 [N, T] for RoPE, or undefined
+  // (see DecoderLayer).
   Tensor forward_cached(const Tensor& x_t, KVCache& cache, const Tensor& positions = Tensor());
 
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }

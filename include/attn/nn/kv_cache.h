@@ -107,6 +107,12 @@ class KVCache {
   // left): T and every row's left_pad shrink by as much; positions are unchanged. Returns the
   // number of positions dropped.
   int64_t trim_padding();
+  // Speculative decoding (decode/speculative.h): keeps the first `length` positions of every
+  // row (0 <= length <= T) and drops the rest, the rejected draft tokens. The self-attention
+  // K/V become shorter views of the same buffers, so the next step overwrites the dropped
+  // positions in place; left padding, sources and cross-attention K/V are unchanged. An error
+  // when a sliding window has already dropped positions (they could not come back).
+  void truncate(int64_t length);
 
   // Bytes held by the cached positions: 2 * layers * Hkv * (N * T' + N_src * S) * Dh *
   // sizeof(dtype) (the spare room of the self-attention buffers is not counted).

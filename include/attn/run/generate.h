@@ -10,6 +10,7 @@
 
 #include "attn/decode/hypothesis.h"
 #include "attn/run/model_folder.h"
+#include "attn/run/speculative.h"
 
 namespace attn::run {
 
@@ -28,6 +29,10 @@ struct GenerateSettings {
   // The model reads <bos> + prompt. Off for GPT-2 checkpoints, which read the prompt as it is
   // (as Hugging Face's generate does); <|endoftext|> is then only their end-of-text token.
   bool prepend_bos = true;
+  // Greedy and Sample: speculative decoding with a draft model (a decoder-only folder that
+  // check_draft accepts) or prompt lookup. Greedy output is the greedy output of the target
+  // (in the batch-invariant mode, decode/speculative.h); sampling follows its distribution.
+  SpeculativeSettings speculative;
 };
 // Throws attn::Error naming the first invalid setting (as its command-line flag).
 void validate(const GenerateSettings& settings);

@@ -11,6 +11,7 @@
 
 #include "attn/decode/hypothesis.h"
 #include "attn/run/model_folder.h"
+#include "attn/run/speculative.h"
 
 namespace attn::run {
 
@@ -20,6 +21,9 @@ struct SearchSettings {
   double alpha = 0.6;
   int64_t n_best = 1;
   std::optional<int64_t> max_len;  // generated tokens, EOS included; default source length + 50
+  // Greedy only: speculative decoding with an encoder-decoder draft model (check_draft) or
+  // prompt lookup over the source; the output is greedy's (decode/speculative.h).
+  SpeculativeSettings speculative;
 };
 // Throws attn::Error naming the first invalid setting.
 void validate(const SearchSettings& settings);
