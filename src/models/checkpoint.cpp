@@ -250,6 +250,17 @@ LoadedCheckpoint load_checkpoint(const std::string& dir) {
     out.tensors.push_back({name, info.dtype, info.shape});
   }
   out.metadata = file.metadata();
+  // Before building anything: the parameters config.json implies (a lower bound, from its size
+  // keys alone) must fit in what the file holds, or a config of 10^12 layers next to a small
+  // file would allocate for minutes before the first tensor is compared.
+  int64_t held = 0;
+  for (const CheckpointTensor& t : out.tensors)
+    held = checked_add(held, checked_numel(t.shape, kLoad), kLoad, "the weights file's element count");
+  const int64_t implied = config.min_parameters();
+  if (implied > held) {
+    fail(kLoad, "'", out.config_path, "' implies at least ", implied, " parameters, but '", out.weights_path,
+         "' holds ", held, " values in ", out.tensors.size(), " tensors; the largest part: ", config.largest_part());
+  }
 
   try {
     out.model = make_model(config, ModelInit::None);  // every parameter is filled from the file below
