@@ -291,16 +291,19 @@ LoadedCheckpoint load_checkpoint(const std::string& dir) {
   }
   out.metadata = file.metadata();
   // Before building anything: the parameters config.json implies (a lower bound, from its size
-  // keys alone) must fit in what the file holds, or a config of 10^12 layers next to a small
-  // file would allocate for minutes before the first tensor is compared.
+  // keys alone) against what the file holds. Far more (by more than the file itself and 2^20
+  // parameters) is refused at once, naming the key of the largest part: a config of 10^12
+  // layers next to a small file would allocate for minutes before the first tensor is
+  // compared. A smaller excess builds the model, so that every tensor is listed, and the
+  // summary comes first in the list.
   int64_t held = 0;
   for (const CheckpointTensor& t : out.tensors)
     held = checked_add(held, checked_numel(t.shape, kLoad), kLoad, "the weights file's element count");
   const int64_t implied = config.min_parameters();
-  if (implied > held) {
-    fail(kLoad, "'", out.config_path, "' implies at least ", implied, " parameters, but '", out.weights_path,
-         "' holds ", held, " values in ", out.tensors.size(), " tensors; the largest part: ", config.largest_part());
-  }
+  const std::string too_many = str_cat("'", out.config_path, "' implies at least ", implied, " parameters, but '",
+                                       out.weights_path, "' holds ", held, " values in ", out.tensors.size(),
+                                       " tensors; the largest part: ", config.largest_part());
+  if (implied > held && implied - held > std::max<int64_t>(held, int64_t{1} << 20)) fail(kLoad, too_many);
 
   try {
     out.model = make_model(config, ModelInit::None);  // every parameter is filled from the file below
@@ -315,6 +318,7 @@ LoadedCheckpoint load_checkpoint(const std::string& dir) {
 
   // Every file tensor against the model, in file order, then every parameter the file lacks.
   std::vector<std::string> problems;
+  if (implied > held) problems.push_back(too_many);
   std::map<std::string, std::string> source_of;  // canonical -> the file tensor that fills it
   std::vector<std::pair<std::string, std::string>> alias_copies;  // (alias, canonical), both in file
   for (const CheckpointTensor& t : out.tensors) {
