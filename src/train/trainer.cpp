@@ -548,6 +548,7 @@ const std::vector<EpochMetrics>& Trainer::run(std::optional<int64_t> max_steps) 
   }
   const Clock::time_point session_start = Clock::now();
   const int64_t session_first_step = adam_->steps();
+  int64_t epochs_finished_here = 0;  // finish_epoch calls of this session
   double validation_seconds = 0;  // the last validation's duration, for the ETA
   try {
     model_->train();
@@ -607,11 +608,20 @@ const std::vector<EpochMetrics>& Trainer::run(std::optional<int64_t> max_steps) 
       const double train_seconds = epoch_seconds_now();
       const Clock::time_point v0 = Clock::now();
       finish_epoch(train_seconds);
+      ++epochs_finished_here;
       validation_seconds = seconds_since(v0);
       if (stop_agreed()) {  // the epoch's checkpoint is the place to resume
         stopped_ = true;
         return metrics_;
       }
+    }
+    // A resumed run with nothing left to train: the previous session was killed after the last
+    // epoch's checkpoint, possibly while it wrote the run folder's model (config.json removed,
+    // the weights half replaced). The checkpoint holds the same state, so writing the model
+    // and metrics again completes the folder exactly as an uninterrupted run leaves it.
+    if (epochs_finished_here == 0 && comm_.is_root()) {
+      models::save_model(out_dir_, *model_, {{io::kVocabFileName, data_.vocab.to_json().dump(1) + "\n"}});
+      write_metrics_file(run_file(out_dir_, io::kMetricsFileName), metrics_);
     }
   } catch (...) {
     cleanup();
