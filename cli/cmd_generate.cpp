@@ -131,7 +131,7 @@ int run_generate(const GenerateOptions& o) {
   int64_t done = 0;
   const auto flush = [&] {
     if (pending.empty()) return;
-    const auto found = run::generate_batch(folder, pending, settings);
+    const auto found = run::generate_batch(folder, pending, settings, done + 1);
     for (size_t i = 0; i < found.size(); ++i) {
       for (size_t k = 0; k < found[i].size(); ++k) {
         const decode::Hypothesis& h = found[i][k];
@@ -265,7 +265,8 @@ void register_generate(CLI::App& app, Action* action) {
         p->sampling_flags.push_back("--seed");
       },
       "sampling: the seed (the same prompts, order and --batch-size give the same samples)")
-      ->default_str("0");
+      ->default_str("0")
+      ->check(seed_validator());
   cmd->add_option("--batch-size", o->batch_size, "prompts decoded together")->capture_default_str();
   cmd->add_flag("--with-prompt", o->with_prompt, "print each prompt followed by its continuation");
   cmd->add_flag("--ids", o->ids,

@@ -83,7 +83,7 @@ void register_steps(CLI::App* lab, Action* action) {
   CLI::App* cmd = lab->add_subcommand("steps", "softmax(Q K^T / sqrt(d_k)) V in five steps, as matrices (seed 001)");
   cmd->add_option("--length", o->length, "tokens L (queries = keys)")->capture_default_str();
   cmd->add_option("--dk", o->d_k, "query/key/value dimension d_k")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "random seed of Q, K, V")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "random seed of Q, K, V")->capture_default_str()->check(seed_validator());
   add_svg(cmd, *svg);
   cmd->callback([o, svg, action] {
     *action = [o, svg] {
@@ -99,7 +99,7 @@ void register_scale(CLI::App* lab, Action* action) {
   cmd->add_option("--dims", o->dims, "query/key dimensions D (comma-separated)")->delimiter(',')->capture_default_str();
   cmd->add_option("--seq", o->seq, "queries and keys per trial")->capture_default_str();
   cmd->add_option("--trials", o->trials, "independent draws averaged per D")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "random seed")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "random seed")->capture_default_str()->check(seed_validator());
   add_svg(cmd, o->svg);
   cmd->callback([o, action] {
     *action = [o] {
@@ -120,7 +120,9 @@ void register_permutation(CLI::App* lab, Action* action) {
   cmd->add_option("--d-model", o->d_model, "model dimension D")->capture_default_str();
   cmd->add_option("--heads", o->heads, "attention heads")->capture_default_str();
   cmd->add_option("--length", o->length, "tokens T")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "random seed of weights, tokens and permutation")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "random seed of weights, tokens and permutation")
+      ->capture_default_str()
+      ->check(seed_validator());
   cmd->callback([o, action] {
     *action = [o] {
       std::fputs(lab::format_permutation_demo(lab::permutation_demo(*o)).c_str(), stdout);
@@ -138,7 +140,7 @@ void register_masks(CLI::App* lab, Action* action) {
   cmd->add_option("--length", o->length, "tokens T, real ones first, then PAD")->capture_default_str();
   cmd->add_option("--real", o->real, "real (non-PAD) tokens")->capture_default_str();
   cmd->add_option("--position", o->position, "the position the causal perturbation changes")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "random seed")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "random seed")->capture_default_str()->check(seed_validator());
   add_svg(cmd, *svg);
   cmd->callback([o, svg, action] {
     *action = [o, svg] {
@@ -160,7 +162,7 @@ void register_rope(CLI::App* lab, Action* action) {
       ->capture_default_str();
   cmd->add_option("--pairs", *pairs, "query:key positions, comma-separated (default 3:1,10:8,52:50,52:49)");
   cmd->add_option("--grid", o->grid, "the figure shows positions 0 .. grid-1")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "random seed of q and k")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "random seed of q and k")->capture_default_str()->check(seed_validator());
   add_svg(cmd, *svg);
   cmd->callback([o, pairing, pairs, svg, action] {
     *action = [o, pairing, pairs, svg] {
@@ -179,7 +181,9 @@ void register_kv_cache(CLI::App* lab, Action* action) {
   cmd->add_option("--steps", o->steps, "target positions to decode")->capture_default_str();
   cmd->add_option("--source-length", o->source_length, "source tokens")->capture_default_str();
   cmd->add_option("--dtype", *dtype, "f32 or f64")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "random seed of weights and tokens")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "random seed of weights and tokens")
+      ->capture_default_str()
+      ->check(seed_validator());
   cmd->callback([o, dtype, action] {
     *action = [o, dtype] {
       o->dtype = parse_float_dtype(*dtype);

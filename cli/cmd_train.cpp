@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -229,7 +230,8 @@ void merge_keys(json& dst, const json& src) {
 }
 
 // Up to `count` lines of the run's validation text (else its training text) as ids, skipping
-// lines with tokens the vocabulary lacks and lines shorter than `min_tokens`.
+// lines with tokens the vocabulary lacks, lines shorter than `min_tokens`, and lines longer
+// than max_length (the run skipped them too; a prompt of a 300 kB line would take minutes).
 std::vector<std::vector<int64_t>> sample_lines(const train::TrainConfig& config, const io::Vocab& vocab,
                                                int64_t count, size_t min_tokens) {
   const std::string path = config.valid_text_path.empty() ? config.text_path : config.valid_text_path;
@@ -238,6 +240,7 @@ std::vector<std::vector<int64_t>> sample_lines(const train::TrainConfig& config,
   for (const auto& ids : train::encode_text(file, vocab, true)) {
     if (static_cast<int64_t>(out.size()) >= count) break;
     if (ids.size() < min_tokens || std::find(ids.begin(), ids.end(), io::Vocab::kUnk) != ids.end()) continue;
+    if (config.max_length > 0 && static_cast<int64_t>(ids.size()) > config.max_length) continue;
     out.push_back(ids);
   }
   return out;
@@ -393,6 +396,65 @@ void print_samples(const std::string& out, const train::TrainConfig& config, int
   std::printf("  %lld of %zu right\n", static_cast<long long>(right), examples.size());
 }
 
+// The flag that sets a train_config.json key, for errors that start with the key: "[ModelConfig]
+// d_model 1000000000 is above the limit 65536 ..." gains " (--d-model)". The size keys and
+// their flags (several are spelled differently: n_heads is --heads, n_experts --experts).
+std::string with_flag(const std::string& message) {
+  static const std::map<std::string, std::string> flags = {
+      {"d_model", "--d-model"},
+      {"n_heads", "--heads"},
+      {"n_encoder_layers", "--encoder-layers or --layers"},
+      {"n_decoder_layers", "--decoder-layers or --layers"},
+      {"d_ff", "--d-ff"},
+      {"max_len", "--max-len"},
+      {"n_kv_heads", "--kv-heads"},
+      {"sliding_window", "--sliding-window"},
+      {"n_experts", "--experts"},
+      {"expert_top_k", "--expert-top-k"},
+      {"length", "--length"},
+      {"train_size", "--train-size"},
+      {"valid_size", "--valid-size"},
+      {"batch_size", "--batch-size"},
+      {"max_tokens", "--max-tokens"},
+      {"bucket_size", "--bucket-size"},
+      {"chunk_lines", "--chunk-lines"},
+      {"chunk_bytes", "--chunk-bytes"},
+      {"max_length", "--max-length"},
+      {"epochs", "--epochs"},
+      {"seed", "--seed"}};
+  size_t begin = 0;
+  if (!message.empty() && message[0] == '[' && message.find("] ") != std::string::npos) begin = message.find("] ") + 2;
+  const size_t end = message.find(' ', begin);
+  const auto it = flags.find(message.substr(begin, end == std::string::npos ? std::string::npos : end - begin));
+  return it == flags.end() ? message : message + " (" + it->second + ")";
+}
+
+// The trainer of a fresh run or of --resume, from the merged overrides.
+std::unique_ptr<train::Trainer> make_trainer(const TrainOptions& o, const json& overrides) {
+  if (o.resume) {
+    // Incomplete checkpoints newer than the one resumed from (a save cut short): said aloud,
+    // since their steps are trained again.
+    const auto latest = train::latest_checkpoint(o.out);
+    for (const train::SkippedCheckpoint& s : train::skipped_checkpoints(o.out))
+      std::fprintf(stderr, "attn: warning: skipping checkpoint '%s' (step %lld): %s; %s\n", s.path.c_str(),
+                   static_cast<long long>(s.step), s.reason.c_str(),
+                   latest ? str_cat("resuming from '", latest->path, "' (step ", latest->step, ")").c_str()
+                          : "no complete checkpoint to resume from");
+    return train::Trainer::resume(o.out, overrides);
+  }
+  train::check_fresh_run_dir(o.out, o.force);  // before any work: a cheap, early refusal
+  train::TrainConfig config;
+  try {
+    config.update_from_json(overrides);
+  } catch (const Error& e) {
+    if (o.config_file.empty()) throw;
+    fail("train", "--config '", o.config_file, "' with the flags: ", e.what());
+  }
+  auto trainer = std::make_unique<train::Trainer>(config, o.out);  // validates, loads the data
+  if (o.force && trainer->communicator().is_root()) train::clear_run_dir(o.out);
+  return trainer;
+}
+
 int run_train(const TrainOptions& o) {
   ATTN_CHECK(o.samples >= 0, "train", "--samples must not be negative, got ", o.samples);
   ATTN_CHECK(o.log_every >= 0, "train", "--log-every must not be negative, got ", o.log_every);
@@ -433,21 +495,13 @@ int run_train(const TrainOptions& o) {
   }
 
   std::unique_ptr<train::Trainer> trainer;
-  if (o.resume) {
-    trainer = train::Trainer::resume(o.out, overrides);
-  } else {
-    train::check_fresh_run_dir(o.out, o.force);  // before any work: a cheap, early refusal
-    train::TrainConfig config;
-    try {
-      config.update_from_json(overrides);
-    } catch (const Error& e) {
-      if (o.config_file.empty()) throw;
-      fail("train", "--config '", o.config_file, "' with the flags: ", e.what());
-    }
-    trainer = std::make_unique<train::Trainer>(config, o.out);  // validates, loads the data
-    if (o.force && trainer->communicator().is_root()) train::clear_run_dir(o.out);
+  try {
+    trainer = make_trainer(o, overrides);
+  } catch (const Error& e) {
+    throw Error(with_flag(e.what()));
   }
   const train::TrainConfig& c = trainer->config();
+
   // Under mpirun every rank trains; rank 0 alone talks and writes (docs/distributed.md).
   const dist::Communicator& comm = trainer->communicator();
   if (!comm.is_root()) {
@@ -646,7 +700,8 @@ void register_train(CLI::App& app, Action* action) {
   param<int64_t>(cmd, p, "--symbols", "symbols", "alphabet size of the synthetic task (1..62)", std::to_string(d.symbols));
   param<int64_t>(cmd, p, "--train-size", "train_size", "synthetic training examples", std::to_string(d.train_size));
   param<int64_t>(cmd, p, "--valid-size", "valid_size", "synthetic validation examples", std::to_string(d.valid_size));
-  param<uint64_t>(cmd, p, "--data-seed", "data_seed", "seed of the synthetic data", std::to_string(d.data_seed));
+  param<uint64_t>(cmd, p, "--data-seed", "data_seed", "seed of the synthetic data", std::to_string(d.data_seed))
+      ->check(seed_validator());
   param<std::string>(cmd, p, "--data", "data", "training corpus, one 'source<TAB>target' pair per line", "")
       ->each([p](const std::string&) { p->data_given = true; });
   param<std::string>(cmd, p, "--valid", "valid", "validation corpus (TSV)", "");
@@ -789,7 +844,7 @@ void register_train(CLI::App& app, Action* action) {
   param<double>(cmd, p, "--clip", "clip", "clip gradients to this global norm (0: off)", dstr(d.clip));
 
   // Run.
-  param<uint64_t>(cmd, p, "--seed", "seed", "initialisation, dropout and batch order", "0");
+  param<uint64_t>(cmd, p, "--seed", "seed", "initialisation, dropout and batch order", "0")->check(seed_validator());
   param<int64_t>(cmd, p, "--threads", "threads",
                  "threads (0: auto: all cores; with --parallel ops, 1 for d_model <= 128)", "0");
   param<std::string>(cmd, p, "--parallel", "parallel",

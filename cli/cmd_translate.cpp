@@ -101,9 +101,19 @@ int run_translate(const TranslateOptions& o) {
   const int64_t batch = ::isatty(STDIN_FILENO) ? 1 : o.batch_size;
   io::LineReader reader(std::cin);
   std::string line;
+  // A source longer than learned positions cannot be encoded: refused naming its line, not
+  // from inside the batch's encoder (which knows no line numbers).
+  const models::ModelConfig& config = folder.model->config();
+  const bool learned = config.positional == nn::PositionalKind::Learned;
   while (reader.next(line)) {
     try {
       pending.push_back(codec.read(line, reader.line_number(), "source"));
+      const auto n = static_cast<int64_t>(pending.back().size());
+      if (learned && n > config.max_len) {
+        pending.pop_back();
+        fail("translate", "line ", reader.line_number(), ": the source has ", n, " tokens, more than the ",
+             config.max_len, " learned positions of the model (max_len)");
+      }
     } catch (const Error&) {
       flush();  // the lines before the bad one still get their translations
       throw;

@@ -7,6 +7,20 @@
 
 namespace attn::cli {
 
+// A seed option's value: decimal digits only, at most 2^64 - 1. CLI11 reads "-1" into an
+// unsigned option as 2^64 - 1 without a word; this validator refuses it, naming the option.
+inline CLI::Validator seed_validator() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        bool digits = !v.empty() && v.size() <= 20;
+        for (const char c : v) digits = digits && c >= '0' && c <= '9';
+        if (!digits || (v.size() == 20 && v > "18446744073709551615"))
+          return "a seed is an integer in [0, 18446744073709551615], got '" + v + "'";
+        return std::string();
+      },
+      "SEED");
+}
+
 // A registered subcommand's action; runs after parsing succeeded.
 using Action = std::function<int()>;
 

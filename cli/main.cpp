@@ -1,6 +1,7 @@
 // attn — command-line entry point. Subcommands live in cmd_<name>.cpp and register
 // themselves here; every attn::Error becomes "attn: error: ..." and exit status 1,
-// every command-line mistake CLI11's message and its non-zero status. Started by an MPI
+// every command-line mistake (CLI11's message, or the unknown command named) the same prefix
+// and status 1; --help and --version exit 0. Started by an MPI
 // launcher (mpirun -np N attn train ...), a rank that fails stops the whole job instead
 // (the others would wait for it forever), and a rank that succeeds ends MPI.
 #include <cstdio>
@@ -32,7 +33,18 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // A mistake on the command line is an error like any other (docs/conventions.md): the
+    // prefix, the message, status 1. An unknown first word is named with the commands.
+    std::string message = e.what();
+    if (argc > 1 && argv[1][0] != '-' && app.get_subcommands().empty()) {
+      std::string names;
+      for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+        names += (names.empty() ? "" : ", ") + sub->get_name();
+      message = std::string("unknown command '") + argv[1] + "' (the commands: " + names + ")";
+    }
+    std::fprintf(stderr, "attn: error: %s\nRun with --help for more information.\n", message.c_str());
+    return 1;
   }
   const bool ranks = attn::dist::launcher_world_size() > 1;
   try {

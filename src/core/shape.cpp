@@ -16,6 +16,40 @@ std::string shape_str(const Shape& shape) {
   return s + "]";
 }
 
+int64_t checked_mul(int64_t a, int64_t b, const char* op, const char* what) {
+  ATTN_CHECK(a >= 0 && b >= 0, op, what, " must not be negative, got ", a, " x ", b);
+  int64_t out = 0;
+  ATTN_CHECK(!__builtin_mul_overflow(a, b, &out), op, what, " overflows int64: ", a, " x ", b);
+  return out;
+}
+
+int64_t checked_add(int64_t a, int64_t b, const char* op, const char* what) {
+  ATTN_CHECK(a >= 0 && b >= 0, op, what, " must not be negative, got ", a, " + ", b);
+  int64_t out = 0;
+  ATTN_CHECK(!__builtin_add_overflow(a, b, &out), op, what, " overflows int64: ", a, " + ", b);
+  return out;
+}
+
+int64_t checked_numel(const Shape& shape, const char* op) {
+  int64_t n = 1;
+  for (const int64_t d : shape) {
+    ATTN_CHECK(d >= 0, op, "negative dimension in shape ", shape_str(shape));
+    int64_t next = 0;
+    ATTN_CHECK(!__builtin_mul_overflow(n, d, &next), op, "the element count of shape ", shape_str(shape),
+               " overflows int64");
+    n = next;
+  }
+  return n;
+}
+
+int64_t checked_nbytes(const Shape& shape, int64_t element_size, const char* op) {
+  const int64_t n = checked_numel(shape, op);
+  int64_t bytes = 0;
+  ATTN_CHECK(!__builtin_mul_overflow(n, element_size, &bytes), op, "the byte count of shape ", shape_str(shape),
+             " (", n, " elements of ", element_size, " bytes) overflows int64");
+  return bytes;
+}
+
 Shape contiguous_strides(const Shape& shape) {
   Shape strides(shape.size());
   int64_t s = 1;

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -22,6 +23,7 @@
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
+#include <unistd.h>
 
 namespace attn {
 
@@ -198,6 +200,25 @@ size_t storage_size_class(size_t nbytes) {
   size_t top = size_t{1} << (8 * sizeof(size_t) - 1 - static_cast<size_t>(__builtin_clzl(nbytes)));
   const size_t step = top / 8;
   return (nbytes + step - 1) / step * step;
+}
+
+uint64_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+}
+
+std::string format_bytes(double bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (bytes >= 1024.0 && u < 6) {
+    bytes /= 1024.0;
+    ++u;
+  }
+  char buf[48];
+  if (u == 0) std::snprintf(buf, sizeof buf, "%.0f bytes", bytes);
+  else std::snprintf(buf, sizeof buf, "%.1f %s", bytes, units[u]);
+  return buf;
 }
 
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {

@@ -14,9 +14,10 @@ namespace attn {
 namespace {
 
 std::shared_ptr<TensorImpl> make_impl(Shape&& shape, DType dtype) {
-  for (int64_t d : shape) ATTN_CHECK(d >= 0, "tensor", "negative dimension in shape ", shape_str(shape));
+  // Dimensions non-negative and the byte count within int64 before anything is allocated.
+  const int64_t bytes = checked_nbytes(shape, static_cast<int64_t>(dtype_size(dtype)), "tensor");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = Storage::allocate(static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype));
+  impl->storage = Storage::allocate(static_cast<size_t>(bytes));
   impl->strides = contiguous_strides(shape);
   impl->shape = std::move(shape);
   impl->dtype = dtype;
@@ -165,7 +166,10 @@ Tensor Tensor::uniform(const Shape& shape, Rng& rng, double lo, double hi, DType
 
 Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, int64_t offset, const Shape& shape,
                             DType dtype) {
-  const size_t need = static_cast<size_t>(offset + shape_numel(shape)) * dtype_size(dtype);
+  ATTN_CHECK(offset >= 0, "from_storage", "negative offset ", offset);
+  const int64_t elements = checked_add(offset, checked_numel(shape, "from_storage"), "from_storage", "offset + elements");
+  const auto need = static_cast<size_t>(checked_mul(elements, static_cast<int64_t>(dtype_size(dtype)), "from_storage",
+                                                    "the byte count"));
   ATTN_CHECK(storage && need <= storage->nbytes(), "from_storage", "shape ", shape_str(shape),
              " at offset ", offset, " does not fit in ", storage ? storage->nbytes() : 0, " bytes");
   auto impl = std::make_shared<TensorImpl>();

@@ -30,10 +30,10 @@ double length_penalty(LengthPenalty kind, double alpha, int64_t length) {
 
 void validate(const BeamOptions& o) {
   const char* op = "beam_search";
-  ATTN_CHECK(o.beam >= 1, op, "beam must be >= 1, got ", o.beam);
+  ATTN_CHECK(o.beam >= 1 && o.beam <= kMaxBeam, op, "beam must be in [1, ", kMaxBeam, "], got ", o.beam);
   ATTN_CHECK(o.n_best >= 1 && o.n_best <= o.beam, op, "n_best must be in [1, beam = ", o.beam, "], got ", o.n_best);
   ATTN_CHECK(std::isfinite(o.alpha) && o.alpha >= 0, op, "alpha must be finite and >= 0, got ", o.alpha);
-  detail::check_limit_options(op, {o.bos, o.eos, o.pad, o.max_len, o.max_extra});
+  detail::check_limit_options(op, {o.bos, o.eos, o.pad, o.max_len, o.max_extra, o.max_positions});
 }
 
 std::vector<std::vector<Hypothesis>> beam_search(IncrementalDecoder& decoder, const Tensor& src_ids,
@@ -41,7 +41,8 @@ std::vector<std::vector<Hypothesis>> beam_search(IncrementalDecoder& decoder, co
   const char* op = "beam_search";
   validate(options);
   const std::vector<int64_t> limits = detail::prepare(
-      op, decoder, src_ids, {options.bos, options.eos, options.pad, options.max_len, options.max_extra});
+      op, decoder, src_ids,
+      {options.bos, options.eos, options.pad, options.max_len, options.max_extra, options.max_positions});
   const int64_t b = src_ids.size(0);
   std::vector<std::unique_ptr<SourceSearch>> searches;
   std::vector<SourceSearch*> run;

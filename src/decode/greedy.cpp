@@ -11,14 +11,16 @@
 namespace attn::decode {
 
 void validate(const GreedyOptions& options) {
-  detail::check_limit_options("greedy_search", {options.bos, options.eos, options.pad, options.max_len, options.max_extra});
+  detail::check_limit_options("greedy_search", {options.bos, options.eos, options.pad, options.max_len,
+                                                options.max_extra, options.max_positions});
 }
 
 std::vector<Hypothesis> greedy_search(IncrementalDecoder& decoder, const Tensor& src_ids,
                                       const GreedyOptions& options) {
   const char* op = "greedy_search";
   const std::vector<int64_t> limit = detail::prepare(
-      op, decoder, src_ids, {options.bos, options.eos, options.pad, options.max_len, options.max_extra});
+      op, decoder, src_ids,
+      {options.bos, options.eos, options.pad, options.max_len, options.max_extra, options.max_positions});
   const int64_t b = src_ids.size(0);
   std::vector<std::unique_ptr<ChainSearch>> searches;
   std::vector<SourceSearch*> run;

@@ -20,14 +20,15 @@ void validate(const SamplingOptions& o) {
              " (for the limit temperature -> 0 use greedy_search)");
   ATTN_CHECK(o.top_k >= 0, op, "top_k must be >= 0 (0: no top-k filter), got ", o.top_k);
   ATTN_CHECK(o.top_p > 0 && o.top_p <= 1, op, "top_p must be in (0, 1] (1: no nucleus filter), got ", o.top_p);
-  detail::check_limit_options(op, {o.bos, o.eos, o.pad, o.max_len, o.max_extra});
+  detail::check_limit_options(op, {o.bos, o.eos, o.pad, o.max_len, o.max_extra, o.max_positions});
 }
 
 std::vector<Hypothesis> sample(IncrementalDecoder& decoder, const Tensor& src_ids, const SamplingOptions& options) {
   const char* op = "sample";
   validate(options);
   const std::vector<int64_t> limit = detail::prepare(
-      op, decoder, src_ids, {options.bos, options.eos, options.pad, options.max_len, options.max_extra});
+      op, decoder, src_ids,
+      {options.bos, options.eos, options.pad, options.max_len, options.max_extra, options.max_positions});
   const int64_t b = src_ids.size(0);
   Rng master(options.seed);  // one stream per source, independent of the batch's progress
   std::vector<std::unique_ptr<ChainSearch>> searches;

@@ -17,6 +17,8 @@ void check_limit_options(const char* op, const SearchLimits& limits) {
     ATTN_CHECK(*limits.max_len >= 1, op, "max_len must be >= 1, got ", *limits.max_len);
   if (limits.max_extra)
     ATTN_CHECK(*limits.max_extra >= 0, op, "max_extra must be >= 0, got ", *limits.max_extra);
+  if (limits.max_positions)
+    ATTN_CHECK(*limits.max_positions >= 1, op, "max_positions must be >= 1, got ", *limits.max_positions);
 }
 
 std::vector<int64_t> prepare(const char* op, const IncrementalDecoder& decoder, const Tensor& src_ids,
@@ -37,13 +39,14 @@ std::vector<int64_t> prepare(const char* op, const IncrementalDecoder& decoder, 
   for (int64_t i = 0; i < b; ++i) {
     if (limits.max_len) {
       limit[i] = *limits.max_len;
-      continue;
+    } else {
+      int64_t len = 0;  // the source's length without its PAD tokens
+      for (int64_t j = 0; j < s; ++j)
+        if (limits.pad < 0 || ids[i * s + j] != limits.pad) ++len;
+      limit[i] = len + limits.max_extra.value_or(50);
+      ATTN_CHECK(limit[i] >= 1, op, "source ", i, " is empty and max_extra is 0: its length limit would be 0");
     }
-    int64_t len = 0;  // the source's length without its PAD tokens
-    for (int64_t j = 0; j < s; ++j)
-      if (limits.pad < 0 || ids[i * s + j] != limits.pad) ++len;
-    limit[i] = len + limits.max_extra.value_or(50);
-    ATTN_CHECK(limit[i] >= 1, op, "source ", i, " is empty and max_extra is 0: its length limit would be 0");
+    if (limits.max_positions) limit[i] = std::min(limit[i], *limits.max_positions);
   }
   return limit;
 }

@@ -19,6 +19,7 @@ struct SearchLimits {
   int64_t pad = -1;
   std::optional<int64_t> max_len = std::nullopt;
   std::optional<int64_t> max_extra = std::nullopt;
+  std::optional<int64_t> max_positions = std::nullopt;  // caps every limit
 };
 
 // Checks src_ids (I64 [B, S]) and the shared options against the decoder's vocabulary and

@@ -346,7 +346,7 @@ std::vector<int64_t> lookup_draft(const std::vector<int64_t>& context, int64_t c
 std::vector<Hypothesis> speculative_greedy(IncrementalDecoder& target, IncrementalDecoder& draft,
                                            const Tensor& src_ids, const GreedyOptions& greedy,
                                            const SpeculativeOptions& options, SpeculativeStats* stats) {
-  return run(target, &draft, src_ids, {greedy.bos, greedy.eos, greedy.pad, greedy.max_len, greedy.max_extra},
+  return run(target, &draft, src_ids, {greedy.bos, greedy.eos, greedy.pad, greedy.max_len, greedy.max_extra, greedy.max_positions},
              nullptr, options, stats);
 }
 
@@ -354,13 +354,13 @@ std::vector<Hypothesis> speculative_sample(IncrementalDecoder& target, Increment
                                            const Tensor& src_ids, const SamplingOptions& sampling,
                                            const SpeculativeOptions& options, SpeculativeStats* stats) {
   return run(target, &draft, src_ids,
-             {sampling.bos, sampling.eos, sampling.pad, sampling.max_len, sampling.max_extra}, &sampling, options,
+             {sampling.bos, sampling.eos, sampling.pad, sampling.max_len, sampling.max_extra, sampling.max_positions}, &sampling, options,
              stats);
 }
 
 std::vector<Hypothesis> lookup_greedy(IncrementalDecoder& target, const Tensor& src_ids, const GreedyOptions& greedy,
                                       const SpeculativeOptions& options, SpeculativeStats* stats) {
-  return run(target, nullptr, src_ids, {greedy.bos, greedy.eos, greedy.pad, greedy.max_len, greedy.max_extra},
+  return run(target, nullptr, src_ids, {greedy.bos, greedy.eos, greedy.pad, greedy.max_len, greedy.max_extra, greedy.max_positions},
              nullptr, options, stats);
 }
 
@@ -368,7 +368,7 @@ std::vector<Hypothesis> lookup_sample(IncrementalDecoder& target, const Tensor& 
                                       const SamplingOptions& sampling, const SpeculativeOptions& options,
                                       SpeculativeStats* stats) {
   return run(target, nullptr, src_ids,
-             {sampling.bos, sampling.eos, sampling.pad, sampling.max_len, sampling.max_extra}, &sampling, options,
+             {sampling.bos, sampling.eos, sampling.pad, sampling.max_len, sampling.max_extra, sampling.max_positions}, &sampling, options,
              stats);
 }
 

@@ -5,6 +5,9 @@
 // beyond ModelConfig's documented defaults (docs/checkpoint.md).
 #include "attn/models/checkpoint.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -203,6 +206,43 @@ void save_model(const std::string& dir, const Model& model, const ExtraFiles& ex
   io::write_file_atomic(config_path, model.config().to_json().dump(2) + "\n");
 }
 
+void save_model_folder(const std::string& dir, const Model& model, const ExtraFiles& extra_files) {
+  fs::path target = fs::path(dir).lexically_normal();
+  if (target.filename().empty()) target = target.parent_path();  // "out/" -> "out"
+  ATTN_CHECK(!target.empty() && target.filename() != "." && target.filename() != "..", kSave, "'", dir,
+             "' cannot be a model folder to write");
+  const fs::path parent = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  const std::string stem = "." + target.filename().string();
+  const std::string pid = std::to_string(::getpid());
+  const fs::path tmp = parent / (stem + ".partial-" + pid), old = parent / (stem + ".old-" + pid);
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  fs::remove_all(tmp, ec);
+  try {
+    save_model(tmp.string(), model, extra_files);
+    if (fs::exists(fs::symlink_status(target, ec))) {
+      // The previous folder steps aside, the new one takes its place, then the old one goes: a
+      // kill in between leaves no folder at `dir` (and the old one beside it), never a mix.
+      fs::remove_all(old, ec);
+      fs::rename(target, old, ec);
+      if (ec) fail(kSave, "'", target.string(), "': cannot move the previous folder aside: ", ec.message());
+    }
+    fs::rename(tmp, target, ec);
+    if (ec) fail(kSave, "'", target.string(), "': cannot rename '", tmp.string(), "' into place: ", ec.message());
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove_all(tmp, ignored);
+    throw;
+  }
+  fs::remove_all(old, ec);
+  // The renames made durable (a folder some file systems cannot fsync is no error here).
+  const int fd = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    (void)::fsync(fd);
+    ::close(fd);
+  }
+}
+
 ModelConfig load_model_config(const std::string& dir) {
   check_model_folder(dir);
   const std::string path = join_path(dir, io::kConfigFileName);
@@ -250,6 +290,20 @@ LoadedCheckpoint load_checkpoint(const std::string& dir) {
     out.tensors.push_back({name, info.dtype, info.shape});
   }
   out.metadata = file.metadata();
+  // Before building anything: the parameters config.json implies (a lower bound, from its size
+  // keys alone) against what the file holds. Far more (by more than the file itself and 2^20
+  // parameters) is refused at once, naming the key of the largest part: a config of 10^12
+  // layers next to a small file would allocate for minutes before the first tensor is
+  // compared. A smaller excess builds the model, so that every tensor is listed, and the
+  // summary comes first in the list.
+  int64_t held = 0;
+  for (const CheckpointTensor& t : out.tensors)
+    held = checked_add(held, checked_numel(t.shape, kLoad), kLoad, "the weights file's element count");
+  const int64_t implied = config.min_parameters();
+  const std::string too_many = str_cat("'", out.config_path, "' implies at least ", implied, " parameters, but '",
+                                       out.weights_path, "' holds ", held, " values in ", out.tensors.size(),
+                                       " tensors; the largest part: ", config.largest_part());
+  if (implied > held && implied - held > std::max<int64_t>(held, int64_t{1} << 20)) fail(kLoad, too_many);
 
   try {
     out.model = make_model(config, ModelInit::None);  // every parameter is filled from the file below
@@ -264,6 +318,7 @@ LoadedCheckpoint load_checkpoint(const std::string& dir) {
 
   // Every file tensor against the model, in file order, then every parameter the file lacks.
   std::vector<std::string> problems;
+  if (implied > held) problems.push_back(too_many);
   std::map<std::string, std::string> source_of;  // canonical -> the file tensor that fills it
   std::vector<std::pair<std::string, std::string>> alias_copies;  // (alias, canonical), both in file
   for (const CheckpointTensor& t : out.tensors) {
@@ -359,7 +414,7 @@ std::string quantize_model_folder(const std::string& dir, const std::string& out
   }
   std::sort(names.begin(), names.end());
   for (const std::string& name : names) extra.emplace_back(name, io::read_file(join_path(dir, name.c_str())));
-  save_model(out, *loaded.model, extra);
+  save_model_folder(out, *loaded.model, extra);
   return out;
 }
 

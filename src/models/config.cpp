@@ -5,8 +5,10 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "attn/core/error.h"
+#include "attn/core/shape.h"
 #include "attn/io/json_fields.h"
 
 namespace attn::models {
@@ -54,6 +56,19 @@ Arch parse_arch(const std::string& name) {
 }
 
 void ModelConfig::validate() const {
+  // The size keys first, each against its bound: everything after (and the model built from
+  // the config) may multiply them.
+  using Bound = std::tuple<const char*, int64_t, int64_t>;
+  for (auto [key, value, bound] : {Bound{"d_model", d_model, kMaxDModel}, Bound{"n_heads", n_heads, kMaxDModel},
+                                   Bound{"n_encoder_layers", n_encoder_layers, kMaxLayers},
+                                   Bound{"n_decoder_layers", n_decoder_layers, kMaxLayers}, Bound{"d_ff", d_ff, kMaxDFF},
+                                   Bound{"src_vocab_size", src_vocab_size, kMaxVocab},
+                                   Bound{"tgt_vocab_size", tgt_vocab_size, kMaxVocab},
+                                   Bound{"max_len", max_len, kMaxPositions},
+                                   Bound{"sliding_window", sliding_window, kMaxPositions},
+                                   Bound{"n_kv_heads", n_kv_heads, kMaxDModel}, Bound{"n_experts", n_experts, kMaxExperts},
+                                   Bound{"expert_top_k", expert_top_k, kMaxExperts}})
+    ATTN_CHECK(value <= bound, kOp, key, " ", value, " is above the limit ", bound, " of this library");
   ATTN_CHECK(d_model > 0, kOp, "d_model must be positive, got ", d_model);
   ATTN_CHECK(n_heads > 0, kOp, "n_heads must be positive, got ", n_heads);
   ATTN_CHECK(d_model % n_heads == 0, kOp, "d_model ", d_model, " is not divisible by n_heads ", n_heads);
@@ -117,6 +132,62 @@ void ModelConfig::validate() const {
     check_token(name, id, src_vocab_size, "src_vocab_size");
     check_token(name, id, tgt, "tgt_vocab_size");
   }
+  const int64_t params = min_parameters();
+  ATTN_CHECK(params <= kMaxParameters, kOp, "the config implies at least ", params,
+             " parameters, above the limit ", kMaxParameters, " (2^36) of this library; the largest part: ",
+             largest_part());
+}
+
+std::vector<ParameterPart> ModelConfig::parameter_parts() const {
+  // Overflow-checked although the key bounds keep every product far below 2^63: parts may be
+  // asked for before validate() has run its bounds (a loader's message).
+  auto mul = [](int64_t a, int64_t b) { return checked_mul(a, b, kOp, "the parameter count"); };
+  auto add = [](int64_t a, int64_t b) { return checked_add(a, b, kOp, "the parameter count"); };
+  const int64_t D = d_model, F = d_ff, E = std::max<int64_t>(n_experts, 1);
+  const bool single = arch != Arch::EncoderDecoder;
+  std::vector<ParameterPart> parts;
+  // Token embeddings [V, D], plus an untied output projection [V, D].
+  const int64_t src_tables = single && !tie_output ? 2 : 1;
+  parts.push_back({"src_vocab_size", src_vocab_size, mul(mul(src_vocab_size, D), src_tables),
+                   str_cat(single && !tie_output ? "token embeddings and output projection" : "token embeddings",
+                           " [src_vocab_size, d_model] (d_model ", D, ")")});
+  if (!single) {
+    const int64_t tgt_tables = (share_embeddings ? 0 : 1) + (tie_output ? 0 : 1);
+    if (tgt_tables > 0)
+      parts.push_back({"tgt_vocab_size", tgt_vocab_size, mul(mul(tgt_vocab_size, D), tgt_tables),
+                       str_cat("target embeddings or output projection [tgt_vocab_size, d_model] (d_model ", D, ")")});
+  }
+  if (positional == nn::PositionalKind::Learned)
+    parts.push_back({"max_len", max_len, mul(mul(max_len, D), single ? 1 : 2),
+                     str_cat("learned position tables [max_len, d_model] (d_model ", D, ")")});
+  // Per layer: self-attention's query and output projections (2 D^2; cross-attention adds as
+  // much), and the FFN's two matrices per expert (2 D F E; swiglu has three).
+  const int64_t ffn = mul(mul(2, mul(D, F)), E);
+  const int64_t self_layer = add(mul(2, mul(D, D)), ffn);
+  const std::string sizes = str_cat("(d_model ", D, ", d_ff ", F, n_experts > 0 ? str_cat(", n_experts ", n_experts) : "", ")");
+  if (arch != Arch::DecoderOnly)
+    parts.push_back({"n_encoder_layers", n_encoder_layers, mul(n_encoder_layers, self_layer),
+                     str_cat("encoder layers of at least ", self_layer, " parameters each ", sizes)});
+  if (arch != Arch::EncoderOnly) {
+    const int64_t layer = single ? self_layer : add(self_layer, mul(2, mul(D, D)));
+    parts.push_back({"n_decoder_layers", n_decoder_layers, mul(n_decoder_layers, layer),
+                     str_cat("decoder layers of at least ", layer, " parameters each ", sizes)});
+  }
+  return parts;
+}
+
+int64_t ModelConfig::min_parameters() const {
+  int64_t n = 0;
+  for (const ParameterPart& p : parameter_parts()) n = checked_add(n, p.count, kOp, "the parameter count");
+  return n;
+}
+
+std::string ModelConfig::largest_part() const {
+  const std::vector<ParameterPart> parts = parameter_parts();
+  const ParameterPart* big = &parts.front();
+  for (const ParameterPart& p : parts)
+    if (p.count > big->count) big = &p;
+  return str_cat(big->key, " ", big->value, ": ", big->what, ", at least ", big->count, " parameters");
 }
 
 nn::LayerOptions ModelConfig::layer_options() const {

@@ -3,12 +3,33 @@
 
 #include <optional>
 
+#include "attn/core/storage.h"
 #include "attn/nn/init.h"
 #include "attn/nn/quantize.h"
 
 namespace attn::models {
 
+namespace {
+
+// Refuses a model whose parameters alone (ModelConfig::min_parameters, a lower bound) exceed
+// the machine's memory, before the first of them is allocated: otherwise the allocation ends
+// in std::bad_alloc naming nothing, or fills the machine page by page while it is initialised.
+void check_fits_in_memory(const ModelConfig& config) {
+  const uint64_t memory = physical_memory_bytes();
+  if (memory == 0) return;
+  const size_t element = config.quantization == Quantization::Int8   ? 1
+                         : config.quantization == Quantization::BF16 ? 2
+                                                                     : dtype_size(config.dtype);
+  const double bytes = static_cast<double>(config.min_parameters()) * static_cast<double>(element);
+  ATTN_CHECK(bytes <= static_cast<double>(memory), "make_model", "the model's parameters alone need at least ",
+             format_bytes(bytes), ", more than this machine's ", format_bytes(static_cast<double>(memory)),
+             " of memory; the largest part: ", config.largest_part());
+}
+
+}  // namespace
+
 std::shared_ptr<Model> make_model(const ModelConfig& config, ModelInit init) {
+  check_fits_in_memory(config);
   std::optional<nn::SkipInitGuard> skip;
   if (init == ModelInit::None) skip.emplace();
   std::shared_ptr<Model> model;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <tuple>
 #include <nlohmann/json.hpp>
 #include <system_error>
 #include <vector>
@@ -228,13 +229,29 @@ std::shared_ptr<DecoderOnlyModel> load_weights(const std::string& dir, const Mod
     fail(kOp, "'", path, "': missing");
   }
   const io::SafetensorsFile file = io::SafetensorsFile::open(path);
+  // What config.json implies against what the file holds, from the size keys alone: when it
+  // is more, the first problem listed names the key of the largest part (the tensor list
+  // below is cheap to make and compare, the keys being bounded, so it is listed too).
+  int64_t held = 0;
+  for (const std::string& name : file.names())
+    held = checked_add(held, checked_numel(file.info(name).shape, kOp), kOp, "the weights file's element count");
+  std::vector<std::string> problems;
+  if (config.min_parameters() > held) {
+    std::string part = config.largest_part();  // in config.json's words
+    for (auto [ours, theirs] : {std::pair<const char*, const char*>{"n_decoder_layers", "n_layer"},
+                                {"src_vocab_size", "vocab_size"}, {"max_len", "n_positions"}, {"d_model", "n_embd"},
+                                {"d_ff", "n_inner"}})
+      for (size_t at = part.find(ours); at != std::string::npos; at = part.find(ours, at + std::strlen(theirs)))
+        part.replace(at, std::strlen(ours), theirs);
+    problems.push_back(str_cat(kConfigFile, " implies at least ", config.min_parameters(), " parameters, but the file ",
+                               "holds ", held, " values in ", file.names().size(), " tensors; the largest part: ", part));
+  }
 
   const std::vector<Entry> entries = tensor_map(config);
   std::map<std::string, const Entry*> expected;
   for (const Entry& e : entries) expected.emplace(e.hf, &e);
   std::map<std::string, std::string> source;  // Hugging Face name -> the file's name for it
   std::string tied_head;                      // the file's lm_head.weight when tied
-  std::vector<std::string> problems;
   auto check = [&](const std::string& name, const io::SafetensorsTensorInfo& info, const Shape& shape) {
     if (!weight_dtype_supported(info.dtype))
       problems.push_back(str_cat("tensor '", name, "': dtype ", info.dtype, " is not supported (F32, F64, F16, BF16)"));
@@ -321,7 +338,17 @@ ModelConfig gpt2_config_from_json(const json& hf, DType dtype) {
   c.src_vocab_size = required_int(hf, "vocab_size");
   c.tgt_vocab_size = 0;
   const json* inner = find_key(hf, "n_inner");
-  c.d_ff = inner && !inner->is_null() ? io::json_int(kOp, "n_inner", *inner) : 4 * c.d_model;
+  c.d_ff = inner && !inner->is_null() ? io::json_int(kOp, "n_inner", *inner) : 0;
+  // The bounds of ModelConfig::validate(), worded with config.json's keys, before any size is
+  // multiplied (n_inner's default is 4 n_embd) or a tensor list is made for n_layer layers.
+  using Bound = std::tuple<const char*, int64_t, int64_t>;
+  for (auto [key, value, bound] : {Bound{"n_embd", c.d_model, kMaxDModel}, Bound{"n_head", c.n_heads, kMaxDModel},
+                                   Bound{"n_layer", c.n_decoder_layers, kMaxLayers},
+                                   Bound{"n_positions", c.max_len, kMaxPositions},
+                                   Bound{"vocab_size", c.src_vocab_size, kMaxVocab}, Bound{"n_inner", c.d_ff, kMaxDFF}})
+    ATTN_CHECK(value <= bound, kOp, "config.json's '", key, "' ", value, " is above the limit ", bound,
+               " of this library");
+  if (c.d_ff == 0) c.d_ff = 4 * c.d_model;
   c.norm_eps = optional_double(hf, "layer_norm_epsilon", 1e-5);
   const json* act = find_key(hf, "activation_function");
   c.activation = act ? parse_hf_activation(io::json_string(kOp, "activation_function", *act))

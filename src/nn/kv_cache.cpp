@@ -405,8 +405,12 @@ KVCacheSize kv_cache_size(int64_t layers, int64_t rows, int64_t heads, int64_t h
              "kv_cache_size", "sizes must be non-negative (heads and head_dim positive): layers ", layers,
              ", rows ", rows, ", heads ", heads, ", head_dim ", head_dim, ", tgt_len ", tgt_len,
              ", src_len ", src_len);
-  const int64_t per_position = 2 * layers * rows * heads * head_dim * static_cast<int64_t>(dtype_size(dtype));
-  return {per_position * tgt_len, per_position * src_len};
+  // Checked: the sizes come from the command line (attn info --batch --length) and a config.
+  const char* op = "kv_cache_size";
+  int64_t per_position = 2 * static_cast<int64_t>(dtype_size(dtype));
+  for (const int64_t f : {layers, rows, heads, head_dim}) per_position = checked_mul(per_position, f, op, "the cache size");
+  return {checked_mul(per_position, tgt_len, op, "the self-attention cache size"),
+          checked_mul(per_position, src_len, op, "the cross-attention cache size")};
 }
 
 }  // namespace attn::nn

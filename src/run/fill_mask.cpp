@@ -3,6 +3,7 @@
 #include "attn/run/fill_mask.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "attn/core/autograd.h"
 #include "attn/core/error.h"
@@ -23,6 +24,18 @@ std::vector<int64_t> read_masked_text(const std::string& text, const io::Vocab& 
   const char* cmd = command.c_str();
   ATTN_CHECK(vocab.has_mask(), cmd, "the vocabulary has no ", io::Vocab::kMaskToken,
              " token (it was not made for a masked-LM model)");
+  // The whole text first: the pieces between the masks are read one by one below, so an
+  // error found inside one would give an offset into that piece, not into the line.
+  const int64_t bad = io::utf8_error_offset(text);
+  if (bad >= 0) {
+    // What comes before the bad byte (valid UTF-8), its last 40 bytes at most from a character start.
+    size_t from = bad > 40 ? static_cast<size_t>(bad) - 40 : 0;
+    while (from < static_cast<size_t>(bad) && (static_cast<unsigned char>(text[from]) & 0xC0) == 0x80) ++from;
+    char value[8];
+    std::snprintf(value, sizeof value, "0x%02X", static_cast<unsigned>(static_cast<unsigned char>(text[bad])));
+    fail(cmd, where, ": invalid UTF-8 at byte ", bad + 1, " of the text (byte value ", value, ", after \"",
+         from > 0 ? "..." : "", text.substr(from, static_cast<size_t>(bad) - from), "\")");
+  }
   TokenCodec codec;
   codec.vocab = &vocab;
   codec.pad = io::Vocab::kPad;

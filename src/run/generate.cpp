@@ -89,11 +89,13 @@ std::vector<std::vector<decode::Hypothesis>> search(models::DecoderOnlyModel& mo
 }  // namespace
 
 void validate(const GenerateSettings& s) {
-  ATTN_CHECK(s.max_tokens >= 1, kGenerate, "--max-tokens must be >= 1, got ", s.max_tokens);
+  ATTN_CHECK(s.max_tokens >= 1 && s.max_tokens <= kMaxOutputTokens, kGenerate, "--max-tokens must be in [1, ",
+             kMaxOutputTokens, "], got ", s.max_tokens);
   switch (s.mode) {
     case GenerateSettings::Mode::Greedy: break;
     case GenerateSettings::Mode::Beam:
-      ATTN_CHECK(s.beam >= 1, kGenerate, "--beam must be >= 1, got ", s.beam);
+      ATTN_CHECK(s.beam >= 1 && s.beam <= decode::kMaxBeam, kGenerate, "--beam must be in [1, ", decode::kMaxBeam,
+                 "], got ", s.beam);
       ATTN_CHECK(s.n_best >= 1 && s.n_best <= s.beam, kGenerate, "--n-best must be in [1, --beam] = [1, ", s.beam,
                  "], got ", s.n_best);
       ATTN_CHECK(std::isfinite(s.alpha) && s.alpha >= 0, kGenerate, "--alpha must be finite and >= 0, got ", s.alpha);
@@ -115,7 +117,7 @@ void validate(const GenerateSettings& s) {
 
 std::vector<std::vector<decode::Hypothesis>> generate_batch(const ModelFolder& folder,
                                                             const std::vector<std::vector<int64_t>>& prompts,
-                                                            const GenerateSettings& settings) {
+                                                            const GenerateSettings& settings, int64_t first) {
   validate(settings);
   auto model = std::dynamic_pointer_cast<models::DecoderOnlyModel>(folder.base);
   ATTN_CHECK(model != nullptr, kGenerate, "the model in '", folder.dir, "' is not decoder_only");
@@ -138,16 +140,17 @@ std::vector<std::vector<decode::Hypothesis>> generate_batch(const ModelFolder& f
   std::map<std::pair<int64_t, int64_t>, std::vector<size_t>> groups;
   std::vector<std::vector<int64_t>> rows(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
-    ATTN_CHECK(!prompts[i].empty(), kGenerate, "prompt ", i + 1, " is empty");
+    const int64_t number = first + static_cast<int64_t>(i);  // in the caller's whole input
+    ATTN_CHECK(!prompts[i].empty(), kGenerate, "prompt ", number, " is empty");
     for (int64_t id : prompts[i])
-      ATTN_CHECK(id >= 0 && id < c.vocab_size() && id != folder.pad, kGenerate, "prompt ", i + 1, " holds id ", id,
+      ATTN_CHECK(id >= 0 && id < c.vocab_size() && id != folder.pad, kGenerate, "prompt ", number, " holds id ", id,
                  id == folder.pad ? ", the padding token" : ", outside the vocabulary", " (", c.vocab_size(), " ids)");
     if (settings.prepend_bos) rows[i].push_back(folder.bos);
     rows[i].insert(rows[i].end(), prompts[i].begin(), prompts[i].end());
     const int64_t n = static_cast<int64_t>(rows[i].size());
     int64_t limit = settings.max_tokens;
     if (learned_positions(c)) {
-      ATTN_CHECK(n <= c.max_len, kGenerate, "prompt ", i + 1, " has ", n - (settings.prepend_bos ? 1 : 0),
+      ATTN_CHECK(n <= c.max_len, kGenerate, "prompt ", number, " has ", n - (settings.prepend_bos ? 1 : 0),
                  " tokens", settings.prepend_bos ? str_cat("; with <bos> that is ", n, " positions") : std::string(),
                  ", more than the ", c.max_len, " learned positions of the model (max_len)");
       // The last generated token is never fed back, so n + limit - 1 positions suffice.

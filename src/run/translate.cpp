@@ -17,11 +17,13 @@
 namespace attn::run {
 
 void validate(const SearchSettings& s) {
-  ATTN_CHECK(s.beam >= 1, "search", "--beam must be >= 1, got ", s.beam);
+  ATTN_CHECK(s.beam >= 1 && s.beam <= decode::kMaxBeam, "search", "--beam must be in [1, ", decode::kMaxBeam,
+             "], got ", s.beam);
   ATTN_CHECK(s.n_best >= 1 && s.n_best <= s.beam, "search", "--n-best must be in [1, --beam] = [1, ", s.beam, "], got ",
              s.n_best);
   ATTN_CHECK(std::isfinite(s.alpha) && s.alpha >= 0, "search", "--alpha must be finite and >= 0, got ", s.alpha);
-  ATTN_CHECK(!s.max_len || *s.max_len >= 1, "search", "--max-len must be >= 1, got ", s.max_len ? *s.max_len : 0);
+  ATTN_CHECK(!s.max_len || (*s.max_len >= 1 && *s.max_len <= kMaxOutputTokens), "search", "--max-len must be in [1, ",
+             kMaxOutputTokens, "], got ", s.max_len ? *s.max_len : 0);
   if (s.speculative.enabled()) {
     validate(s.speculative);
     ATTN_CHECK(s.beam == 1 && s.n_best == 1, "search", s.speculative.lookup ? "--prompt-lookup" : "--draft",
@@ -37,9 +39,15 @@ std::vector<std::vector<decode::Hypothesis>> search_batch(const ModelFolder& fol
   decode::TransformerDecoder decoder(*folder.model);
   const Tensor src = pad_batch(srcs, folder.pad);
   std::vector<std::vector<decode::Hypothesis>> out;
+  // Learned target positions end at max_len: a target of max_len generated tokens (the last
+  // never fed back) is the longest the decoder can place, whatever the limit asked for.
+  const models::ModelConfig& c = folder.model->config();
+  std::optional<int64_t> positions;
+  if (c.positional == nn::PositionalKind::Learned) positions = c.max_len;
   if (settings.speculative.enabled()) {
     const SpeculativeSettings& spec = settings.speculative;
-    const auto o = detail::search_options<decode::GreedyOptions>(folder, settings.max_len);
+    auto o = detail::search_options<decode::GreedyOptions>(folder, settings.max_len);
+    o.max_positions = positions;
     decode::SpeculativeOptions so;
     so.draft_tokens = spec.draft_tokens;
     decode::SpeculativeStats stats;
@@ -56,11 +64,13 @@ std::vector<std::vector<decode::Hypothesis>> search_batch(const ModelFolder& fol
     return out;
   }
   if (settings.beam == 1 && settings.n_best == 1) {
-    const auto o = detail::search_options<decode::GreedyOptions>(folder, settings.max_len);
+    auto o = detail::search_options<decode::GreedyOptions>(folder, settings.max_len);
+    o.max_positions = positions;
     for (decode::Hypothesis& h : decode::greedy_search(decoder, src, o)) out.push_back({std::move(h)});
     return out;
   }
   auto o = detail::search_options<decode::BeamOptions>(folder, settings.max_len);
+  o.max_positions = positions;
   o.beam = settings.beam;
   o.alpha = settings.alpha;
   o.n_best = settings.n_best;

@@ -94,6 +94,25 @@ std::optional<CheckpointInfo> latest_checkpoint(const std::string& run_dir) {
   return all.back();
 }
 
+std::vector<SkippedCheckpoint> skipped_checkpoints(const std::string& run_dir) {
+  std::vector<SkippedCheckpoint> out;
+  const auto latest = latest_checkpoint(run_dir);
+  const fs::path root = fs::path(run_dir) / io::kCheckpointsDirName;
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return out;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const int64_t step = parse_step_name(entry.path().filename().string());
+    if (step < 0 || !entry.is_directory() || (latest && step <= latest->step) || is_complete(entry.path())) continue;
+    std::string missing;
+    for (const char* f : {io::kWeightsFileName, io::kConfigFileName, io::kOptimizerFileName, io::kStateFileName})
+      if (!fs::is_regular_file(entry.path() / f, ec)) missing += (missing.empty() ? "" : ", ") + std::string(f);
+    out.push_back({entry.path().string(), step, missing + " missing"});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const SkippedCheckpoint& a, const SkippedCheckpoint& b) { return a.step > b.step; });
+  return out;
+}
+
 void prune_checkpoints(const std::string& run_dir, int64_t keep) {
   ATTN_CHECK(keep >= 0, kOp, "keep must not be negative, got ", keep);
   const fs::path root = fs::path(run_dir) / io::kCheckpointsDirName;
@@ -229,7 +248,7 @@ std::vector<std::string> average_last_checkpoints(const std::string& run_dir, in
   if (fs::is_regular_file(vocab, ec)) extra.emplace_back(io::kVocabFileName, io::read_file(vocab.string()));
   const fs::path subwords = fs::path(run_dir) / io::kSentencePieceFileName;  // a SentencePiece vocabulary's model
   if (fs::is_regular_file(subwords, ec)) extra.emplace_back(io::kSentencePieceFileName, io::read_file(subwords.string()));
-  models::save_model(out_dir, *avg, extra);
+  models::save_model_folder(out_dir, *avg, extra);  // complete or absent, even after a kill
   return dirs;
 }
 
@@ -239,8 +258,15 @@ void check_fresh_run_dir(const std::string& dir, bool force) {
   if (!fs::exists(p, ec)) return;
   ATTN_CHECK(fs::is_directory(p, ec), "train", "'", dir, "' exists and is not a folder");
   if (fs::is_empty(p, ec)) return;
-  const bool run_folder =
-      fs::exists(p / io::kTrainConfigFileName, ec) || fs::is_directory(p / io::kCheckpointsDirName, ec);
+  // A run killed during its first write (train_config.json's) leaves only the temporary of
+  // write_file_atomic (".NAME.tmp-PID-N"): that folder is a run's too, and --force clears it.
+  bool only_temporaries = true;
+  for (const auto& entry : fs::directory_iterator(p, ec)) {
+    const std::string name = entry.path().filename().string();
+    only_temporaries = only_temporaries && name.size() > 1 && name[0] == '.' && name.find(".tmp-") != std::string::npos;
+  }
+  const bool run_folder = fs::exists(p / io::kTrainConfigFileName, ec) ||
+                          fs::is_directory(p / io::kCheckpointsDirName, ec) || only_temporaries;
   if (!force) {
     fail("train", "'", dir, "' is not empty; pass --resume to continue ",
          run_folder ? "that run" : "a run there", " or --force to start over");

@@ -306,6 +306,7 @@ void CorpusStream::scan(bool build_vocab) {
         ++stats_.skipped_long;
       } else {
         ++stats_.examples;
+        stats_.longest = std::max(stats_.longest, example_tokens(shape));
         shapes.push_back(std::move(shape));
       }
     } else {

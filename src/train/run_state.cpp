@@ -97,8 +97,12 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& out_dir, const json&
              " holds the run's values; only epochs, keep, threads, parallel and checkpoint_every may change)");
 
   const auto latest = latest_checkpoint(out_dir);
-  ATTN_CHECK(latest.has_value(), kOp, "cannot resume: '", out_dir, "' has no complete checkpoint in ",
-             io::kCheckpointsDirName, "/");
+  if (!latest.has_value()) {
+    std::string skipped;
+    for (const SkippedCheckpoint& s : skipped_checkpoints(out_dir))
+      skipped += str_cat(skipped.empty() ? "; skipped: " : ", ", "'", s.path, "' (", s.reason, ")");
+    fail(kOp, "cannot resume: '", out_dir, "' has no complete checkpoint in ", io::kCheckpointsDirName, "/", skipped);
+  }
   std::unique_ptr<Trainer> t(new Trainer(config, out_dir, false, comm));
   const io::Vocab stored_vocab =
       t->from_gpt2() ? t->data_.vocab : io::Vocab::load(run_file(out_dir, io::kVocabFileName));  // GPT-2: its BPE

@@ -79,9 +79,17 @@ void TrainConfig::validate() const {
     t.length = length;
     t.min_length = min_length;
     t.n_symbols = symbols;
+    ATTN_CHECK(length <= kMaxTaskLength, kOp, "length ", length, " is above the limit ", kMaxTaskLength,
+               " of the synthetic tasks");
     train::validate(t);
     ATTN_CHECK(train_size >= 1, kOp, "train_size must be at least 1, got ", train_size);
     ATTN_CHECK(valid_size >= 0, kOp, "valid_size must not be negative, got ", valid_size);
+    // The synthetic sets are made in memory: two sides of up to `length` ids per example.
+    const double tokens =
+        (static_cast<double>(train_size) + static_cast<double>(valid_size)) * static_cast<double>(length);
+    ATTN_CHECK(tokens <= static_cast<double>(kMaxTaskTokens), kOp, "train_size ", train_size, " and valid_size ",
+               valid_size, " of length ", length, " make ", tokens, " tokens per side, above the limit ",
+               kMaxTaskTokens, " of the synthetic tasks; lower train_size or length");
   } else if (!train_path.empty()) {
     ATTN_CHECK(valid_path.empty() || valid_path != train_path, kOp, "the validation corpus is the training corpus '",
                train_path, "'");
@@ -125,6 +133,9 @@ void TrainConfig::validate() const {
   m.eos_id = io::Vocab::kEos;
   m.validate();
   ATTN_CHECK(epochs >= 1, kOp, "epochs must be at least 1, got ", epochs);
+  for (auto [key, value] : {std::pair<const char*, int64_t>{"batch_size", batch_size}, {"max_tokens", max_tokens},
+                            {"bucket_size", bucket_size}, {"chunk_lines", chunk_lines}})
+    ATTN_CHECK(value <= kMaxBatchCount, kOp, key, " ", value, " is above the limit ", kMaxBatchCount);
   ATTN_CHECK(batch_size >= 0 && max_tokens >= 0, kOp, "batch_size and max_tokens must not be negative, got ",
              batch_size, " and ", max_tokens);
   ATTN_CHECK(batch_size > 0 || max_tokens > 0, kOp, "batch_size and max_tokens are both 0: no cap on a batch");

@@ -16,11 +16,13 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <thread>
 
 #include "attn/core/autograd.h"
 #include "attn/core/error.h"
+#include "attn/core/storage.h"
 #include "attn/dist/sharding.h"
 #include "attn/models/checkpoint.h"
 #include "attn/models/factory.h"
@@ -262,10 +264,95 @@ std::unique_ptr<CorpusStream> open_stream(const TrainConfig& c, Dataset& data) {
   return stream;
 }
 
+// The least memory one training step on an example of `length` tokens needs: its
+// activations, at least the attention scores (heads x L x L per self- or cross-attention,
+// kept for the backward pass; L x W with a sliding window; none with linear attention) and
+// L x d_model values per layer.
+double step_bytes_at_least(const models::ModelConfig& m, double length) {
+  const double keys = m.sliding_window > 0 ? std::min(length, static_cast<double>(m.sliding_window)) : length;
+  const double layers = static_cast<double>(
+      (m.arch != models::Arch::DecoderOnly ? m.n_encoder_layers : 0) +
+      (m.arch == models::Arch::DecoderOnly ? m.n_decoder_layers : 0) +
+      (m.arch == models::Arch::EncoderDecoder ? 2 * m.n_decoder_layers : 0));  // self- and cross-attention
+  const double scores = m.attention == nn::AttentionKind::Linear ? 0.0 : static_cast<double>(m.n_heads) * length * keys;
+  return layers * (scores + length * static_cast<double>(m.d_model)) * static_cast<double>(dtype_size(m.dtype));
+}
+
+[[noreturn]] void fail_too_long(const std::string& what, double tokens, double bytes, uint64_t memory) {
+  fail(kOp, what, ": one step on it needs at least ", format_bytes(bytes), " of activations (attention scores of ",
+       "n_heads x L x L and L x d_model per layer for L = ", static_cast<int64_t>(tokens), "), more than this ",
+       "machine's ", format_bytes(static_cast<double>(memory)), " of memory; skip long examples with --max-length ",
+       "(max_length), e.g. --max-length 1024");
+}
+
+// Refuses training data whose longest example cannot fit in memory for one step, before the
+// model is built: a 10 MB line is one example of 10^7 tokens, whose attention scores alone
+// exceed any machine. Without this the first forward pass ends in std::bad_alloc after
+// gigabytes, naming nothing.
+void check_example_fits(const TrainConfig& c, int64_t longest) {
+  const uint64_t memory = physical_memory_bytes();
+  if (memory == 0 || longest <= 0) return;
+  const double bytes = step_bytes_at_least(c.model, static_cast<double>(longest));
+  if (bytes > static_cast<double>(memory))
+    fail_too_long(str_cat("the longest training example has ", longest, " tokens"), static_cast<double>(longest), bytes,
+                  memory);
+}
+
+// The same before the file is read, from each line's bytes and words alone, so that a 10 MB
+// line is refused without tokenizing it (tens of millions of tokens, seconds and hundreds of
+// MiB). A side of a line holds at least as many tokens as whitespace-separated words (a word is
+// one token or more with any tokenization) and, with character tokens, at least bytes / 4
+// (UTF-8 characters are 1 to 4 bytes). Only without max_length, which skips such lines.
+void check_lines_fit(const TrainConfig& c) {
+  const uint64_t memory = physical_memory_bytes();
+  if (memory == 0 || c.max_length > 0) return;
+  const std::string& path = c.uses_tsv() ? c.train_path : c.text_path;
+  if (path.empty()) return;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return;  // the reader names the problem
+  const bool chars = c.tokens == io::Tokenization::Chars;
+  std::vector<char> block(1 << 16);
+  int64_t line = 1, bytes = 0, words = 0, longest = 0;
+  bool in_word = false;
+  auto end_side = [&] {
+    longest = std::max(longest, chars ? std::max(words, bytes / 4) : words);
+    bytes = words = 0;
+    in_word = false;
+  };
+  auto end_line = [&] {
+    end_side();
+    const double need = step_bytes_at_least(c.model, static_cast<double>(longest));
+    if (need > static_cast<double>(memory))
+      fail_too_long(str_cat("'", path, "' line ", line, " holds at least ", longest, " tokens",
+                            c.uses_tsv() ? " on one side" : ""),
+                    static_cast<double>(longest), need, memory);
+    ++line;
+    longest = 0;
+  };
+  while (in.read(block.data(), static_cast<std::streamsize>(block.size())) || in.gcount() > 0) {
+    const std::streamsize n = in.gcount();
+    for (std::streamsize i = 0; i < n; ++i) {
+      const char ch = block[static_cast<size_t>(i)];
+      if (ch == '\n') {
+        end_line();
+      } else if (ch == '\t' && c.uses_tsv()) {
+        end_side();
+      } else {
+        ++bytes;
+        const bool space = ch == ' ' || ch == '\t' || ch == '\r' || ch == '\f' || ch == '\v';
+        if (!space && !in_word) ++words;
+        in_word = !space;
+      }
+    }
+  }
+  end_line();
+}
+
 }  // namespace
 
 void Trainer::build() {
   const TrainConfig& c = config_;
+  check_lines_fit(c);  // before reading: a line too long for memory is refused untokenized
   std::unique_ptr<CorpusStream> stream;
   if (c.stream) {
     stream = open_stream(c, data_);
@@ -298,23 +385,25 @@ void Trainer::build() {
   }
   if (c.init.empty()) config_.model = model_config_for(c, data_.vocab);  // else the init folder's (adopt_init_config)
   config_.model.validate();
-  if (config_.model.positional == nn::PositionalKind::Learned) {
-    int64_t longest = longest_row(data_);
-    if (c.uses_pairs() && config_.model.arch == models::Arch::DecoderOnly) {  // rows <bos> prompt response
-      longest = 0;
-      const size_t lead = from_gpt2() ? 0 : 1;  // make_sft_batch: GPT-2 rows have no <bos>
-      for (const auto* set : {&data_.train, &data_.valid})
-        for (const io::Example& e : *set) longest = std::max<int64_t>(longest, lead + e.src.size() + e.tgt.size());
-      for (const auto* pref : {train_pref_.get(), valid_pref_.get()})
-        if (pref) {
-          const auto& set = pref == train_pref_.get() ? data_.train : data_.valid;
-          for (size_t k = 0; k < set.size(); ++k)
-            longest = std::max<int64_t>(longest, lead + set[k].src.size() + pref->rejected[k].size());
-        }
-    }
-    ATTN_CHECK(longest <= config_.model.max_len, kOp, "the data has a row of ", longest,
-               " tokens, longer than the learned positions' max_len ", config_.model.max_len);
+  int64_t longest = std::max(longest_row(data_), stream ? stream->stats().longest : int64_t{0});
+  if (c.uses_pairs() && config_.model.arch == models::Arch::DecoderOnly) {  // rows <bos> prompt response
+    longest = 0;
+    const size_t lead = from_gpt2() ? 0 : 1;  // make_sft_batch: GPT-2 rows have no <bos>
+    for (const auto* set : {&data_.train, &data_.valid})
+      for (const io::Example& e : *set) longest = std::max<int64_t>(longest, lead + e.src.size() + e.tgt.size());
+    for (const auto* pref : {train_pref_.get(), valid_pref_.get()})
+      if (pref) {
+        const auto& set = pref == train_pref_.get() ? data_.train : data_.valid;
+        for (size_t k = 0; k < set.size(); ++k)
+          longest = std::max<int64_t>(longest, lead + set[k].src.size() + pref->rejected[k].size());
+      }
   }
+  if (config_.model.positional == nn::PositionalKind::Learned) {
+    ATTN_CHECK(longest <= config_.model.max_len, kOp, "the data has a row of ", longest,
+               " tokens, longer than the learned positions' max_len ", config_.model.max_len,
+               "; skip longer examples with --max-length (max_length) or raise max_len");
+  }
+  check_example_fits(config_, longest);
   model_ = models::make_model(config_.model);
   if (!c.init.empty()) load_init_weights();
   model_->train();
@@ -508,6 +597,7 @@ const std::vector<EpochMetrics>& Trainer::run(std::optional<int64_t> max_steps) 
   }
   const Clock::time_point session_start = Clock::now();
   const int64_t session_first_step = adam_->steps();
+  int64_t epochs_finished_here = 0;  // finish_epoch calls of this session
   double validation_seconds = 0;  // the last validation's duration, for the ETA
   try {
     model_->train();
@@ -567,11 +657,20 @@ const std::vector<EpochMetrics>& Trainer::run(std::optional<int64_t> max_steps) 
       const double train_seconds = epoch_seconds_now();
       const Clock::time_point v0 = Clock::now();
       finish_epoch(train_seconds);
+      ++epochs_finished_here;
       validation_seconds = seconds_since(v0);
       if (stop_agreed()) {  // the epoch's checkpoint is the place to resume
         stopped_ = true;
         return metrics_;
       }
+    }
+    // A resumed run with nothing left to train: the previous session was killed after the last
+    // epoch's checkpoint, possibly while it wrote the run folder's model (config.json removed,
+    // the weights half replaced). The checkpoint holds the same state, so writing the model
+    // and metrics again completes the folder exactly as an uninterrupted run leaves it.
+    if (epochs_finished_here == 0 && comm_.is_root()) {
+      models::save_model(out_dir_, *model_, {{io::kVocabFileName, data_.vocab.to_json().dump(1) + "\n"}});
+      write_metrics_file(run_file(out_dir_, io::kMetricsFileName), metrics_);
     }
   } catch (...) {
     cleanup();

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace attn {
 
@@ -55,6 +56,13 @@ struct StorageCacheStats {
   size_t cached_bytes = 0;      // their bytes
   size_t limit_bytes = 0;       // the cache's limit
 };
+
+// The machine's physical memory in bytes (0 when it cannot be read). Size checks compare
+// what an input implies with it, so that a model or a batch that cannot fit is refused by
+// name before its allocation starts filling the machine.
+uint64_t physical_memory_bytes();
+// "1.5 GiB", "37.0 TiB": a byte count for messages.
+std::string format_bytes(double bytes);
 
 // Rounded size of a request of `nbytes` (what the block really holds).
 size_t storage_size_class(size_t nbytes);

@@ -25,8 +25,12 @@ LengthPenalty parse_length_penalty(const std::string& name);
 // The divisor of a hypothesis' log-probability; length counts generated tokens, EOS included.
 double length_penalty(LengthPenalty kind, double alpha, int64_t length);
 
+// The largest beam a search accepts (and the CLI's --beam): each hypothesis holds a KV cache
+// and a row of every step's logits, so a beam of 10^14 must be refused, not allocated.
+inline constexpr int64_t kMaxBeam = 1024;
+
 struct BeamOptions {
-  int64_t beam = 4;      // live hypotheses per source, >= 1
+  int64_t beam = 4;      // live hypotheses per source, in [1, kMaxBeam]
   double alpha = 0.6;    // length-penalty exponent, >= 0 (0: rank by raw log-probability)
   LengthPenalty length_penalty = LengthPenalty::Gnmt;
   int64_t n_best = 1;    // hypotheses returned per source, in [1, beam]
@@ -37,6 +41,9 @@ struct BeamOptions {
   // max_extra; setting both is an error; with neither, max_extra = 50 (paper §6.1).
   std::optional<int64_t> max_len = std::nullopt;
   std::optional<int64_t> max_extra = std::nullopt;
+  // A cap on every source's limit, whatever set it: the positions the decoder has (a model
+  // with learned positions cannot place token max_len); unset: no cap.
+  std::optional<int64_t> max_positions = std::nullopt;
 };
 
 // Throws attn::Error naming the first invalid option (vocabulary-dependent checks happen in beam_search()).

@@ -21,6 +21,9 @@ struct GreedyOptions {
   // its length + max_extra; setting both is an error; with neither, max_extra = 50 (paper §6.1).
   std::optional<int64_t> max_len = std::nullopt;
   std::optional<int64_t> max_extra = std::nullopt;
+  // A cap on every source's limit, whatever set it: the positions the decoder has (a model
+  // with learned positions cannot place token max_len); unset: no cap.
+  std::optional<int64_t> max_positions = std::nullopt;
 };
 
 // Throws attn::Error naming the first invalid option (vocabulary-dependent checks happen in greedy_search()).

@@ -33,6 +33,12 @@ using ExtraFiles = std::vector<std::pair<std::string, std::string>>;
 // files already in the folder are left alone. Throws attn::Error naming the path on failure.
 void save_model(const std::string& dir, const Model& model, const ExtraFiles& extra_files = {});
 
+// save_model into a fresh folder `dir` that appears whole or not at all: written into the
+// hidden sibling ".<name>.partial-<pid>" and renamed to `dir` once complete; an existing `dir`
+// is moved aside (".<name>.old-<pid>") just before and removed after, so a kill at any moment
+// leaves `dir` complete or absent. For outputs made in one go (attn quantize, attn average).
+void save_model_folder(const std::string& dir, const Model& model, const ExtraFiles& extra_files = {});
+
 // One entry of the weights file's header.
 struct CheckpointTensor {
   std::string name;

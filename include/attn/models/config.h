@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -27,6 +28,27 @@ namespace attn::models {
 // encoder_decoder: the paper's Transformer (and T5); decoder_only: GPT-style causal LM;
 // encoder_only: BERT-style bidirectional encoder with a masked-LM head.
 enum class Arch { EncoderDecoder, DecoderOnly, EncoderOnly };
+
+// Bounds on the size keys, checked by ModelConfig::validate() before anything is built (a
+// config.json is input like any other: a key of 10^12 must be refused, not allocated).
+// Each is far above any model this library trains or loads; docs/checkpoint.md lists them.
+inline constexpr int64_t kMaxDModel = int64_t{1} << 16;       // d_model (and n_heads, which divides it)
+inline constexpr int64_t kMaxLayers = 1024;                   // n_encoder_layers, n_decoder_layers
+inline constexpr int64_t kMaxDFF = int64_t{1} << 20;          // d_ff
+inline constexpr int64_t kMaxVocab = int64_t{1} << 24;        // src_vocab_size, tgt_vocab_size
+inline constexpr int64_t kMaxPositions = int64_t{1} << 20;    // max_len, sliding_window
+inline constexpr int64_t kMaxExperts = 1024;                  // n_experts
+inline constexpr int64_t kMaxParameters = int64_t{1} << 36;   // ModelConfig::min_parameters()
+
+// One part of the parameter count a config implies (ModelConfig::parameter_parts): `count`
+// parameters at least, driven by the size key `key` (its value `value`); `what` says how
+// ("decoder layers of at least 12288 parameters each (d_model 32, d_ff 64)").
+struct ParameterPart {
+  const char* key;
+  int64_t value;
+  int64_t count;
+  std::string what;
+};
 const char* arch_name(Arch arch);
 Arch parse_arch(const std::string& name);
 
@@ -87,8 +109,22 @@ struct ModelConfig {
   // (the loader fills them) and cannot be trained.
   Quantization quantization = Quantization::None;
 
-  // Throws attn::Error naming the first problem found.
+  // Throws attn::Error naming the first problem found: the size keys are bounded first
+  // (kMax* above, each named with its bound), then every other rule, then the parameter
+  // count (min_parameters() <= kMaxParameters).
   void validate() const;
+  // The largest parts of the parameter count, from the size keys alone and without
+  // allocating (overflow-checked; call after the key bounds hold, as validate() does): the
+  // embedding tables, the learned position tables and each stack's layers (attention's query
+  // and output projections and the FFN's two matrices per expert). A lower bound of
+  // Model::num_parameters(), within a small factor of it; loaders compare it with the weights
+  // file's element count before building the model.
+  std::vector<ParameterPart> parameter_parts() const;
+  // The sum of parameter_parts().
+  int64_t min_parameters() const;
+  // "n_decoder_layers 1000 decoder layers ... need at least N parameters": the largest part,
+  // for messages.
+  std::string largest_part() const;
   // The vocabulary of a single-stack model (src_vocab_size).
   int64_t vocab_size() const { return src_vocab_size; }
   // The per-layer options of the stacks.

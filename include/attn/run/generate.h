@@ -41,9 +41,11 @@ void validate(const GenerateSettings& settings);
 // reads <bos> + prompt (or the prompt alone, see prepend_bos) and generates until <eos> or max_tokens. With learned positions a prompt
 // whose <bos> + tokens exceed max_len is an error naming it, and generation stops where the
 // positions end (prompt + generated tokens - 1 <= max_len). Returns each prompt's hypotheses,
-// best first (n_best for beam search, one otherwise).
+// best first (n_best for beam search, one otherwise). Errors name a prompt as "prompt
+// first + i": a caller that feeds its input in batches passes the number of the batch's first
+// prompt, so that the message names the prompt of the whole input.
 std::vector<std::vector<decode::Hypothesis>> generate_batch(const ModelFolder& folder,
                                                             const std::vector<std::vector<int64_t>>& prompts,
-                                                            const GenerateSettings& settings);
+                                                            const GenerateSettings& settings, int64_t first = 1);
 
 }  // namespace attn::run

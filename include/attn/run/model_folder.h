@@ -19,6 +19,11 @@
 
 namespace attn::run {
 
+// The most tokens a search may generate per input (translate --max-len, generate
+// --max-tokens): far beyond any model's positions, small enough that a typo such as 10^12 is
+// an error naming the option rather than a search that grows its caches without end.
+inline constexpr int64_t kMaxOutputTokens = int64_t{1} << 20;
+
 // A model folder opened for inference: the model in evaluation mode (no dropout), and the
 // vocabulary and training configuration when the folder has them.
 struct ModelFolder {

@@ -43,6 +43,15 @@ struct CheckpointInfo {
 // config.json and model.safetensors), oldest first. None (or no checkpoints folder): empty.
 std::vector<CheckpointInfo> list_checkpoints(const std::string& run_dir);
 std::optional<CheckpointInfo> latest_checkpoint(const std::string& run_dir);
+// The step folders newer than latest_checkpoint (all of them when there is none) that are
+// not complete, newest first, each with what it lacks ("model.safetensors missing"): what
+// --resume skips, for it to say so instead of silently redoing their steps.
+struct SkippedCheckpoint {
+  std::string path;
+  int64_t step = 0;
+  std::string reason;
+};
+std::vector<SkippedCheckpoint> skipped_checkpoints(const std::string& run_dir);
 
 // What one checkpoint holds besides the model.
 struct CheckpointContents {

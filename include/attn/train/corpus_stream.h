@@ -82,6 +82,7 @@ struct StreamStats {
   int64_t examples = 0;       // examples trained on per epoch
   int64_t blank_lines = 0;    // Text: blank lines skipped
   int64_t skipped_long = 0;   // examples skipped for max_length / max_cost
+  int64_t longest = 0;        // the longest example trained on (example_tokens)
   int64_t unknown_tokens = 0; // tokens not in a given vocabulary (read as <unk>)
   int64_t chunks = 0;
   int64_t batches = 0;        // batches of epoch 1 (later epochs: the same when the count does

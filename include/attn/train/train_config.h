@@ -20,6 +20,14 @@
 
 namespace attn::train {
 
+// Bounds on the sizes a training config sets, checked by validate() before anything is made:
+// a synthetic task's length and its data (train_size + valid_size examples of up to `length`
+// symbols, made in memory), and the counts of a batch or a chunk (batch_size, max_tokens,
+// bucket_size, chunk_lines). docs/training.md lists them.
+inline constexpr int64_t kMaxTaskLength = int64_t{1} << 16;
+inline constexpr int64_t kMaxTaskTokens = int64_t{1} << 28;
+inline constexpr int64_t kMaxBatchCount = int64_t{1} << 30;
+
 struct TrainConfig {
   // ---- data: a synthetic task (task non-empty), a TSV corpus (train_path non-empty) or a
   // ---- text file (text_path non-empty; decoder_only and encoder_only models) -------------
