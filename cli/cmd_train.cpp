@@ -87,10 +87,11 @@ std::string number(double v, const char* fmt) {
   return buf;
 }
 
-// DPO's validation preference accuracy and reward margin ("" for other runs).
+// DPO's validation preference accuracy, reward margin and KL to the reference ("" for other runs).
 std::string preference_text(const train::EpochMetrics& m) {
   if (!m.has_preference) return "";
-  return "  val_pref_acc " + percent(m.val_pref_acc) + "  val_reward_margin " + number(m.val_reward_margin, "%.4f");
+  return "  val_pref_acc " + percent(m.val_pref_acc) + "  val_reward_margin " + number(m.val_reward_margin, "%.4f") +
+         "  val_kl_ref " + number(m.val_kl_ref, "%.4f");
 }
 
 std::string epoch_line(const train::EpochMetrics& m, int64_t epochs, models::Arch arch) {
@@ -563,9 +564,10 @@ int run_train(const TrainOptions& o) {
                   percent(m.val_token_acc).c_str());
   }
   if (!metrics.empty() && metrics.back().has_preference && std::isfinite(metrics.back().val_pref_acc))
-    std::printf("; validation pairs: preference accuracy %s (epoch 1: %s), reward margin %s",
+    std::printf("; validation pairs: preference accuracy %s (epoch 1: %s), reward margin %s, KL to the reference %s "
+                "per token",
                 percent(metrics.back().val_pref_acc).c_str(), percent(metrics.front().val_pref_acc).c_str(),
-                number(metrics.back().val_reward_margin, "%.4f").c_str());
+                number(metrics.back().val_reward_margin, "%.4f").c_str(), number(metrics.back().val_kl_ref, "%.4f").c_str());
   std::printf("\n");
   std::printf("  model        %s  (config.json, model.safetensors, vocab.json%s)\n", o.out.c_str(),
               trainer->data().vocab.sentencepiece() ? ", sentencepiece.model" : "");

@@ -143,6 +143,7 @@ nlohmann::ordered_json EpochMetrics::to_json() const {
     j["val_reward_margin"] = num(val_reward_margin);
     j["val_chosen_reward"] = num(val_chosen_reward);
     j["val_rejected_reward"] = num(val_rejected_reward);
+    j["val_kl_ref"] = num(val_kl_ref);
   }
   return j;
 }
@@ -167,6 +168,7 @@ EpochMetrics EpochMetrics::from_json(const json& j) {
   m.val_reward_margin = number_or_nan(j, "val_reward_margin");
   m.val_chosen_reward = number_or_nan(j, "val_chosen_reward");
   m.val_rejected_reward = number_or_nan(j, "val_rejected_reward");
+  m.val_kl_ref = number_or_nan(j, "val_kl_ref");
   return m;
 }
 
@@ -334,6 +336,7 @@ void Trainer::build() {
       measure_reference();  // before any step: the init (or --ref) model's log-probabilities
       objective.train_preferences = train_pref_;
       objective.valid_preferences = valid_pref_;
+      objective.reference = ref_model_;
     }
   }
   objective_ = make_objective(*model_, objective);
@@ -446,13 +449,15 @@ void Trainer::finish_epoch(double train_seconds) {
       m.val_reward_margin = v.preference.margin;
       m.val_chosen_reward = v.preference.chosen_reward;
       m.val_rejected_reward = v.preference.rejected_reward;
+      m.val_kl_ref = v.kl_ref;
     }
   } else {
     m.val_loss = m.val_nll = m.val_ppl = m.val_token_acc = m.val_exact_acc = kNaN;
   }
   if (config_.objective == ObjectiveKind::Dpo) {
     m.has_preference = true;
-    if (data_.valid.empty()) m.val_pref_acc = m.val_reward_margin = m.val_chosen_reward = m.val_rejected_reward = kNaN;
+    if (data_.valid.empty())
+      m.val_pref_acc = m.val_reward_margin = m.val_chosen_reward = m.val_rejected_reward = m.val_kl_ref = kNaN;
   }
   m.seconds = train_seconds + seconds_since(start);
   metrics_.push_back(m);

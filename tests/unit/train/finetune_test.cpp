@@ -2,7 +2,9 @@
 // pairs files and their errors naming the line, the template, the SFT rows whose prompt
 // positions get no loss and no gradient (with the control that an unmasked row is caught),
 // per-sequence log-probabilities and the DPO loss against their formulas and float64 central
-// differences (with the control that swapped chosen/rejected is caught), and tiny runs: SFT
+// differences (with the control that swapped chosen/rejected is caught), the KL to the
+// reference against a brute-force sum over the vocabulary (with controls: the reversed KL and a
+// reference compared with itself differ from it), and tiny runs: SFT
 // from scratch, DPO from its folder (step 1's loss is log 2: policy = reference), a reference
 // of another vocabulary refused.
 #include <gtest/gtest.h>
@@ -222,6 +224,81 @@ TEST(DpoLoss, PreferenceStatsCountTiesAsHalf) {
   EXPECT_EQ(s.pairs, 3);
 }
 
+// ---- the KL to the reference ------------------------------------------------------------------
+
+// A tiny float64 decoder-only model over `V` ids, drawn from `seed`.
+std::shared_ptr<models::Model> tiny_lm(int64_t V, uint64_t seed) {
+  models::ModelConfig c;
+  c.arch = models::Arch::DecoderOnly;
+  c.src_vocab_size = c.tgt_vocab_size = V;
+  c.d_model = 16;
+  c.n_heads = 2;
+  c.n_decoder_layers = 1;
+  c.d_ff = 32;
+  c.dtype = DType::F64;
+  c.seed = seed;
+  return models::make_model(c);
+}
+
+// The mean over response positions of sum_v pi(v) (log pi(v) - log ref(v)), every example run
+// alone (no padding) through both models, the softmax written out in plain doubles.
+double brute_force_kl(models::Model& pi, models::Model& ref, const std::vector<io::Example>& data, SpecialIds ids) {
+  double sum = 0;
+  int64_t positions = 0;
+  for (const io::Example& e : data) {
+    std::vector<int64_t> row = {ids.bos};
+    row.insert(row.end(), e.src.begin(), e.src.end());
+    row.insert(row.end(), e.tgt.begin(), e.tgt.end());
+    const int64_t L = static_cast<int64_t>(row.size());
+    const Tensor input = Tensor::from_vector<int64_t>(row, {1, L});
+    const std::vector<double> a = dynamic_cast<models::DecoderOnlyModel&>(pi).forward(input).to_vector<double>();
+    const std::vector<double> b = dynamic_cast<models::DecoderOnlyModel&>(ref).forward(input).to_vector<double>();
+    const size_t V = a.size() / static_cast<size_t>(L);
+    // Positions |prompt| .. L-1 predict the response tokens and <eos>.
+    for (size_t i = e.src.size(); i < static_cast<size_t>(L); ++i) {
+      double za = 0, zb = 0;
+      for (size_t v = 0; v < V; ++v) {
+        za += std::exp(a[i * V + v]);
+        zb += std::exp(b[i * V + v]);
+      }
+      for (size_t v = 0; v < V; ++v) {
+        const double p = std::exp(a[i * V + v]) / za, q = std::exp(b[i * V + v]) / zb;
+        sum += p * (std::log(p) - std::log(q));
+      }
+      ++positions;
+    }
+  }
+  return sum / static_cast<double>(positions);
+}
+
+TEST(ResponseKl, MatchesABruteForceSumAndItsControls) {
+  const int64_t V = 12;
+  const SpecialIds ids{0, 1, 2};
+  const auto pi = tiny_lm(V, 21), ref = tiny_lm(V, 22);
+  pi->eval();
+  ref->eval();
+  // Prompts and responses of different lengths: batched rows are padded.
+  const std::vector<io::Example> data = {{{5, 6, 7}, {8, 9}}, {{10}, {4, 5, 6, 11}}, {{3, 4}, {7}}};
+  double expected = 0;
+  {
+    NoGradGuard no_grad;
+    expected = brute_force_kl(*pi, *ref, data, ids);
+  }
+  for (int64_t batch : {1, 2, 3}) EXPECT_NEAR(response_kl(*pi, *ref, data, batch, ids), expected, 1e-12) << batch;
+  // Controls: the KL is clearly non-zero here, so a reference compared with itself (0) would be
+  // caught, and so would the reversed direction KL(ref || pi).
+  EXPECT_GT(expected, 1e-3);
+  EXPECT_NEAR(response_kl(*pi, *pi, data, 2, ids), 0.0, 1e-12);
+  double reversed = 0;
+  {
+    NoGradGuard no_grad;
+    reversed = brute_force_kl(*ref, *pi, data, ids);
+  }
+  EXPECT_GT(std::fabs(reversed - expected), 1e-4 * expected);
+  EXPECT_NEAR(response_kl(*ref, *pi, data, 2, ids), reversed, 1e-12);
+  EXPECT_TRUE(std::isnan(response_kl(*pi, *ref, {}, 2, ids)));
+}
+
 // ---- tiny runs --------------------------------------------------------------------------------------
 
 TrainConfig tiny_sft(const std::string& pairs) {
@@ -320,10 +397,16 @@ TEST(FinetuneRun, EncoderDecoderSftIsSeq2SeqAndDpoScoresTargets) {
   d.init = tmp.file("sft");
   Trainer dpo(d, tmp.file("dpo"));
   EXPECT_EQ(dpo.config().model.arch, models::Arch::EncoderDecoder);
+  // Before any step the policy is the reference (a frozen copy of the init weights): KL 0.
+  EXPECT_NEAR(dpo.objective().validate(dpo.data().valid, 4).kl_ref, 0.0, 1e-9);
   dpo.run(1);
   EXPECT_NEAR(dpo.step_losses()[0], std::log(2.0), 1e-6);
   const ValidationResult v = dpo.objective().validate(dpo.data().valid, 4);
   EXPECT_TRUE(v.has_preference);
+  // After a step the policy has moved and the reference has not (were the reference the
+  // policy itself, this would stay 0); the epoch's metrics carry the same value.
+  EXPECT_GT(v.kl_ref, 1e-9);
+  EXPECT_NEAR(dpo.metrics().back().val_kl_ref, v.kl_ref, 1e-9);
   EXPECT_EQ(v.preference.pairs, 1);
   EXPECT_TRUE(std::isfinite(v.preference.margin) && std::isfinite(v.nll));
 }
