@@ -468,7 +468,7 @@ int run_train(const TrainOptions& o) {
                              : c.uses_text()  ? "text " + c.text_path
                              : c.uses_pairs() ? std::string(train::objective_kind_name(c.objective)) + " pairs " + c.pairs_path
                                               : "task " + c.task;
-    const char* unit = c.pack > 0 ? "blocks" : c.uses_text() ? "lines" : c.uses_pairs() ? "pairs" : "examples";
+    const char* unit = c.pack > 0 && c.uses_text() ? "blocks" : c.uses_text() ? "lines" : c.uses_pairs() ? "pairs" : "examples";
     std::fprintf(stderr, "attn train: %s, %zu training / %zu validation %s, vocabulary %lld\n", data.c_str(),
                  trainer->stream() ? static_cast<size_t>(trainer->stream()->stats().examples) : d.train.size(),
                  d.valid.size(), unit, static_cast<long long>(d.vocab.size()));
@@ -521,7 +521,10 @@ int run_train(const TrainOptions& o) {
                    static_cast<long long>(d.train_unknown_tokens));
     if (c.uses_text() && d.empty_lines > 0)
       std::fprintf(stderr, "  %lld blank lines skipped\n", static_cast<long long>(d.empty_lines));
-    if (c.pack > 0)
+    if (c.pack > 0 && c.uses_pairs())
+      std::fprintf(stderr, "  packed: each batch's pairs into rows of at most %lld tokens, every pair attending only to "
+                   "itself, its positions from 0\n", static_cast<long long>(c.pack));
+    else if (c.pack > 0)
       std::fprintf(stderr, "  packed: %zu training / %zu validation blocks of %lld tokens (<bos> + %lld ids, <eos> "
                    "between lines)\n", d.train.size(), d.valid.size(), static_cast<long long>(c.pack),
                    static_cast<long long>(c.pack - 1));
@@ -683,7 +686,8 @@ void register_train(CLI::App& app, Action* action) {
                 dstr(d.dpo_beta));
   param<int64_t>(cmd, p, "--pack", "pack",
                  "--arch decoder-only: pack the text's lines (<eos> after each) into blocks of this many tokens, "
-                 "<bos> included, one example each (0: one example per line)",
+                 "<bos> included, one example each (0: one example per line); sft: each batch's pairs into rows of "
+                 "at most this many tokens, every pair attending only to itself",
                  "0");
   param<double>(cmd, p, "--mask-prob", "mask_prob",
                 "encoder-only: share of each line's tokens chosen for the masked LM (80% [MASK], 10% random, 10% kept)",

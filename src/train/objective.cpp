@@ -303,8 +303,16 @@ class SftLmObjective : public Objective {
   SftLmObjective(models::DecoderOnlyModel& model, const ObjectiveOptions& o) : model_(model), o_(o) {}
 
   BatchLoss loss(const std::vector<io::Example>& dataset, const std::vector<int64_t>& indices, int64_t) override {
-    const Batch b = make_sft_batch(dataset, indices, o_.ids);
-    const Tensor logits = model_.forward(b.tgt_in);  // [B, T, V]
+    Batch b;
+    Tensor logits;  // [B, T, V]
+    if (o_.sft_pack > 0) {
+      PackedSftBatch packed = make_packed_sft_batch(dataset, indices, o_.ids, o_.sft_pack);
+      logits = model_.forward_packed(packed.batch.tgt_in, packed.positions, packed.segments);
+      b = std::move(packed.batch);
+    } else {
+      b = make_sft_batch(dataset, indices, o_.ids);
+      logits = model_.forward(b.tgt_in);
+    }
     const int64_t rows = logits.size(0) * logits.size(1), V = logits.size(2);
     return with_moe_aux(model_, {cross_entropy(logits.reshape({rows, V}), b.tgt_out.reshape({rows}), kIgnoreTarget,
                                                 o_.label_smoothing),

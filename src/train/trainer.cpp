@@ -332,6 +332,12 @@ void Trainer::build() {
     // GPT-2 reads its text without <bos> (as attn generate and Hugging Face feed it): bos -1.
     objective.ids = SpecialIds{config_.model.pad_id, from_gpt2() ? -1 : config_.model.bos_id, config_.model.eos_id};
     objective.dpo_beta = c.dpo_beta;
+    if (c.objective == ObjectiveKind::Sft) {
+      ATTN_CHECK(c.pack == 0 || config_.model.arch == models::Arch::DecoderOnly, kOp,
+                 "pack packs sft pairs for a decoder_only model, not for the init model's arch '",
+                 models::arch_name(config_.model.arch), "'");
+      objective.sft_pack = c.pack;
+    }
     if (c.objective == ObjectiveKind::Dpo) {
       measure_reference();  // before any step: the init (or --ref) model's log-probabilities
       objective.train_preferences = train_pref_;

@@ -106,6 +106,10 @@ struct ObjectiveOptions {
   // dpo: the frozen reference model itself, for validation's KL (kl_ref); none: kl_ref is NaN.
   // Only validate() uses it (never the replicas' loss()).
   std::shared_ptr<models::Model> reference;
+  // sft on a decoder_only model: 0 = one pair per row; N >= 2 = each batch's pairs packed into
+  // rows of at most N tokens (make_packed_sft_batch), attention kept within each pair.
+  // Validation is unpacked (the same values: packing changes no pair's logits).
+  int64_t sft_pack = 0;
 };
 
 // Log-probabilities of responses under `model` (eval mode for the call, no tape): for every

@@ -4,7 +4,8 @@
 // per-sequence log-probabilities and the DPO loss against their formulas and float64 central
 // differences (with the control that swapped chosen/rejected is caught), the KL to the
 // reference against a brute-force sum over the vocabulary (with controls: the reversed KL and a
-// reference compared with itself differ from it), and tiny runs: SFT
+// reference compared with itself differ from it), packed SFT rows (a pair's logits in a packed
+// row equal its logits alone; control: a plain causal mask over the row differs), and tiny runs: SFT
 // from scratch, DPO from its folder (step 1's loss is log 2: policy = reference), a reference
 // of another vocabulary refused.
 #include <gtest/gtest.h>
@@ -297,6 +298,72 @@ TEST(ResponseKl, MatchesABruteForceSumAndItsControls) {
   EXPECT_GT(std::fabs(reversed - expected), 1e-4 * expected);
   EXPECT_NEAR(response_kl(*ref, *pi, data, 2, ids), reversed, 1e-12);
   EXPECT_TRUE(std::isnan(response_kl(*pi, *ref, {}, 2, ids)));
+}
+
+// ---- packed SFT rows -------------------------------------------------------------------------
+
+TEST(PackedSft, RowsSegmentsAndPositionsRestartPerPair) {
+  const std::vector<io::Example> data = {{{10, 11}, {20}}, {{12}, {21, 22}}, {{13, 14, 15}, {23, 24}}};
+  const SpecialIds ids{0, 1, 2};
+  // Pieces of 4, 4 and 6 tokens (<bos> prompt response): the first two share a row of 8.
+  const PackedSftBatch p = make_packed_sft_batch(data, {0, 1, 2}, ids, 8);
+  ASSERT_EQ(p.batch.tgt_in.shape(), (Shape{2, 8}));
+  EXPECT_EQ(p.batch.tgt_in.to_vector<int64_t>(), (Ids{1, 10, 11, 20, 1, 12, 21, 22, 1, 13, 14, 15, 23, 24, 0, 0}));
+  const int64_t X = kIgnoreTarget;
+  EXPECT_EQ(p.batch.tgt_out.to_vector<int64_t>(), (Ids{X, X, 20, 2, X, 21, 22, 2, X, X, X, 23, 24, 2, X, X}));
+  EXPECT_EQ(p.positions.to_vector<int64_t>(), (Ids{0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 0, 0}));
+  EXPECT_EQ(p.segments.to_vector<int64_t>(), (Ids{0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, -1, -1}));
+  EXPECT_EQ(p.batch.n_tgt_tokens, make_sft_batch(data, {0, 1, 2}, ids).n_tgt_tokens);
+  EXPECT_EQ(p.pairs, 3);
+}
+
+TEST(PackedSft, APairsLogitsInAPackedRowEqualItsLogitsAlone) {
+  const auto model = tiny_lm(30, 23);
+  model->eval();
+  auto& lm = dynamic_cast<models::DecoderOnlyModel&>(*model);
+  const std::vector<io::Example> data = {{{10, 11, 12}, {20, 21}}, {{13}, {22, 23, 24}}, {{14, 15}, {25}}};
+  const SpecialIds ids{0, 1, 2};
+  NoGradGuard no_grad;
+  const PackedSftBatch p = make_packed_sft_batch(data, {0, 1, 2}, ids, 64);  // one row of 6 + 5 + 4 tokens
+  ASSERT_EQ(p.batch.tgt_in.size(0), 1);
+  const int64_t T = p.batch.tgt_in.size(1), V = 30;
+  const std::vector<double> packed =
+      lm.forward_packed(p.batch.tgt_in, p.positions, p.segments).to_vector<double>();  // [1, T, V]
+  const std::vector<double> plain = lm.forward(p.batch.tgt_in).to_vector<double>();   // a plain causal mask
+  double worst = 0, plain_diff = 0;
+  int64_t at = 0;
+  for (size_t k = 0; k < data.size(); ++k) {
+    const Batch one = make_sft_batch(data, {static_cast<int64_t>(k)}, ids);
+    const int64_t L = one.tgt_in.size(1);
+    const std::vector<double> alone = lm.forward(one.tgt_in).to_vector<double>();  // [1, L, V]
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t v = 0; v < V; ++v) {
+        const size_t a = static_cast<size_t>((at + i) * V + v), b = static_cast<size_t>(i * V + v);
+        worst = std::max(worst, std::fabs(packed[a] - alone[b]));
+        if (k > 0) plain_diff = std::max(plain_diff, std::fabs(plain[a] - alone[b]));
+      }
+    at += L;
+  }
+  ASSERT_EQ(at, T);
+  EXPECT_LT(worst, 1e-12);
+  // Control: the same packed row under a plain causal mask (later pairs attend to earlier ones,
+  // and their positions continue) gives the later pairs other logits.
+  EXPECT_GT(plain_diff, 1e-3);
+}
+
+TEST(PackedSft, PackedLossEqualsTheUnpackedLoss) {
+  const auto model = tiny_lm(30, 24);
+  model->eval();
+  const std::vector<io::Example> data = {{{10, 11, 12}, {20, 21}}, {{13}, {22, 23, 24}}, {{14, 15}, {25}}, {{16}, {26}}};
+  ObjectiveOptions o;
+  o.kind = ObjectiveKind::Sft;
+  o.ids = SpecialIds{0, 1, 2};
+  const auto plain = make_objective(*model, o);
+  o.sft_pack = 9;
+  const auto packed = make_objective(*model, o);
+  const BatchLoss a = plain->loss(data, {0, 1, 2, 3}, 0), b = packed->loss(data, {0, 1, 2, 3}, 0);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_NEAR(a.loss.item(), b.loss.item(), 1e-12);
 }
 
 // ---- tiny runs --------------------------------------------------------------------------------------
