@@ -113,7 +113,8 @@ TEST_F(FinetuneCli, SftAnswersHeldInPromptsInitContinuesAndDpoRaisesPreferences)
   ASSERT_TRUE(d.back()["val_kl_ref"].is_number());
   EXPECT_GT(d.front()["val_kl_ref"].get<double>(), 0.0);
   EXPECT_GT(d.back()["val_kl_ref"].get<double>(), d.front()["val_kl_ref"].get<double>());
-  EXPECT_NE(dpo.out.find("val_kl_ref"), std::string::npos) << dpo.out;
+  EXPECT_NE(dpo.err.find("val_kl_ref"), std::string::npos) << dpo.err;   // the epoch lines
+  EXPECT_NE(dpo.out.find("KL to the reference"), std::string::npos) << dpo.out;  // the summary
   // Before any step every margin is 0 (policy = reference): accuracy 50% with ties counted half.
   EXPECT_GT(d.back()["val_pref_acc"].get<double>(), 0.9);
   EXPECT_GE(d.back()["val_pref_acc"].get<double>(), d.front()["val_pref_acc"].get<double>());
