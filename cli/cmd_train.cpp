@@ -88,10 +88,11 @@ std::string number(double v, const char* fmt) {
   return buf;
 }
 
-// DPO's validation preference accuracy and reward margin ("" for other runs).
+// DPO's validation preference accuracy, reward margin and KL to the reference ("" for other runs).
 std::string preference_text(const train::EpochMetrics& m) {
   if (!m.has_preference) return "";
-  return "  val_pref_acc " + percent(m.val_pref_acc) + "  val_reward_margin " + number(m.val_reward_margin, "%.4f");
+  return "  val_pref_acc " + percent(m.val_pref_acc) + "  val_reward_margin " + number(m.val_reward_margin, "%.4f") +
+         "  val_kl_ref " + number(m.val_kl_ref, "%.4f");
 }
 
 std::string epoch_line(const train::EpochMetrics& m, int64_t epochs, models::Arch arch) {
@@ -521,7 +522,7 @@ int run_train(const TrainOptions& o) {
                              : c.uses_text()  ? "text " + c.text_path
                              : c.uses_pairs() ? std::string(train::objective_kind_name(c.objective)) + " pairs " + c.pairs_path
                                               : "task " + c.task;
-    const char* unit = c.pack > 0 ? "blocks" : c.uses_text() ? "lines" : c.uses_pairs() ? "pairs" : "examples";
+    const char* unit = c.pack > 0 && c.uses_text() ? "blocks" : c.uses_text() ? "lines" : c.uses_pairs() ? "pairs" : "examples";
     std::fprintf(stderr, "attn train: %s, %zu training / %zu validation %s, vocabulary %lld\n", data.c_str(),
                  trainer->stream() ? static_cast<size_t>(trainer->stream()->stats().examples) : d.train.size(),
                  d.valid.size(), unit, static_cast<long long>(d.vocab.size()));
@@ -574,7 +575,10 @@ int run_train(const TrainOptions& o) {
                    static_cast<long long>(d.train_unknown_tokens));
     if (c.uses_text() && d.empty_lines > 0)
       std::fprintf(stderr, "  %lld blank lines skipped\n", static_cast<long long>(d.empty_lines));
-    if (c.pack > 0)
+    if (c.pack > 0 && c.uses_pairs())
+      std::fprintf(stderr, "  packed: each batch's pairs into rows of at most %lld tokens, every pair attending only to "
+                   "itself, its positions from 0\n", static_cast<long long>(c.pack));
+    else if (c.pack > 0)
       std::fprintf(stderr, "  packed: %zu training / %zu validation blocks of %lld tokens (<bos> + %lld ids, <eos> "
                    "between lines)\n", d.train.size(), d.valid.size(), static_cast<long long>(c.pack),
                    static_cast<long long>(c.pack - 1));
@@ -617,9 +621,10 @@ int run_train(const TrainOptions& o) {
                   percent(m.val_token_acc).c_str());
   }
   if (!metrics.empty() && metrics.back().has_preference && std::isfinite(metrics.back().val_pref_acc))
-    std::printf("; validation pairs: preference accuracy %s (epoch 1: %s), reward margin %s",
+    std::printf("; validation pairs: preference accuracy %s (epoch 1: %s), reward margin %s, KL to the reference %s "
+                "per token",
                 percent(metrics.back().val_pref_acc).c_str(), percent(metrics.front().val_pref_acc).c_str(),
-                number(metrics.back().val_reward_margin, "%.4f").c_str());
+                number(metrics.back().val_reward_margin, "%.4f").c_str(), number(metrics.back().val_kl_ref, "%.4f").c_str());
   std::printf("\n");
   std::printf("  model        %s  (config.json, model.safetensors, vocab.json%s)\n", o.out.c_str(),
               trainer->data().vocab.sentencepiece() ? ", sentencepiece.model" : "");
@@ -736,7 +741,8 @@ void register_train(CLI::App& app, Action* action) {
                 dstr(d.dpo_beta));
   param<int64_t>(cmd, p, "--pack", "pack",
                  "--arch decoder-only: pack the text's lines (<eos> after each) into blocks of this many tokens, "
-                 "<bos> included, one example each (0: one example per line)",
+                 "<bos> included, one example each (0: one example per line); sft: each batch's pairs into rows of "
+                 "at most this many tokens, every pair attending only to itself",
                  "0");
   param<double>(cmd, p, "--mask-prob", "mask_prob",
                 "encoder-only: share of each line's tokens chosen for the masked LM (80% [MASK], 10% random, 10% kept)",

@@ -36,6 +36,32 @@ Tensor DecoderOnlyModel::hidden(const Tensor& ids) {
   return blocks_->forward(x, masks);               // [B, T, D]
 }
 
+Tensor DecoderOnlyModel::forward_packed(const Tensor& ids, const Tensor& positions, const Tensor& segments) {
+  ATTN_CHECK(ids.defined() && positions.defined() && segments.defined() && ids.dtype() == DType::I64 &&
+                 positions.dtype() == DType::I64 && segments.dtype() == DType::I64 && ids.dim() == 2 &&
+                 positions.shape() == ids.shape() && segments.shape() == ids.shape(),
+             "forward_packed", "expected ids, positions and segments i64 [B, T] of one shape, got ",
+             ids.defined() ? ids.str() : "undefined", ", ", positions.defined() ? positions.str() : "undefined",
+             " and ", segments.defined() ? segments.str() : "undefined");
+  const int64_t B = ids.size(0), T = ids.size(1), H = config_.n_heads;
+  const std::vector<int64_t> seg = segments.to_vector<int64_t>();
+  // [B, H, T, T], true (masked out) where query and key lie in different segments; the causal
+  // flag hides the later keys of the same segment.
+  std::vector<int> other(static_cast<size_t>(B * H * T * T));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t j = 0; j < T; ++j) {
+        const int v = seg[static_cast<size_t>(b * T + i)] != seg[static_cast<size_t>(b * T + j)] ? 1 : 0;
+        for (int64_t h = 0; h < H; ++h) other[static_cast<size_t>(((b * H + h) * T + i) * T + j)] = v;
+      }
+  Tensor x = embed_at(*embedding_, positions_.get(), *dropout_, ids, positions);  // [B, T, D]
+  nn::AttentionMasks masks;
+  masks.causal = true;
+  masks.attn_mask = Tensor::from_bools(other, {B, H, T, T});
+  masks.positions = positions;
+  return logits(blocks_->forward(x, masks));  // [B, T, V]
+}
+
 Tensor DecoderOnlyModel::logits(const Tensor& hidden) const {
   return lm_head_->forward(hidden);  // [B, T, V]
 }

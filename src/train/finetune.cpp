@@ -203,6 +203,68 @@ Batch make_sft_batch(const std::vector<io::Example>& dataset, const std::vector<
   return b;
 }
 
+PackedSftBatch make_packed_sft_batch(const std::vector<io::Example>& dataset, const std::vector<int64_t>& indices,
+                                     SpecialIds ids, int64_t block) {
+  ATTN_CHECK(block >= 2, "make_packed_sft_batch", "block must be at least 2 tokens, got ", block);
+  // Every pair's own row, as make_sft_batch builds it (one at a time: no padding).
+  struct Piece {
+    std::vector<int64_t> in, out;
+  };
+  std::vector<Piece> pieces;
+  int64_t n_tgt_tokens = 0;
+  for (int64_t k : indices) {
+    const Batch one = make_sft_batch(dataset, {k}, ids);
+    pieces.push_back({one.tgt_in.to_vector<int64_t>(), one.tgt_out.to_vector<int64_t>()});
+    n_tgt_tokens += one.n_tgt_tokens;
+  }
+  ATTN_CHECK(!pieces.empty(), "make_packed_sft_batch", "no examples");
+  // Rows: consecutive pieces while they fit in `block` tokens.
+  std::vector<std::vector<size_t>> rows;
+  int64_t used = 0, T = 0;
+  for (size_t p = 0; p < pieces.size(); ++p) {
+    const int64_t L = static_cast<int64_t>(pieces[p].in.size());
+    if (rows.empty() || used + L > block) {
+      rows.emplace_back();
+      used = 0;
+    }
+    rows.back().push_back(p);
+    used += L;
+    T = std::max(T, used);
+  }
+  const int64_t B = static_cast<int64_t>(rows.size());
+  const int64_t fill = ids.pad >= 0 ? ids.pad : ids.eos;
+  PackedSftBatch r;
+  Batch& b = r.batch;
+  b.tgt_in = Tensor::full({B, T}, static_cast<double>(fill), DType::I64);
+  b.tgt_out = Tensor::full({B, T}, static_cast<double>(kIgnoreTarget), DType::I64);
+  r.positions = Tensor::zeros({B, T}, DType::I64);
+  r.segments = Tensor::full({B, T}, -1.0, DType::I64);
+  int64_t* in = b.tgt_in.data<int64_t>();
+  int64_t* out = b.tgt_out.data<int64_t>();
+  int64_t* pos = r.positions.data<int64_t>();
+  int64_t* seg = r.segments.data<int64_t>();
+  for (int64_t row = 0; row < B; ++row) {
+    int64_t at = row * T;
+    int64_t s = 0;
+    for (size_t p : rows[static_cast<size_t>(row)]) {
+      const Piece& piece = pieces[p];
+      for (size_t i = 0; i < piece.in.size(); ++i, ++at) {
+        in[at] = piece.in[i];
+        out[at] = piece.out[i];
+        pos[at] = static_cast<int64_t>(i);
+        seg[at] = s;
+      }
+      ++s;
+    }
+    b.tgt_lengths.push_back(at - row * T);
+    b.src_lengths.push_back(0);
+  }
+  b.n_tgt_tokens = n_tgt_tokens;
+  b.indices = indices;
+  r.pairs = static_cast<int64_t>(pieces.size());
+  return r;
+}
+
 Tensor sequence_logprobs(const Tensor& logits, const Tensor& targets, int64_t ignore) {
   ATTN_CHECK(logits.defined() && targets.defined() && logits.dim() == 3 && targets.dim() == 2 &&
                  logits.size(0) == targets.size(0) && logits.size(1) == targets.size(1),

@@ -3,13 +3,14 @@
 // its byte-level BPE), reading a pairs file for sft or dpo with that vocabulary (or one built
 // from the pairs), measuring DPO's frozen reference once before training (the init model, or
 // config.ref), and writing the model folder after every epoch (for a GPT-2 start also OUT/hf in
-// the layout it came in). Not here: the objectives (objective.cpp) or the loop (trainer.cpp).
+// the layout it came in); the reference model is kept for validation's KL. Not here: the objectives (objective.cpp) or the loop (trainer.cpp).
 #include <filesystem>
 #include <set>
 
 #include "attn/core/error.h"
 #include "attn/io/run_files.h"
 #include "attn/models/checkpoint.h"
+#include "attn/models/factory.h"
 #include "attn/models/gpt2.h"
 #include "attn/train/trainer.h"
 
@@ -187,6 +188,17 @@ void Trainer::measure_reference() {
     if (!pref) continue;
     pref->ref_chosen = response_logprobs(*ref, *set, nullptr, bs, ids);
     pref->ref_rejected = response_logprobs(*ref, *set, &pref->rejected, bs, ids);
+  }
+  // Validation's KL to the reference needs its full distributions every epoch: the reference
+  // model is kept, frozen (for the default reference, a copy of the init weights: the policy
+  // moves away from them), only when there are validation pairs.
+  if (valid_pref_ && !data_.valid.empty()) {
+    if (ref == model_) {
+      ref = models::make_model(config_.model, models::ModelInit::None);
+      ref->load_state_dict(model_->named_parameters());
+    }
+    ref->eval();
+    ref_model_ = ref;
   }
 }
 

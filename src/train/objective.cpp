@@ -303,8 +303,16 @@ class SftLmObjective : public Objective {
   SftLmObjective(models::DecoderOnlyModel& model, const ObjectiveOptions& o) : model_(model), o_(o) {}
 
   BatchLoss loss(const std::vector<io::Example>& dataset, const std::vector<int64_t>& indices, int64_t) override {
-    const Batch b = make_sft_batch(dataset, indices, o_.ids);
-    const Tensor logits = model_.forward(b.tgt_in);  // [B, T, V]
+    Batch b;
+    Tensor logits;  // [B, T, V]
+    if (o_.sft_pack > 0) {
+      PackedSftBatch packed = make_packed_sft_batch(dataset, indices, o_.ids, o_.sft_pack);
+      logits = model_.forward_packed(packed.batch.tgt_in, packed.positions, packed.segments);
+      b = std::move(packed.batch);
+    } else {
+      b = make_sft_batch(dataset, indices, o_.ids);
+      logits = model_.forward(b.tgt_in);
+    }
     const int64_t rows = logits.size(0) * logits.size(1), V = logits.size(2);
     return with_moe_aux(model_, {cross_entropy(logits.reshape({rows, V}), b.tgt_out.reshape({rows}), kIgnoreTarget,
                                                 o_.label_smoothing),
@@ -396,6 +404,7 @@ class DpoObjective : public Objective {
     }
     r.nll = nll / static_cast<double>(r.tokens);
     r.sequences = static_cast<int64_t>(examples.size());
+    if (o_.reference) r.kl_ref = response_kl(model_, *o_.reference, examples, batch_size, o_.ids);
     return r;
   }
   const char* validation_method() const override { return "preference pairs"; }
@@ -433,6 +442,50 @@ std::vector<double> response_logprobs(models::Model& model, const std::vector<io
     }
   }
   return out;
+}
+
+double response_kl(models::Model& policy, models::Model& ref, const std::vector<io::Example>& examples,
+                   int64_t batch_size, SpecialIds ids) {
+  check_batch_size(batch_size);
+  if (examples.empty()) return kNaN;
+  EvalScope eval_policy(policy);
+  EvalScope eval_ref(ref);
+  NoGradGuard no_grad;
+  double kl_sum = 0;
+  int64_t positions = 0;
+  for (size_t begin = 0; begin < examples.size(); begin += static_cast<size_t>(batch_size)) {
+    const size_t end = std::min(examples.size(), begin + static_cast<size_t>(batch_size));
+    std::vector<int64_t> indices;
+    for (size_t k = begin; k < end; ++k) indices.push_back(static_cast<int64_t>(k));
+    const ResponseRows p = response_rows(policy, examples, indices, nullptr, ids);
+    const ResponseRows q = response_rows(ref, examples, indices, nullptr, ids);
+    ATTN_CHECK(p.logits.shape() == q.logits.shape(), "response_kl", "the policy's logits ", p.logits.str(),
+               " and the reference's ", q.logits.str(), " differ in shape");
+    const int64_t V = p.logits.size(2);
+    const std::vector<double> a = p.logits.to_vector<double>(), b = q.logits.to_vector<double>();  // [B*T*V]
+    const std::vector<int64_t> t = p.targets.to_vector<int64_t>();                              // [B*T]
+    // log-sum-exp of a row of V logits, shifted by its maximum.
+    const auto lse = [V](const double* row) {
+      const double m = *std::max_element(row, row + V);
+      double s = 0;
+      for (int64_t v = 0; v < V; ++v) s += std::exp(row[v] - m);
+      return m + std::log(s);
+    };
+    for (size_t n = 0; n < t.size(); ++n) {
+      if (t[n] == p.ignore) continue;
+      const double* pa = a.data() + n * static_cast<size_t>(V);
+      const double* pb = b.data() + n * static_cast<size_t>(V);
+      const double za = lse(pa), zb = lse(pb);
+      double kl = 0;
+      for (int64_t v = 0; v < V; ++v) {
+        const double lp = pa[v] - za, lq = pb[v] - zb;
+        kl += std::exp(lp) * (lp - lq);
+      }
+      kl_sum += kl;
+      ++positions;
+    }
+  }
+  return positions > 0 ? kl_sum / static_cast<double>(positions) : kNaN;
 }
 
 std::unique_ptr<Objective> make_objective(models::Model& model, const ObjectiveOptions& options) {

@@ -117,9 +117,11 @@ void TrainConfig::validate() const {
   ATTN_CHECK(mask_prob > 0 && mask_prob < 1, kOp, "mask_prob must be in (0, 1), got ", mask_prob);
   if (pack != 0) {
     ATTN_CHECK(pack >= 2, kOp, "pack must be 0 (one example per line) or at least 2 (<bos> and one token), got ", pack);
-    ATTN_CHECK(arch == models::Arch::DecoderOnly && !text_path.empty(), kOp,
-               "pack packs a text file (text) into blocks for a decoder_only model, not for arch '",
-               models::arch_name(arch), "'", text_path.empty() ? " without a text file" : "");
+    const bool sft = objective == ObjectiveKind::Sft && !pairs_path.empty();
+    ATTN_CHECK(objective != ObjectiveKind::Dpo, kOp, "pack is for a text file or sft pairs, not for dpo");
+    ATTN_CHECK((arch == models::Arch::DecoderOnly || (sft && !init.empty())) && (!text_path.empty() || sft), kOp,
+               "pack packs a text file (text) or sft pairs into blocks for a decoder_only model, not for arch '",
+               models::arch_name(arch), "'", text_path.empty() && !sft ? " without a text file or sft pairs" : "");
     ATTN_CHECK(!stream, kOp, "pack does not work with stream: packed blocks are built in memory");
     ATTN_CHECK(model.positional != nn::PositionalKind::Learned || pack <= model.max_len, kOp, "pack ", pack,
                " is longer than the model's ", model.max_len, " learned positions (max_len)");

@@ -145,6 +145,7 @@ nlohmann::ordered_json EpochMetrics::to_json() const {
     j["val_reward_margin"] = num(val_reward_margin);
     j["val_chosen_reward"] = num(val_chosen_reward);
     j["val_rejected_reward"] = num(val_rejected_reward);
+    j["val_kl_ref"] = num(val_kl_ref);
   }
   return j;
 }
@@ -169,6 +170,7 @@ EpochMetrics EpochMetrics::from_json(const json& j) {
   m.val_reward_margin = number_or_nan(j, "val_reward_margin");
   m.val_chosen_reward = number_or_nan(j, "val_chosen_reward");
   m.val_rejected_reward = number_or_nan(j, "val_rejected_reward");
+  m.val_kl_ref = number_or_nan(j, "val_kl_ref");
   return m;
 }
 
@@ -419,10 +421,17 @@ void Trainer::build() {
     // GPT-2 reads its text without <bos> (as attn generate and Hugging Face feed it): bos -1.
     objective.ids = SpecialIds{config_.model.pad_id, from_gpt2() ? -1 : config_.model.bos_id, config_.model.eos_id};
     objective.dpo_beta = c.dpo_beta;
+    if (c.objective == ObjectiveKind::Sft) {
+      ATTN_CHECK(c.pack == 0 || config_.model.arch == models::Arch::DecoderOnly, kOp,
+                 "pack packs sft pairs for a decoder_only model, not for the init model's arch '",
+                 models::arch_name(config_.model.arch), "'");
+      objective.sft_pack = c.pack;
+    }
     if (c.objective == ObjectiveKind::Dpo) {
       measure_reference();  // before any step: the init (or --ref) model's log-probabilities
       objective.train_preferences = train_pref_;
       objective.valid_preferences = valid_pref_;
+      objective.reference = ref_model_;
     }
   }
   objective_ = make_objective(*model_, objective);
@@ -535,13 +544,15 @@ void Trainer::finish_epoch(double train_seconds) {
       m.val_reward_margin = v.preference.margin;
       m.val_chosen_reward = v.preference.chosen_reward;
       m.val_rejected_reward = v.preference.rejected_reward;
+      m.val_kl_ref = v.kl_ref;
     }
   } else {
     m.val_loss = m.val_nll = m.val_ppl = m.val_token_acc = m.val_exact_acc = kNaN;
   }
   if (config_.objective == ObjectiveKind::Dpo) {
     m.has_preference = true;
-    if (data_.valid.empty()) m.val_pref_acc = m.val_reward_margin = m.val_chosen_reward = m.val_rejected_reward = kNaN;
+    if (data_.valid.empty())
+      m.val_pref_acc = m.val_reward_margin = m.val_chosen_reward = m.val_rejected_reward = m.val_kl_ref = kNaN;
   }
   m.seconds = train_seconds + seconds_since(start);
   metrics_.push_back(m);

@@ -82,6 +82,7 @@ TEST_F(FinetuneCli, SftAnswersHeldInPromptsInitContinuesAndDpoRaisesPreferences)
   EXPECT_LT(last, first / 4) << first << " -> " << last;
   EXPECT_GE(m.back()["val_token_acc"].get<double>(), 0.9);
   EXPECT_FALSE(m.back().contains("val_pref_acc"));  // the DPO keys are DPO's only
+  EXPECT_FALSE(m.back().contains("val_kl_ref"));
   // The held-in prompts answered by `attn generate` on the saved folder.
   EXPECT_NE(sft.out.find("responses to validation prompts"), std::string::npos) << sft.out;
   EXPECT_TRUE(sft.out.find("6 of 6 right") != std::string::npos || sft.out.find("5 of 6 right") != std::string::npos)
@@ -108,6 +109,12 @@ TEST_F(FinetuneCli, SftAnswersHeldInPromptsInitContinuesAndDpoRaisesPreferences)
   ASSERT_EQ(d.size(), 6u);
   for (const char* key : {"val_pref_acc", "val_reward_margin", "val_chosen_reward", "val_rejected_reward"})
     EXPECT_TRUE(d.back().contains(key)) << key;
+  // The KL to the reference: positive once the policy has moved, growing as it moves further.
+  ASSERT_TRUE(d.back()["val_kl_ref"].is_number());
+  EXPECT_GT(d.front()["val_kl_ref"].get<double>(), 0.0);
+  EXPECT_GT(d.back()["val_kl_ref"].get<double>(), d.front()["val_kl_ref"].get<double>());
+  EXPECT_NE(dpo.err.find("val_kl_ref"), std::string::npos) << dpo.err;   // the epoch lines
+  EXPECT_NE(dpo.out.find("KL to the reference"), std::string::npos) << dpo.out;  // the summary
   // Before any step every margin is 0 (policy = reference): accuracy 50% with ties counted half.
   EXPECT_GT(d.back()["val_pref_acc"].get<double>(), 0.9);
   EXPECT_GE(d.back()["val_pref_acc"].get<double>(), d.front()["val_pref_acc"].get<double>());

@@ -32,6 +32,12 @@ class DecoderOnlyModel : public Model {
   Tensor hidden(const Tensor& ids);
   // hidden [B, T, D] -> logits [B, T, V].
   Tensor logits(const Tensor& hidden) const;
+  // Packed rows (several sequences laid end to end in one row, train/finetune.h): ids,
+  // positions and segments I64 [B, T] -> logits [B, T, V]. Position t sees the positions <= t
+  // of its own segment only (a block-diagonal causal mask; PAD ids are not masked by id: give
+  // padding a segment of its own) and is embedded at `positions` (each sequence restarting at
+  // 0; RoPE rotates by them), so that a sequence's logits equal forward()'s for it alone.
+  Tensor forward_packed(const Tensor& ids, const Tensor& positions, const Tensor& segments);
 
   // ---- incremental decoding (inference only: NoGradGuard and eval mode, both checked) ----
   // An empty cache for `rows` sequences.

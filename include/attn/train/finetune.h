@@ -10,7 +10,8 @@
 // Pairs files are TSV (prompt<TAB>response, or prompt<TAB>chosen<TAB>rejected) or JSONL (one
 // object per line with string fields "prompt" and "response", or "prompt", "chosen" and
 // "rejected"). The objectives built on these are in objective.h; the trainer wires them up.
-// Not here: packing several pairs into one row (each pair is its own row), PPO, reward models.
+// SFT rows may be packed (make_packed_sft_batch): several pairs per row, each attending only to
+// itself. Not here: PPO, reward models.
 #pragma once
 
 #include <cstdint>
@@ -93,6 +94,23 @@ inline constexpr int64_t kIgnoreTarget = -100;
 // undefined. An empty response, an empty index list or an index out of range is an error.
 Batch make_sft_batch(const std::vector<io::Example>& dataset, const std::vector<int64_t>& indices, SpecialIds ids,
                      const std::vector<std::vector<int64_t>>* responses = nullptr);
+
+// Packed SFT rows (--pack N with objective sft): the pairs dataset[indices], each laid out as
+// make_sft_batch lays out one row (<bos> prompt response, targets kIgnoreTarget at the prompt
+// positions), placed end to end in index order into rows of at most `block` tokens (a new row
+// when the next pair does not fit; a pair longer than `block` gets a row of its own). T = the
+// longest row. Alongside batch.tgt_in / tgt_out:
+//   positions [B, T]  each pair's positions restart at 0 (as the pair alone would have them)
+//   segments  [B, T]  the pair's index within its row (0, 1, ...), -1 for the row's padding
+// DecoderOnlyModel::forward_packed attends within a segment only, so a pair's logits equal its
+// logits alone. batch.tgt_lengths holds each row's used length, n_tgt_tokens as make_sft_batch.
+struct PackedSftBatch {
+  Batch batch;
+  Tensor positions, segments;  // I64 [B, T]
+  int64_t pairs = 0;
+};
+PackedSftBatch make_packed_sft_batch(const std::vector<io::Example>& dataset, const std::vector<int64_t>& indices,
+                                     SpecialIds ids, int64_t block);
 
 // Per-row sums of log p(target) of logits [B, T, V] against targets I64 [B, T], over the
 // positions whose target is not `ignore`: a [B] tensor on the tape (B = 1: shape [1]). A row

@@ -9,11 +9,13 @@
 //   sft  decoder_only: next-token prediction on prompt + response, the loss over the response
 //        (and <eos>) only; encoder_decoder: teacher forcing, prompt as source (as above)
 //   dpo  decoder_only and encoder_decoder: the DPO loss on preference triples against the
-//        reference log-probabilities ObjectiveOptions carries (measured once, before training)
+//        reference log-probabilities ObjectiveOptions carries (measured once, before training);
+//        validation adds the KL to the frozen reference model when the options hold it
 // Not here: the optimizer, schedule, batching order or checkpoints (the trainer's).
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,13 +37,16 @@ namespace attn::train {
 // or the single-stack models' teacher-forced argmax accuracy on those tokens; exact_acc is the
 // encoder-decoder's exact-sequence accuracy (NaN for the single-stack models).
 // DPO's validation sets `preference` (implicit-reward accuracy and margins, finetune.h): then
-// loss is the DPO loss, nll the chosen responses' per-token NLL and token_acc NaN.
+// loss is the DPO loss, nll the chosen responses' per-token NLL and token_acc NaN, and kl_ref
+// the chosen responses' mean per-token KL(policy || reference) (response_kl; NaN without a
+// reference model in the options).
 struct ValidationResult {
   double loss = 0, nll = 0;
   double token_acc = 0, exact_acc = 0;
   int64_t tokens = 0, sequences = 0;
   bool has_preference = false;
   PreferenceStats preference{};
+  double kl_ref = std::numeric_limits<double>::quiet_NaN();
 };
 
 // Teacher-forced loss and greedy accuracies of `model` (put in eval mode for the call and
@@ -98,6 +103,13 @@ struct ObjectiveOptions {
   // those) and of the validation examples (validate()). Shared, read-only, by replicas.
   double dpo_beta = 0.1;
   std::shared_ptr<const PreferenceSet> train_preferences, valid_preferences;
+  // dpo: the frozen reference model itself, for validation's KL (kl_ref); none: kl_ref is NaN.
+  // Only validate() uses it (never the replicas' loss()).
+  std::shared_ptr<models::Model> reference;
+  // sft on a decoder_only model: 0 = one pair per row; N >= 2 = each batch's pairs packed into
+  // rows of at most N tokens (make_packed_sft_batch), attention kept within each pair.
+  // Validation is unpacked (the same values: packing changes no pair's logits).
+  int64_t sft_pack = 0;
 };
 
 // Log-probabilities of responses under `model` (eval mode for the call, no tape): for every
@@ -108,6 +120,15 @@ struct ObjectiveOptions {
 std::vector<double> response_logprobs(models::Model& model, const std::vector<io::Example>& examples,
                                       const std::vector<std::vector<int64_t>>* responses, int64_t batch_size,
                                       SpecialIds ids, std::vector<int64_t>* tokens = nullptr);
+
+// The mean per-token KL(policy || ref) on the responses of `examples` (each example's tgt;
+// rows as response_logprobs builds them), exact over the vocabulary: at every position that
+// predicts a response token or <eos>, sum_v pi(v) (log pi(v) - log ref(v)) from both models'
+// full next-token distributions (computed in double), averaged over all those positions of all
+// examples. Both models in eval mode for the call, no tape; they must share the vocabulary.
+// 0 when policy and reference agree, never negative (up to rounding). No examples: NaN.
+double response_kl(models::Model& policy, models::Model& ref, const std::vector<io::Example>& examples,
+                   int64_t batch_size, SpecialIds ids);
 
 // The objective of `model`'s family and options.kind (holding a reference: the model must
 // outlive it). sft and dpo on an encoder_only model, or dpo without preference data, are errors.

@@ -49,7 +49,9 @@ struct TrainConfig {
   double mask_prob = 0.15;       // encoder_only: share of each line's tokens chosen for the masked LM
   int64_t pack = 0;              // decoder_only text: 0 = one example per line; N >= 2 = the lines
                                  // packed (with <eos> between them) into rows of N tokens, <bos>
-                                 // included (text_data.h, load_text_dataset)
+                                 // included (text_data.h, load_text_dataset); sft pairs: each
+                                 // batch's pairs packed into rows of at most N tokens, every pair
+                                 // attending only to itself (finetune.h, make_packed_sft_batch)
 
   // ---- fine-tuning (finetune.h; docs/training.md "Fine-tuning") ---------------------------
   // What the run trains for: the family's pre-training objective, or sft / dpo on a pairs file

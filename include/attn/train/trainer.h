@@ -77,6 +77,7 @@ struct EpochMetrics {
   // PreferenceStats); written to metrics.jsonl only then, so other runs' lines are unchanged.
   bool has_preference = false;
   double val_pref_acc = 0, val_reward_margin = 0, val_chosen_reward = 0, val_rejected_reward = 0;
+  double val_kl_ref = 0;      // the chosen responses' mean per-token KL(policy || reference)
   double lr = 0;              // the rate of the epoch's last step
   double tokens_per_s = 0;    // predicted tokens (EOS included, PAD excluded) per second of training
   double seconds = 0;         // wall time of the epoch, validation included
@@ -234,6 +235,7 @@ class Trainer {
   std::shared_ptr<models::Model> init_model_;  // the init folder's model, until its weights are copied
   std::optional<io::Vocab> init_vocab_;        // an attn init folder's vocab.json
   std::shared_ptr<PreferenceSet> train_pref_, valid_pref_;  // dpo
+  std::shared_ptr<models::Model> ref_model_;  // dpo with validation pairs: the frozen reference, for val_kl_ref
   std::vector<EpochMetrics> metrics_;
   std::vector<double> step_losses_;
   // The current epoch so far (checkpointed, so a resumed epoch reports the same numbers).

@@ -2,7 +2,10 @@
 // pairs files and their errors naming the line, the template, the SFT rows whose prompt
 // positions get no loss and no gradient (with the control that an unmasked row is caught),
 // per-sequence log-probabilities and the DPO loss against their formulas and float64 central
-// differences (with the control that swapped chosen/rejected is caught), and tiny runs: SFT
+// differences (with the control that swapped chosen/rejected is caught), the KL to the
+// reference against a brute-force sum over the vocabulary (with controls: the reversed KL and a
+// reference compared with itself differ from it), packed SFT rows (a pair's logits in a packed
+// row equal its logits alone; control: a plain causal mask over the row differs), and tiny runs: SFT
 // from scratch, DPO from its folder (step 1's loss is log 2: policy = reference), a reference
 // of another vocabulary refused.
 #include <gtest/gtest.h>
@@ -222,6 +225,147 @@ TEST(DpoLoss, PreferenceStatsCountTiesAsHalf) {
   EXPECT_EQ(s.pairs, 3);
 }
 
+// ---- the KL to the reference ------------------------------------------------------------------
+
+// A tiny float64 decoder-only model over `V` ids, drawn from `seed`.
+std::shared_ptr<models::Model> tiny_lm(int64_t V, uint64_t seed) {
+  models::ModelConfig c;
+  c.arch = models::Arch::DecoderOnly;
+  c.src_vocab_size = c.tgt_vocab_size = V;
+  c.d_model = 16;
+  c.n_heads = 2;
+  c.n_decoder_layers = 1;
+  c.d_ff = 32;
+  c.dtype = DType::F64;
+  c.seed = seed;
+  return models::make_model(c);
+}
+
+// The mean over response positions of sum_v pi(v) (log pi(v) - log ref(v)), every example run
+// alone (no padding) through both models, the softmax written out in plain doubles.
+double brute_force_kl(models::Model& pi, models::Model& ref, const std::vector<io::Example>& data, SpecialIds ids) {
+  double sum = 0;
+  int64_t positions = 0;
+  for (const io::Example& e : data) {
+    std::vector<int64_t> row = {ids.bos};
+    row.insert(row.end(), e.src.begin(), e.src.end());
+    row.insert(row.end(), e.tgt.begin(), e.tgt.end());
+    const int64_t L = static_cast<int64_t>(row.size());
+    const Tensor input = Tensor::from_vector<int64_t>(row, {1, L});
+    const std::vector<double> a = dynamic_cast<models::DecoderOnlyModel&>(pi).forward(input).to_vector<double>();
+    const std::vector<double> b = dynamic_cast<models::DecoderOnlyModel&>(ref).forward(input).to_vector<double>();
+    const size_t V = a.size() / static_cast<size_t>(L);
+    // Positions |prompt| .. L-1 predict the response tokens and <eos>.
+    for (size_t i = e.src.size(); i < static_cast<size_t>(L); ++i) {
+      double za = 0, zb = 0;
+      for (size_t v = 0; v < V; ++v) {
+        za += std::exp(a[i * V + v]);
+        zb += std::exp(b[i * V + v]);
+      }
+      for (size_t v = 0; v < V; ++v) {
+        const double p = std::exp(a[i * V + v]) / za, q = std::exp(b[i * V + v]) / zb;
+        sum += p * (std::log(p) - std::log(q));
+      }
+      ++positions;
+    }
+  }
+  return sum / static_cast<double>(positions);
+}
+
+TEST(ResponseKl, MatchesABruteForceSumAndItsControls) {
+  const int64_t V = 12;
+  const SpecialIds ids{0, 1, 2};
+  const auto pi = tiny_lm(V, 21), ref = tiny_lm(V, 22);
+  pi->eval();
+  ref->eval();
+  // Prompts and responses of different lengths: batched rows are padded.
+  const std::vector<io::Example> data = {{{5, 6, 7}, {8, 9}}, {{10}, {4, 5, 6, 11}}, {{3, 4}, {7}}};
+  double expected = 0;
+  {
+    NoGradGuard no_grad;
+    expected = brute_force_kl(*pi, *ref, data, ids);
+  }
+  for (int64_t batch : {1, 2, 3}) EXPECT_NEAR(response_kl(*pi, *ref, data, batch, ids), expected, 1e-12) << batch;
+  // Controls: the KL is clearly non-zero here, so a reference compared with itself (0) would be
+  // caught, and so would the reversed direction KL(ref || pi).
+  EXPECT_GT(expected, 1e-3);
+  EXPECT_NEAR(response_kl(*pi, *pi, data, 2, ids), 0.0, 1e-12);
+  double reversed = 0;
+  {
+    NoGradGuard no_grad;
+    reversed = brute_force_kl(*ref, *pi, data, ids);
+  }
+  EXPECT_GT(std::fabs(reversed - expected), 1e-4 * expected);
+  EXPECT_NEAR(response_kl(*ref, *pi, data, 2, ids), reversed, 1e-12);
+  EXPECT_TRUE(std::isnan(response_kl(*pi, *ref, {}, 2, ids)));
+}
+
+// ---- packed SFT rows -------------------------------------------------------------------------
+
+TEST(PackedSft, RowsSegmentsAndPositionsRestartPerPair) {
+  const std::vector<io::Example> data = {{{10, 11}, {20}}, {{12}, {21, 22}}, {{13, 14, 15}, {23, 24}}};
+  const SpecialIds ids{0, 1, 2};
+  // Pieces of 4, 4 and 6 tokens (<bos> prompt response): the first two share a row of 8.
+  const PackedSftBatch p = make_packed_sft_batch(data, {0, 1, 2}, ids, 8);
+  ASSERT_EQ(p.batch.tgt_in.shape(), (Shape{2, 8}));
+  EXPECT_EQ(p.batch.tgt_in.to_vector<int64_t>(), (Ids{1, 10, 11, 20, 1, 12, 21, 22, 1, 13, 14, 15, 23, 24, 0, 0}));
+  const int64_t X = kIgnoreTarget;
+  EXPECT_EQ(p.batch.tgt_out.to_vector<int64_t>(), (Ids{X, X, 20, 2, X, 21, 22, 2, X, X, X, 23, 24, 2, X, X}));
+  EXPECT_EQ(p.positions.to_vector<int64_t>(), (Ids{0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 0, 0}));
+  EXPECT_EQ(p.segments.to_vector<int64_t>(), (Ids{0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, -1, -1}));
+  EXPECT_EQ(p.batch.n_tgt_tokens, make_sft_batch(data, {0, 1, 2}, ids).n_tgt_tokens);
+  EXPECT_EQ(p.pairs, 3);
+}
+
+TEST(PackedSft, APairsLogitsInAPackedRowEqualItsLogitsAlone) {
+  const auto model = tiny_lm(30, 23);
+  model->eval();
+  auto& lm = dynamic_cast<models::DecoderOnlyModel&>(*model);
+  const std::vector<io::Example> data = {{{10, 11, 12}, {20, 21}}, {{13}, {22, 23, 24}}, {{14, 15}, {25}}};
+  const SpecialIds ids{0, 1, 2};
+  NoGradGuard no_grad;
+  const PackedSftBatch p = make_packed_sft_batch(data, {0, 1, 2}, ids, 64);  // one row of 6 + 5 + 4 tokens
+  ASSERT_EQ(p.batch.tgt_in.size(0), 1);
+  const int64_t T = p.batch.tgt_in.size(1), V = 30;
+  const std::vector<double> packed =
+      lm.forward_packed(p.batch.tgt_in, p.positions, p.segments).to_vector<double>();  // [1, T, V]
+  const std::vector<double> plain = lm.forward(p.batch.tgt_in).to_vector<double>();   // a plain causal mask
+  double worst = 0, plain_diff = 0;
+  int64_t at = 0;
+  for (size_t k = 0; k < data.size(); ++k) {
+    const Batch one = make_sft_batch(data, {static_cast<int64_t>(k)}, ids);
+    const int64_t L = one.tgt_in.size(1);
+    const std::vector<double> alone = lm.forward(one.tgt_in).to_vector<double>();  // [1, L, V]
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t v = 0; v < V; ++v) {
+        const size_t a = static_cast<size_t>((at + i) * V + v), b = static_cast<size_t>(i * V + v);
+        worst = std::max(worst, std::fabs(packed[a] - alone[b]));
+        if (k > 0) plain_diff = std::max(plain_diff, std::fabs(plain[a] - alone[b]));
+      }
+    at += L;
+  }
+  ASSERT_EQ(at, T);
+  EXPECT_LT(worst, 1e-12);
+  // Control: the same packed row under a plain causal mask (later pairs attend to earlier ones,
+  // and their positions continue) gives the later pairs other logits.
+  EXPECT_GT(plain_diff, 1e-3);
+}
+
+TEST(PackedSft, PackedLossEqualsTheUnpackedLoss) {
+  const auto model = tiny_lm(30, 24);
+  model->eval();
+  const std::vector<io::Example> data = {{{10, 11, 12}, {20, 21}}, {{13}, {22, 23, 24}}, {{14, 15}, {25}}, {{16}, {26}}};
+  ObjectiveOptions o;
+  o.kind = ObjectiveKind::Sft;
+  o.ids = SpecialIds{0, 1, 2};
+  const auto plain = make_objective(*model, o);
+  o.sft_pack = 9;
+  const auto packed = make_objective(*model, o);
+  const BatchLoss a = plain->loss(data, {0, 1, 2, 3}, 0), b = packed->loss(data, {0, 1, 2, 3}, 0);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_NEAR(a.loss.item(), b.loss.item(), 1e-12);
+}
+
 // ---- tiny runs --------------------------------------------------------------------------------------
 
 TrainConfig tiny_sft(const std::string& pairs) {
@@ -320,10 +464,16 @@ TEST(FinetuneRun, EncoderDecoderSftIsSeq2SeqAndDpoScoresTargets) {
   d.init = tmp.file("sft");
   Trainer dpo(d, tmp.file("dpo"));
   EXPECT_EQ(dpo.config().model.arch, models::Arch::EncoderDecoder);
+  // Before any step the policy is the reference (a frozen copy of the init weights): KL 0.
+  EXPECT_NEAR(dpo.objective().validate(dpo.data().valid, 4).kl_ref, 0.0, 1e-9);
   dpo.run(1);
   EXPECT_NEAR(dpo.step_losses()[0], std::log(2.0), 1e-6);
   const ValidationResult v = dpo.objective().validate(dpo.data().valid, 4);
   EXPECT_TRUE(v.has_preference);
+  // After a step the policy has moved and the reference has not (were the reference the
+  // policy itself, this would stay 0); the epoch's metrics carry the same value.
+  EXPECT_GT(v.kl_ref, 1e-9);
+  EXPECT_NEAR(dpo.metrics().back().val_kl_ref, v.kl_ref, 1e-9);
   EXPECT_EQ(v.preference.pairs, 1);
   EXPECT_TRUE(std::isfinite(v.preference.margin) && std::isfinite(v.nll));
 }
