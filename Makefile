@@ -5,6 +5,9 @@
 #   make deps-demo  install only what building and running attn needs
 #   make build   configure and build in Release under build/
 #   make bench   benchmarks side by side with PyTorch (bench/RESULTS.md)
+#   make sanitize  the unit, property and e2e tests under ASan + UBSan, and every fuzz target's
+#                corpus replayed and fuzzed for 60 s (build-san/, clang; part of make test)
+#   make fuzz    the long fuzz campaign: FUZZ_SECONDS per target (docs/fuzzing.md)
 BUILD    ?= build
 JOBS     ?= $(shell nproc)
 # Warnings are errors in CI (CI=true) and may be forced with WERROR=ON.
@@ -16,12 +19,23 @@ WERROR   ?= $(if $(CI),ON,OFF)
 DEMO_PACKAGES := build-essential cmake pkg-config libopenblas-dev libopenblas0-openmp \
   nlohmann-json3-dev libcli11-dev libsentencepiece-dev libicu-dev libcpp-httplib-dev
 # The tests and benchmarks add GoogleTest, Google Benchmark, PyTorch, NLTK, the SentencePiece
-# tools and MPI (and node with npm, below).
+# tools and MPI (and node with npm, below), and clang with libFuzzer and its sanitizer runtimes
+# (and LLVM's OpenMP) for the sanitizer build and the fuzz targets.
 TEST_PACKAGES := $(DEMO_PACKAGES) libgtest-dev libgmock-dev libbenchmark-dev \
   python3 python3-torch python3-numpy sentencepiece python3-nltk \
-  openmpi-bin libopenmpi-dev python3-requests curl
+  openmpi-bin libopenmpi-dev python3-requests curl \
+  clang-14 libfuzzer-14-dev libclang-rt-14-dev libomp-14-dev
 
-.PHONY: all deps deps-demo build test demo bench clean
+# The sanitizer build (cmake/sanitizers.cmake): its own folder, clang, ASan + UBSan, the fuzz
+# targets. SAN_LABELS: the ctest labels run under the sanitizers; FUZZ_CI_SECONDS: how long
+# make test fuzzes each target; FUZZ_SECONDS: how long make fuzz does.
+SAN_BUILD       ?= build-san
+SAN_CXX         ?= clang++-14
+SAN_LABELS      ?= unit|property|e2e
+FUZZ_CI_SECONDS ?= 60
+FUZZ_SECONDS    ?= 600
+
+.PHONY: all deps deps-demo build test demo bench clean san-build sanitize fuzz
 
 all: build
 
@@ -55,6 +69,27 @@ build:
 
 test: deps build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	$(MAKE) sanitize
+
+# Configures and builds the sanitizer tree: the CLI, the unit, property and e2e tests, the fuzz
+# targets (nothing else: the other labels do not run there).
+san-build:
+	cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=$(SAN_CXX) \
+	  -DATTN_WERROR=$(WERROR) -DATTN_BUILD_TESTS=ON -DATTN_FUZZ=ON -DATTN_FUZZ_SECONDS=$(FUZZ_CI_SECONDS)
+	cmake --build $(SAN_BUILD) -j $(JOBS) --target attn_cli attn_unit_tests attn_property_tests \
+	  attn_e2e_tests attn_fuzz_targets
+
+# After the normal tests, never beside them: the tests under ASan + UBSan (a report fails the
+# test), then every fuzz target's corpus replayed and fuzzed for FUZZ_CI_SECONDS.
+sanitize: deps san-build
+	cd $(SAN_BUILD) && ctest --output-on-failure -j $(JOBS) -L '$(SAN_LABELS)'
+	cd $(SAN_BUILD) && ctest --output-on-failure -j $(JOBS) -L fuzz
+
+fuzz: deps
+	cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=$(SAN_CXX) \
+	  -DATTN_WERROR=$(WERROR) -DATTN_BUILD_TESTS=ON -DATTN_FUZZ=ON -DATTN_FUZZ_SECONDS=$(FUZZ_CI_SECONDS)
+	cmake --build $(SAN_BUILD) -j $(JOBS) --target attn_fuzz_targets
+	bash tests/fuzz/campaign.sh $(SAN_BUILD) $(FUZZ_SECONDS)
 
 # The seed's check that training works: reverse 8 random digits with the default model and
 # recipe (attn train --help), then report.html and a few translations of random inputs.
@@ -80,4 +115,4 @@ bench: deps
 	$(BENCH_PYTHON) bench/compare.py --build $(BUILD) --threads $(BENCH_THREADS) --python $(BENCH_PYTHON) $(BENCH_ARGS)
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(SAN_BUILD)

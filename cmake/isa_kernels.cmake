@@ -30,8 +30,10 @@ function(attn_add_isa_kernels target)
     attn_isa_object(avx2 1 -mavx2 -mfma)
     # GCC 12's avx512fintrin.h self-initialises its undefined registers (__m512 __Y = __Y),
     # which -Wuninitialized flags at every use; the same source is checked with the warning
-    # on in the scalar and AVX2 builds.
-    attn_isa_object(avx512 2 -mavx512f -mavx2 -mfma -Wno-uninitialized -Wno-maybe-uninitialized)
+    # on in the scalar and AVX2 builds (and by clang, which has neither the problem nor
+    # -Wmaybe-uninitialized).
+    attn_isa_object(avx512 2 -mavx512f -mavx2 -mfma $<$<CXX_COMPILER_ID:GNU>:-Wno-uninitialized>
+      $<$<CXX_COMPILER_ID:GNU>:-Wno-maybe-uninitialized>)
     list(APPEND objects $<TARGET_OBJECTS:attn_simd_avx2> $<TARGET_OBJECTS:attn_simd_avx512>)
   endif()
   # The dispatcher is compiled for the baseline ISA like the rest of the library.

@@ -218,7 +218,14 @@ SentencePieceVocab SentencePieceVocab::train(const SentencePieceTrainOptions& o,
 
 SentencePieceVocab SentencePieceVocab::from_serialized(std::string bytes, const std::string& what) {
   auto impl = std::make_unique<Impl>();
-  const spm::util::Status st = impl->proc.LoadFromSerializedProto(bytes);
+  spm::util::Status st;
+  try {
+    st = impl->proc.LoadFromSerializedProto(bytes);
+  } catch (const std::exception& e) {
+    // The library throws on some corrupted models instead of returning a status (an empty piece:
+    // "Darts ... zero-length key", found by tests/fuzz/sentencepiece_fuzz.cpp).
+    fail("vocab", what, " is not a SentencePiece model (corrupted or another format): ", e.what());
+  }
   ATTN_CHECK(st.ok(), "vocab", what, " is not a SentencePiece model (corrupted or another format): ",
              spm_message(st));
   const spm::SentencePieceProcessor& p = impl->proc;

@@ -81,22 +81,36 @@ constexpr RowsKernel rows_scalar = rows_portable<float>;
 // The 256-bit kernel twice (gemm_tiles.inc): for AVX2+FMA, 16 vector registers, tiles of
 // 2 weight rows x 3 rows of A (12 accumulators); for AVX-512VL, whose 32 registers hold
 // 3 x 4 tiles (24 accumulators). One weight row at a time up to 7 rows of A. The same order
-// per output, so the same bits on both.
+// per output, so the same bits on both. GCC takes the target of a region from `#pragma GCC
+// target`; clang ignores that pragma and takes the target attribute applied to every function
+// of the region instead.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
+#endif
 namespace avx2 {
 constexpr int kTileW = 2, kTileR = 3, kNarrowRows = 7;
 #include "kernels/gemm_tiles.inc"
 }  // namespace avx2
+#if defined(__clang__)
+#pragma clang attribute pop
+#pragma clang attribute push(__attribute__((target("avx512f,avx512vl,avx2,fma"))), apply_to = function)
+#else
 #pragma GCC pop_options
-
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx2,fma")
+#endif
 namespace avx512vl {
 constexpr int kTileW = 3, kTileR = 4, kNarrowRows = 7;
 #include "kernels/gemm_tiles.inc"
 }  // namespace avx512vl
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #endif
 
 // The rows kernel of the ISA the vector kernels use (ATTN_ISA, simd/isa.h).

@@ -29,8 +29,11 @@
 
 // GCC 12's AVX-512 headers self-initialise undefined registers, which -Wuninitialized flags at
 // every use (cmake/isa_kernels.cmake says the same of the vector kernels).
+// Clang has neither the problem nor -Wmaybe-uninitialized, and keeps the warning.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace attn::kernels {
 

@@ -261,7 +261,9 @@ struct SdpaBackward : SdpaNode {
   std::vector<Tensor> backward(const Tensor& grad_output) override {
     NoGradGuard guard;
     const SdpaGrads grads = begin_backward(grad_output);
-    const auto& [g, dq, dk, dv, dqkv] = grads;
+    // Named references rather than a structured binding, which lambdas may capture only from
+    // C++20 compilers that implement it (not clang 14).
+    const Operand &g = grads.g, &dq = grads.dq, &dk = grads.dk, &dv = grads.dv;
     Tensor work = Tensor::empty(probs.shape(), probs.dtype());  // [B, H, Tq, Tk]
     const kernels::AttentionLayout x = layouts(q, k, v, g), dx = layouts(dq, dk, dv, g);  // x.out unused
     auto run = [&](auto tag) {
@@ -302,7 +304,9 @@ struct FlashSdpaBackward : SdpaNode {
   std::vector<Tensor> backward(const Tensor& grad_output) override {
     NoGradGuard guard;
     const SdpaGrads grads = begin_backward(grad_output);
-    const auto& [g, dq, dk, dv, dqkv] = grads;
+    // Named references rather than a structured binding, which lambdas may capture only from
+    // C++20 compilers that implement it (not clang 14).
+    const Operand &g = grads.g, &dq = grads.dq, &dk = grads.dk, &dv = grads.dv;
     const kernels::AttentionLayout x = layouts(q, k, v, out), dx = layouts(dq, dk, dv, g);
     auto run = [&](auto tag) {
       using T = decltype(tag);

@@ -389,7 +389,9 @@ constexpr float kInvSqrt2 = 0.70710678118654752440f;
 constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
 
 // erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z/2), for z >= 0: the Chebyshev fit of Numerical
-// Recipes' erfcc (fractional error below 1.2e-7 for every z >= 0). `minus_z2` is -z^2.
+// Recipes' erfcc (fractional error below 1.2e-7 for every z >= 0). `minus_z2` is -z^2. Vector
+// builds only: the scalar build takes erfc from the C library (normal_cdf below).
+#if ATTN_SIMD_ISA != 0
 inline R erfc_nonneg(R z, R minus_z2) {
   const R t = V::div(V::set1(1.0f), V::fma(z, V::set1(0.5f), V::set1(1.0f)));
   R p = V::set1(0.17087277f);
@@ -404,6 +406,7 @@ inline R erfc_nonneg(R z, R minus_z2) {
   p = V::fma(p, t, V::set1(-1.26551223f));
   return V::mul(t, exp(V::add(minus_z2, p)));
 }
+#endif
 
 // Phi(x) = 0.5 erfc(-x / sqrt 2): with z = |x| / sqrt 2 and q = 0.5 erfc(z), Phi = q for
 // x < 0 and 1 - q for x >= 0. Small relative error on both tails (no 1 + erf cancellation).

@@ -49,5 +49,21 @@ TEST(LineReader, NumbersLinesAndDropsCarriageReturnsAndTheByteOrderMark) {
   EXPECT_FALSE(r.next(line));
 }
 
+// A stream holding only the byte-order mark has no line, as split_lines says of that text; with
+// a "\n" after the mark it has one empty line (the control: the mark alone is what differs).
+TEST(LineReader, AByteOrderMarkAloneIsNoLine) {
+  for (const std::string text : {"\xEF\xBB\xBF", "\xEF\xBB\xBF\n", "", "\n"}) {
+    std::istringstream in(text);
+    LineReader r(in);
+    std::string line;
+    std::vector<std::string> got;
+    while (r.next(line)) got.push_back(line);
+    std::vector<std::string> want;
+    for (const NumberedLine& l : split_lines(text)) want.emplace_back(l.text);
+    EXPECT_EQ(got, want) << testing::PrintToString(text);
+    EXPECT_EQ(got.size(), text.find('\n') == std::string::npos ? 0u : 1u) << testing::PrintToString(text);
+  }
+}
+
 }  // namespace
 }  // namespace attn::io

@@ -237,5 +237,22 @@ TEST_F(SentencePieceVocabTest, CorruptedOrForeignModelFilesAreRefused) {
   }
 }
 
+// A model whose piece became empty makes the SentencePiece library throw its own exception while
+// loading; it must reach the caller as attn::Error like any corrupted model (the fuzz target's
+// regression input: a text, a NUL byte, the model). Control: the seed it was mutated from loads.
+TEST_F(SentencePieceVocabTest, AModelThatMakesTheLibraryThrowIsRefusedAsAnError) {
+  const auto model_of = [](const std::string& name) {
+    const std::string input = io::read_file(std::string(ATTN_SOURCE_DIR) + "/tests/fuzz/corpus/sentencepiece/" + name);
+    return input.substr(input.find('\0') + 1);
+  };
+  EXPECT_NO_THROW(SentencePieceVocab::from_serialized(model_of("ok_unigram_mask_bytes")));
+  try {
+    SentencePieceVocab::from_serialized(model_of("regress_empty_piece_darts_exception"));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not a SentencePiece model"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace attn::io

@@ -1,0 +1,28 @@
+# Sanitizer and fuzzing builds (docs/fuzzing.md).
+#   ATTN_SANITIZE=ON  every target with AddressSanitizer + UndefinedBehaviorSanitizer; the first
+#                     report ends the process (-fno-sanitize-recover), so a test that trips one fails.
+#   ATTN_FUZZ=ON      also the libFuzzer targets of tests/fuzz/ (clang only; implies ATTN_SANITIZE):
+#                     the libraries get libFuzzer's coverage instrumentation (fuzzer-no-link), the
+#                     fuzz executables link libFuzzer's main (-fsanitize=fuzzer).
+# Both are meant for a build folder of their own (build-san/), never for a release build.
+if(ATTN_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "attn: ATTN_FUZZ needs clang (libFuzzer), e.g. -DCMAKE_CXX_COMPILER=clang++-14")
+  endif()
+  set(ATTN_SANITIZE ON)
+endif()
+if(ATTN_SANITIZE)
+  # -g: reports with file:line; -O1 under the Release flags' -O2 would only slow the build.
+  add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g)
+  add_link_options(-fsanitize=address,undefined)
+  # The instrumentation keeps clang from vectorizing some `#pragma omp simd` loops, which it
+  # reports as -Wpass-failed; only a sanitized build loses that vectorization.
+  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    add_compile_options(-Wno-pass-failed)
+  endif()
+  message(STATUS "attn: AddressSanitizer + UndefinedBehaviorSanitizer (ATTN_SANITIZE)")
+endif()
+if(ATTN_FUZZ)
+  add_compile_options(-fsanitize=fuzzer-no-link)
+  message(STATUS "attn: libFuzzer targets in tests/fuzz (ATTN_FUZZ)")
+endif()
