@@ -1,5 +1,6 @@
 // kill -9 soak (issue 22): `attn train --checkpoint-every` is killed with SIGKILL at random
-// moments and resumed each time (started afresh with --force while no checkpoint is complete)
+// moments (2% to 33% of an uninterrupted run's time on this machine) and resumed each time
+// (started afresh with --force while no checkpoint is complete)
 // until it finishes; the final model is byte-identical to an uninterrupted run's. `attn
 // quantize` and `attn average` killed at random moments leave their output folder complete
 // (it loads) or absent, never a folder that half exists. The moments come from a fixed seed,
@@ -11,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -57,18 +59,25 @@ const std::string kRun =
 
 TEST(KillSoak, TrainingKilledAtRandomAndResumedEndsByteIdentical) {
   TempDir tmp("attn_kill_soak");
+  const auto start = std::chrono::steady_clock::now();
   ASSERT_EQ(run_maybe_killed(tmp.path, "train --out whole " + kRun, -1), 0) << io::read_file(tmp.file("log.txt"));
+  // The kill moments scale with this machine's time for the whole run (a fast machine would
+  // otherwise finish before fixed moments came), from 2% to 33% of it: a resumed run is shorter
+  // than the whole one, and the soak ends at the first run that is not killed.
+  const int whole_ms = static_cast<int>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
   ASSERT_EQ(run_maybe_killed(tmp.path, "train --out again " + kRun, -1), 0);
   const std::string reference = io::read_file(tmp.file("whole/model.safetensors"));
   ASSERT_GT(reference.size(), 1000u);
   EXPECT_EQ(io::read_file(tmp.file("again/model.safetensors")), reference);  // control: runs repeat
 
   std::mt19937 rng(22);
-  std::uniform_int_distribution<int> moment(20, 250);
-  int kills = 0, rc = -1;
+  std::uniform_int_distribution<int> moment(std::max(2, whole_ms / 50), std::max(4, whole_ms / 3));
+  int kills = 0, resumes = 0, rc = -1;
   for (int attempt = 0; attempt < 60 && rc != 0; ++attempt) {
     const int after = kills < 12 ? moment(rng) : -1;  // at most 12 kills, then let it finish
     const bool fresh = !fs::exists(tmp.file("part/checkpoints"));
+    resumes += fresh ? 0 : 1;
     rc = run_maybe_killed(tmp.path, fresh ? "train --force --out part " + kRun : "train --out part --resume", after);
     if (rc == -1) ++kills;
     // A kill before the first checkpoint leaves nothing to resume: start afresh.
@@ -76,7 +85,9 @@ TEST(KillSoak, TrainingKilledAtRandomAndResumedEndsByteIdentical) {
       fs::remove_all(tmp.file("part/checkpoints"));
   }
   ASSERT_EQ(rc, 0) << io::read_file(tmp.file("log.txt"));
-  EXPECT_GE(kills, 3) << "too few kills landed; the moments are too late for this machine";
+  EXPECT_GE(kills, 3) << "too few kills landed (whole run " << whole_ms << " ms)";
+  EXPECT_GE(resumes, 2) << "too few runs resumed from a checkpoint (" << kills << " kills, whole run " << whole_ms
+                        << " ms)";
   EXPECT_EQ(io::read_file(tmp.file("part/model.safetensors")), reference) << "after " << kills << " kills";
 }
 
