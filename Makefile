@@ -20,11 +20,12 @@ WERROR   ?= $(if $(CI),ON,OFF)
 DEMO_PACKAGES := build-essential cmake pkg-config libopenblas-dev libopenblas0-openmp \
   nlohmann-json3-dev libcli11-dev libsentencepiece-dev libicu-dev libcpp-httplib-dev
 # The tests and benchmarks add GoogleTest, Google Benchmark, PyTorch, NLTK, the SentencePiece
-# tools and MPI (and node with npm, below), and clang with libFuzzer and its sanitizer runtimes
+# tools, MPI, headless Chromium with Selenium (the explorer's browser test) (and node with npm,
+# below), and clang with libFuzzer and its sanitizer runtimes
 # (and LLVM's OpenMP) for the sanitizer build and the fuzz targets.
 TEST_PACKAGES := $(DEMO_PACKAGES) libgtest-dev libgmock-dev libbenchmark-dev \
   python3 python3-torch python3-numpy sentencepiece python3-nltk \
-  openmpi-bin libopenmpi-dev python3-requests curl \
+  openmpi-bin libopenmpi-dev python3-requests curl chromium chromium-driver python3-selenium \
   clang-14 libfuzzer-14-dev libclang-rt-14-dev libomp-14-dev
 
 # The sanitizer build (cmake/sanitizers.cmake): its own folder, clang, ASan + UBSan, the fuzz

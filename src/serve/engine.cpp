@@ -137,6 +137,7 @@ struct Engine::Impl {
   std::unique_ptr<decode::LmDecoder> lm_decoder;
 
   mutable std::mutex mu;
+  std::mutex model_mu;              // held by the engine thread while it steps, and by with_model()
   std::condition_variable cv;       // the engine thread waits here for work
   std::condition_variable idle_cv;  // drain() waits here for the engine to empty
   std::deque<Job> queue;
@@ -479,6 +480,7 @@ struct Engine::Impl {
         }
       }
       try {
+        std::lock_guard<std::mutex> model_lock(model_mu);
         for (Job& job : joining) {
           if (job.request->cancelled()) {
             Running gone;
@@ -619,6 +621,11 @@ void Engine::drain(std::chrono::milliseconds timeout) {
     impl_->cv.notify_all();
     impl_->idle_cv.wait(lock, idle);
   }
+}
+
+void Engine::with_model(const std::function<void()>& f) {
+  std::lock_guard<std::mutex> lock(impl_->model_mu);
+  f();
 }
 
 MetricsSnapshot Engine::metrics() const {

@@ -24,8 +24,10 @@
 #include "attn/run/model_folder.h"
 #include "attn/serve/api.h"
 #include "attn/serve/engine.h"
+#include "attn/serve/explorer.h"
 #include "attn/serve/metrics.h"
 #include "attn/serve/text.h"
+#include "attn/serve/www.h"
 
 namespace attn::serve {
 
@@ -587,6 +589,50 @@ struct Server::Impl {
     res.set_content(body, "text/event-stream");
   }
 
+  // ---- the explorer (docs/explorer.md) ------------------------------------------------------
+
+  // POST /v1/lab/attention: no model involved, only the attention op.
+  void lab(const httplib::Request& req, httplib::Response& res) {
+    send_json(res, 200, lab_attention(parse_json_object(req.body)));
+  }
+
+  // POST /v1/attention: one pass with capture on, while the engine waits between steps (the
+  // capture flag and the weights it leaves are the model's, shared with the engine's passes).
+  void attention(const httplib::Request& req, httplib::Response& res) {
+    const json j = parse_json_object(req.body);
+    if (auto m = j.find("model"); m != j.end() && !m->is_null()) {
+      if (!m->is_string()) throw invalid("model", "model must be a string", "invalid_type");
+      check_model(m->get<std::string>());
+    }
+    const AttentionRequest r = parse_attention_request(j);
+    if (state.load() == State::Draining) throw Unavailable("the server is shutting down");
+    json out;
+    const auto run = [&] { out = model_attention(opened, *codec, r); };
+    if (engine) {
+      engine->with_model(run);
+    } else {
+      std::lock_guard<std::mutex> lock(fill_mu);
+      run();
+    }
+    out["model"] = model_id;
+    send_json(res, 200, out);
+  }
+
+  // The page's files, embedded at build time; "/" is index.html. No key needed: they hold no
+  // data (what the page asks for next does).
+  void static_routes() {
+    for (const www::File& f : www::files()) {
+      const www::File* file = &f;
+      const auto handler = [file](const httplib::Request&, httplib::Response& res) {
+        res.status = 200;
+        res.set_header("Cache-Control", "no-cache");
+        res.set_content(std::string(file->bytes()), file->mime);
+      };
+      http.Get(f.path, handler);
+      if (std::string(f.path) == "/index.html") http.Get("/", handler);
+    }
+  }
+
   // ---- wiring -------------------------------------------------------------------------------
 
   void routes() {
@@ -596,6 +642,9 @@ struct Server::Impl {
     http.Post("/v1/completions", guarded([this](const httplib::Request& q, httplib::Response& s) { completions(q, s); }));
     http.Post("/tokenize", guarded([this](const httplib::Request& q, httplib::Response& s) { tokenize(q, s); }));
     http.Post("/detokenize", guarded([this](const httplib::Request& q, httplib::Response& s) { detokenize(q, s); }));
+    http.Post("/v1/attention", guarded([this](const httplib::Request& q, httplib::Response& s) { attention(q, s); }));
+    http.Post("/v1/lab/attention", guarded([this](const httplib::Request& q, httplib::Response& s) { lab(q, s); }));
+    static_routes();
     // The other methods on these paths: 405.
     const auto not_allowed = [](const char* allow) {
       return [allow](const httplib::Request& req, httplib::Response& res) {
@@ -611,7 +660,7 @@ struct Server::Impl {
       http.Patch(path, not_allowed("GET"));
       http.Delete(path, not_allowed("GET"));
     }
-    for (const char* path : {"/v1/completions", "/tokenize", "/detokenize"}) {
+    for (const char* path : {"/v1/completions", "/tokenize", "/detokenize", "/v1/attention", "/v1/lab/attention"}) {
       http.Get(path, not_allowed("POST"));
       http.Put(path, not_allowed("POST"));
       http.Patch(path, not_allowed("POST"));

@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -168,6 +169,11 @@ class Engine {
   int64_t max_new_tokens(int64_t prompt_tokens) const;
 
   MetricsSnapshot metrics() const;
+
+  // Runs `f` on the calling thread while the engine thread is between steps, so that `f` may
+  // use the model alone (a pass with attention capture on, a greedy search); the engine waits
+  // until it returns. What `f` throws is passed on.
+  void with_model(const std::function<void()>& f);
 
  private:
   struct Impl;
