@@ -13,9 +13,12 @@ streams `5 8 2 9 4 1 7 3` token by token, the cross-attention cells drawn equal
 on the diagonal), and clicking a token shows its row of every layer and head. A screenshot of
 each panel goes to SHOT_DIR; the browser's log must hold no error.
 """
+import json
 import math
 import os
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -31,6 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serve_util import Checks, Served  # noqa: E402
 
 attn, model_dir, shots = sys.argv[1], sys.argv[2], sys.argv[3]
+source_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 os.makedirs(shots, exist_ok=True)
 check = Checks("serve_browser")
 SOURCE, REVERSED = "3 7 1 4 9 2 8 5", "5 8 2 9 4 1 7 3"
@@ -76,7 +80,28 @@ def close(a, b, tol=1e-6):
             all(abs(u - v) <= tol for x, y in zip(a, b) for u, v in zip(x, y)))
 
 
+def docs_examples(s):
+    """docs/explorer.md's marked curl blocks, run against the server (every curl failing on an
+    HTTP error); each answer must be JSON without an error."""
+    doc = open(os.path.join(source_dir, "docs", "explorer.md"), encoding="utf-8").read()
+    blocks = re.findall(r"<!-- explorer docs example:[^>]*-->\s*```sh\n(.*?)```", doc, re.S)
+    check.eq(len(blocks), 2, "docs/explorer.md has two marked example blocks")
+    answers = 0
+    for block in blocks:
+        script = block.replace("127.0.0.1:8080", "127.0.0.1:%d" % s.port).replace("curl ", "curl --fail-with-body ")
+        r = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], capture_output=True, text=True, timeout=120)
+        check.eq(r.returncode, 0, "the docs example runs: " + r.stderr[-1000:] + r.stdout[-1000:])
+        text, at = r.stdout, 0
+        while text[at:].strip():  # the answers follow one another (curl adds no newline)
+            at += len(text[at:]) - len(text[at:].lstrip())
+            obj, at = json.JSONDecoder().raw_decode(text, at)
+            answers += 1
+            check.true("error" not in obj, "a docs example answers without error")
+    check.eq(answers, 4, "four answers from the docs examples")
+
+
 with Served(attn, model_dir) as s, tempfile.TemporaryDirectory() as profile:
+    docs_examples(s)
     d = browser(profile)
     try:
         api = lambda path, body: requests.post(s.url(path), json=body, timeout=60).json()  # noqa: E731

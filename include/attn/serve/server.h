@@ -1,8 +1,9 @@
 // attn/serve/server.h — `attn serve`'s HTTP server: an OpenAI-compatible API over one model
 // folder (docs/serving.md). GET /health, GET /v1/models, POST /v1/completions (streamed as
-// server-sent events or not), POST /tokenize, POST /detokenize and GET /metrics. Encoder-decoder
-// and decoder-only models decode in the engine (engine.h); encoder-only models fill [MASK]
-// tokens synchronously, one request at a time. The server binds first and loads the model
+// server-sent events or not), POST /tokenize, POST /detokenize and GET /metrics; and the attention
+// explorer: its page at / (www.h) and its POST /v1/attention and /v1/lab/attention (explorer.h).
+// Encoder-decoder and decoder-only models decode in the engine (engine.h); encoder-only models
+// fill [MASK] tokens synchronously, one request at a time. The server binds first and loads the model
 // after, so /health can answer 503 while it loads. Every request is answered on its own: a
 // malformed one gets an OpenAI-shaped error and disturbs no other.
 // Not here: the command line (cli/cmd_serve.cpp), signals, decoding.
