@@ -35,7 +35,7 @@ LAYERS = {
     "train": (["models", "decode", "dist"], "optimizer, data, objectives, the trainer"),
     "run": (["models", "decode", "io"], "running a model folder (never training)"),
     "run_report": (["run", "train", "report"], "a run folder's report.html and its figures"),
-    "serve": (["run"], "serving a model folder"),
+    "serve": (["run", "report"], "serving a model folder, and the attention explorer's figures"),
     "umbrella": (["models"], "include/attn/attn.h"),
     "cli": (["train", "lab", "run", "run_report", "serve"], "the attn executable"),
 }

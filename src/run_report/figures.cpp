@@ -6,7 +6,10 @@
 
 #include "attn/core/error.h"
 #include "attn/io/run_files.h"
+#include "attn/nn/feed_forward.h"
+#include "attn/nn/norm.h"
 #include "attn/nn/positional.h"
+#include "attn/report/model_figures.h"
 
 namespace attn::run_report {
 
@@ -77,6 +80,43 @@ std::vector<int64_t> pe_dims(int64_t d) {
     dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
   }
   return dims;
+}
+
+Figure architecture_figure(const models::ModelConfig& c, int64_t parameters) {
+  report::ArchitectureSpec a;
+  a.family = models::arch_name(c.arch);
+  a.encoder_layers = c.arch == models::Arch::DecoderOnly ? 0 : c.n_encoder_layers;
+  a.decoder_layers = c.arch == models::Arch::EncoderOnly ? 0 : c.n_decoder_layers;
+  a.d_model = c.d_model;
+  a.heads = c.n_heads;
+  a.kv_heads = c.n_kv_heads;
+  a.d_ff = c.d_ff;
+  a.src_vocab = c.src_vocab_size;
+  a.tgt_vocab = c.arch == models::Arch::EncoderDecoder ? c.tgt_vocab_size : c.src_vocab_size;
+  a.norm = nn::norm_kind_name(c.norm);
+  a.norm_first = c.norm_first;
+  a.final_norm = c.final_norm;
+  a.positional = nn::positional_kind_name(c.positional);
+  a.activation = nn::activation_name(c.activation);
+  a.share_embeddings = c.arch == models::Arch::EncoderDecoder && c.share_embeddings;
+  a.tie_output = c.tie_output;
+  a.scale_embeddings = c.scale_embeddings;
+  a.parameters = parameters;
+  return {"architecture.svg", report::architecture_figure(a), "This model's architecture",
+          "Seed 001's figure 1 drawn from this run's config.json: the stacks and their layer counts, "
+          "the sublayers with their sizes, where the norms sit, the positions and the embeddings."};
+}
+
+Figure multi_head_figure(const models::ModelConfig& c, int64_t tokens) {
+  report::MultiHeadSpec m;
+  m.tokens = tokens;
+  m.d_model = c.d_model;
+  m.heads = c.n_heads;
+  m.kv_heads = c.n_kv_heads;
+  return {"multi_head.svg", report::multihead_figure(m), "Multi-head attention with this model's sizes",
+          str_cat("Seed 001's figure 4 with this model's dimensions for the example's ", tokens,
+                  " tokens: Q, K and V projected, split into heads, attended per head, concatenated and "
+                  "multiplied by W_O.")};
 }
 
 Figure training_curve_figure(const RunMetrics& metrics, models::Arch arch) {

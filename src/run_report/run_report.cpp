@@ -153,6 +153,8 @@ RunReportResult write_single_stack_report(const std::string& run_dir, const RunR
   fig.add(lm ? lm_causal_mask_figure(att.front(), first_labels, T)
              : bidirectional_self_attention_figure(att, first_labels, result.example_source));
   fig.add(self_attention_grid_figure(att, first_labels));
+  fig.add(architecture_figure(f.base->config(), f.base->num_parameters()));
+  fig.add(multi_head_figure(f.base->config(), T));
 
   std::string body = lm ? str_cat("prompt        ", result.example_source, "\ncontinuation  ", result.example_output,
                                   "   (greedy)\n")
@@ -353,6 +355,8 @@ RunReportResult write_encoder_decoder_report(const std::string& run_dir, const R
   fig.add(attention_example_figure(cap, src_labels, pred_labels, result.example_source, result.example_output));
   fig.add(cross_attention_grid_figure(cap.cross, src_labels, pred_labels));
   fig.add(encoder_self_attention_grid_figure(cap.encoder_self, src_labels));
+  fig.add(architecture_figure(mc, f.base->num_parameters()));
+  fig.add(multi_head_figure(mc, S));
 
   // Anti-diagonal scores: the example's per layer (and per head in the last layer), and the
   // mean over validation examples for the last layer.

@@ -11,7 +11,11 @@
 #include "attn/core/rng.h"
 #include "attn/io/bpe.h"
 #include "attn/ops/attention.h"
+#include "attn/nn/feed_forward.h"
+#include "attn/nn/norm.h"
+#include "attn/nn/positional.h"
 #include "attn/ops/ops.h"
+#include "attn/report/model_figures.h"
 #include "attn/run/attention.h"
 #include "attn/run/token_codec.h"
 #include "attn/run/translate.h"
@@ -296,6 +300,42 @@ json model_attention(const run::GenerationFolder& opened, const TextCodec& codec
   out["output"] = codec.decode(output);
   out["output_tokens"] = labels(codec, output);
   return out;
+}
+
+std::string model_figure(const run::ModelFolder& folder, const std::string& name, int64_t tokens) {
+  const models::ModelConfig& c = folder.base->config();
+  if (name == "architecture") {
+    report::ArchitectureSpec a;
+    a.family = models::arch_name(c.arch);
+    a.encoder_layers = c.arch == models::Arch::DecoderOnly ? 0 : c.n_encoder_layers;
+    a.decoder_layers = c.arch == models::Arch::EncoderOnly ? 0 : c.n_decoder_layers;
+    a.d_model = c.d_model;
+    a.heads = c.n_heads;
+    a.kv_heads = c.n_kv_heads;
+    a.d_ff = c.d_ff;
+    a.src_vocab = c.src_vocab_size;
+    a.tgt_vocab = c.arch == models::Arch::EncoderDecoder ? c.tgt_vocab_size : c.src_vocab_size;
+    a.norm = nn::norm_kind_name(c.norm);
+    a.norm_first = c.norm_first;
+    a.final_norm = c.final_norm;
+    a.positional = nn::positional_kind_name(c.positional);
+    a.activation = nn::activation_name(c.activation);
+    a.share_embeddings = c.arch == models::Arch::EncoderDecoder && c.share_embeddings;
+    a.tie_output = c.tie_output;
+    a.scale_embeddings = c.scale_embeddings;
+    a.parameters = folder.base->num_parameters();
+    return report::architecture_figure(a);
+  }
+  if (name == "multihead") {
+    report::MultiHeadSpec m;
+    m.tokens = tokens;
+    m.d_model = c.d_model;
+    m.heads = c.n_heads;
+    m.kv_heads = c.n_kv_heads;
+    return report::multihead_figure(m);
+  }
+  throw ApiError(404, "not_found_error", str_cat("no figure '", name, "' (architecture and multihead are)"), std::nullopt,
+                 std::string("not_found"));
 }
 
 }  // namespace attn::serve

@@ -618,6 +618,20 @@ struct Server::Impl {
     send_json(res, 200, out);
   }
 
+  // GET /v1/figures/NAME.svg[?tokens=T]: the served model's figures (T: 8 unless given, 1..1024).
+  void figure(const httplib::Request& req, httplib::Response& res) {
+    int64_t tokens = 8;
+    if (req.has_param("tokens")) {
+      const std::string t = req.get_param_value("tokens");
+      if (t.empty() || t.size() > 4 || t.find_first_not_of("0123456789") != std::string::npos ||
+          std::stoll(t) < 1 || std::stoll(t) > 1024)
+        throw invalid("tokens", str_cat("tokens must be an integer in [1, 1024], got '", t, "'"));
+      tokens = std::stoll(t);
+    }
+    res.status = 200;
+    res.set_content(model_figure(opened.folder, req.matches[1].str(), tokens), "image/svg+xml");
+  }
+
   // The page's files, embedded at build time; "/" is index.html. No key needed: they hold no
   // data (what the page asks for next does).
   void static_routes() {
@@ -644,6 +658,7 @@ struct Server::Impl {
     http.Post("/detokenize", guarded([this](const httplib::Request& q, httplib::Response& s) { detokenize(q, s); }));
     http.Post("/v1/attention", guarded([this](const httplib::Request& q, httplib::Response& s) { attention(q, s); }));
     http.Post("/v1/lab/attention", guarded([this](const httplib::Request& q, httplib::Response& s) { lab(q, s); }));
+    http.Get(R"(/v1/figures/([a-z_]+)\.svg)", guarded([this](const httplib::Request& q, httplib::Response& s) { figure(q, s); }));
     static_routes();
     // The other methods on these paths: 405.
     const auto not_allowed = [](const char* allow) {

@@ -215,6 +215,11 @@ with Served(attn, model_dir) as s, tempfile.TemporaryDirectory() as profile:
                    "and its decoder self-attention rows")
         chosen_row = d.find_elements(By.CSS_SELECTOR, "#model-avg-table tbody tr")[chosen].get_attribute("class")
         check.eq(chosen_row, "chosen", "the head average marks the chosen token's row")
+        d.find_element(By.CSS_SELECTOR, "#model-figures summary").send_keys(Keys.ENTER)
+        loaded = wait("the model's figures", lambda: d.execute_script(
+            "const i = [...document.querySelectorAll('#model-figures-body img')];"
+            "return i.length === 2 && i.every(x => x.complete && x.naturalWidth > 0) ? i.map(x => x.dataset.figure) : null;"))
+        check.eq(loaded, ["architecture", "multihead"], "the model panel shows the architecture and multi-head figures")
         d.set_window_size(1280, 1500)
         d.execute_script("window.scrollTo(0, 0)")
         d.save_screenshot(os.path.join(shots, "explorer_model.png"))

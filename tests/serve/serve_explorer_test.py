@@ -192,6 +192,25 @@ with Served(attn, os.path.join(models, "rev")) as s:
     bad_att({"input": "1" * 500}, 400, "input", "context_length_exceeded")
     check.error(s.get("/v1/attention"), 405, what="attention: GET")
 
+    # ---- the model's figures (seed 001's figs 1 and 4, from its config) -----------------------
+    config = json.load(open(os.path.join(models, "rev", "config.json")))
+    cfg = config.get("model", config)
+    arch = s.get("/v1/figures/architecture.svg")
+    check.eq((arch.status_code, arch.headers.get("Content-Type")), (200, "image/svg+xml"), "architecture figure")
+    D, H, F = cfg["d_model"], cfg["n_heads"], cfg["d_ff"]
+    for want in ("Encoder-decoder Transformer: D = %d, %d heads, d_ff = %d" % (D, H, F),
+                 "%d encoder + %d decoder layers" % (cfg["n_encoder_layers"], cfg["n_decoder_layers"]),
+                 "%d → %d → %d" % (D, F, D), "d_k = %d" % (D // H), "cross-attention", "masked self-attention"):
+        check.true(want in arch.text, "the architecture figure says " + want)
+    mh = s.get("/v1/figures/multihead.svg?tokens=5")
+    check.eq(mh.status_code, 200, "multi-head figure")
+    for want in ("T = 5, D = %d, H = %d" % (D, H), "[5, %d]" % (D // H), "[5, 5] per head", "[%d, %d] → [5, %d]" % (D, D, D)):
+        check.true(want in mh.text, "the multi-head figure says " + want)
+    check.true("[6, %d]" % (D // H) in s.get("/v1/figures/multihead.svg?tokens=6").text, "control: T follows ?tokens")
+    check.error(s.get("/v1/figures/steps_of_nothing.svg"), 404, what="an unknown figure")
+    check.error(s.get("/v1/figures/multihead.svg?tokens=0"), 400, "tokens", what="tokens 0")
+    check.error(s.get("/v1/figures/multihead.svg?tokens=x"), 400, "tokens", what="tokens x")
+
     # ---- the page's files ---------------------------------------------------------------------
     page = s.get("/")
     check.eq((page.status_code, page.headers.get("Content-Type", "").split(";")[0]), (200, "text/html"), "GET / is the page")
@@ -224,6 +243,11 @@ with Served(attn, os.path.join(models, "lm")) as s:
     check.eq(st.shape[2:], (n, n), "lm: [layer][head][T][T]")
     check.true(np.allclose(st.sum(-1), 1, atol=1e-9), "lm: rows sum to 1")
     check.true(all((st[..., i, i + 1:] == 0).all() for i in range(n)), "lm: causal, exact zeros")
+    lm_cfg = json.load(open(os.path.join(models, "lm", "config.json")))
+    lm_cfg = lm_cfg.get("model", lm_cfg)
+    fig = s.get("/v1/figures/architecture.svg").text
+    check.true("Decoder-only Transformer" in fig and "%d layers" % lm_cfg["n_decoder_layers"] in fig and
+               "cross-attention" not in fig, "lm: a decoder-only architecture figure")
     bad = s.post("/v1/attention", {"input": "abcdefgh", "output": "abcdefghij"})
     check.error(bad, 400, "input", "context_length_exceeded", "lm: past the context")
 

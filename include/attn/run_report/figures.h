@@ -34,6 +34,11 @@ std::vector<int64_t> pe_dims(int64_t d);
 
 // 01_training_curve.svg: loss and validation accuracy per epoch; the caption says what the
 // accuracy of `arch`'s validation measures.
+// Seed 001's fig 1: this model's architecture from its configuration (report/model_figures.h).
+Figure architecture_figure(const models::ModelConfig& config, int64_t parameters);
+// Seed 001's fig 4: the multi-head split / concat / W_O flow with this model's sizes, for the
+// example's T tokens.
+Figure multi_head_figure(const models::ModelConfig& config, int64_t tokens);
 Figure training_curve_figure(const RunMetrics& metrics, models::Arch arch);
 // 02_positional_encoding.svg: the sinusoidal table (§3.5) for 50 positions of width d_model
 // (at most 128 dimensions shown); the caption names the model's own `positional` kind.

@@ -3,7 +3,7 @@
 // own fused attention op on given or random Q, K, V; and POST /v1/attention, the attention
 // weights a served model uses on an input (and its output), per stack, layer and head.
 // Every wrong field is an ApiError 400 naming it.
-// Not here: HTTP (server.cpp), the page itself (src/serve/www/), figures.
+// Not here: HTTP (server.cpp), the page itself (src/serve/www/), drawing (report/).
 #pragma once
 
 #include <cstdint>
@@ -47,5 +47,10 @@ AttentionRequest parse_attention_request(const nlohmann::json& request);
 // while nothing else uses the model (Engine::with_model).
 nlohmann::json model_attention(const run::GenerationFolder& opened, const TextCodec& codec,
                                const AttentionRequest& request);
+
+// GET /v1/figures/NAME.svg: seed 001's figures of the served model (report/model_figures.h):
+// "architecture" (fig 1, from its config) and "multihead" (fig 4, its sizes for `tokens`
+// tokens). Another name is an ApiError 404.
+std::string model_figure(const run::ModelFolder& folder, const std::string& name, int64_t tokens);
 
 }  // namespace attn::serve

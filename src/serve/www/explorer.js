@@ -361,6 +361,7 @@ async function runModel(e) {
     model.att = await post("/v1/attention", body);
     setupKinds();
     chooseToken(model.outTokens.length ? 0 : null);
+    if ($("model-figures").open) loadFigures();
     $("model-output").dataset.state = "done";
   } catch (err) {
     $("model-error").textContent = err.message;
@@ -473,20 +474,25 @@ $("model-layer").addEventListener("change", drawAttention);
 
 async function loadFigures() {
   const body = $("model-figures-body");
-  if (body.dataset.loaded) return;
-  body.dataset.loaded = "1";
-  for (const name of ["architecture", "steps", "multihead"]) {
+  const a = model.att;
+  const tokens = a ? (a.source_tokens || a.tokens).length : 8;
+  if (body.dataset.tokens === String(tokens)) return;
+  body.dataset.tokens = String(tokens);
+  const imgs = [];
+  for (const name of ["architecture", "multihead"]) {
     try {
-      const res = await fetch("/v1/figures/" + name + ".svg", { headers: headers() });
-      if (!res.ok) continue;
+      const res = await fetch("/v1/figures/" + name + ".svg?tokens=" + tokens, { headers: headers() });
+      if (!res.ok) throw new Error("figure " + name + ": HTTP " + res.status);
       const img = document.createElement("img");
-      img.alt = "figure: " + name;
+      img.alt = name === "architecture" ? "this model's architecture" : "multi-head attention with this model's sizes";
+      img.dataset.figure = name;
       img.src = URL.createObjectURL(await res.blob());
-      body.appendChild(img);
+      imgs.push(img);
     } catch (e) {
       $("model-error").textContent = e.message;
     }
   }
+  body.replaceChildren(...imgs);
 }
 $("model-figures").addEventListener("toggle", () => { if ($("model-figures").open) loadFigures(); });
 
