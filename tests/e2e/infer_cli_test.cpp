@@ -326,7 +326,7 @@ TEST_F(InferCli, InspectWritesTheFiguresAndReportAndPrintsTheAntiDiagonalScore) 
   EXPECT_GT(std::stod(r.out.substr(r.out.find(": ", at) + 2)), 0.5) << r.out;
   for (const char* f :
        {"01_training_curve.svg", "02_positional_encoding.svg", "03_causal_mask.svg", "04_attention_example.svg",
-        "05_cross_attention_grid.svg", "06_encoder_self_attention_grid.svg"}) {
+        "05_cross_attention_grid.svg", "06_encoder_self_attention_grid.svg", "architecture.svg", "multi_head.svg"}) {
     const std::string path = out + "/figures/" + f;
     ASSERT_TRUE(fs::exists(path)) << path << "\n" << r.out;
     const std::string svg = io::read_file(path);
@@ -335,8 +335,21 @@ TEST_F(InferCli, InspectWritesTheFiguresAndReportAndPrintsTheAntiDiagonalScore) 
   }
   const std::string html = io::read_file(out + "/report.html");
   for (const char* part : {"<!DOCTYPE html>", "Configuration", "Metrics", "val_token_acc", "Anti-diagonal score",
-                           "Sample translations", "figures/04_attention_example.svg", "model.d_model", "train.task"})
+                           "Sample translations", "figures/04_attention_example.svg", "model.d_model", "train.task",
+                           "figures/architecture.svg", "figures/multi_head.svg"})
     EXPECT_NE(html.find(part), std::string::npos) << part;
+  // Seed 001's figures 1 and 4 carry this model's numbers (the test model's config) and the
+  // example's length (5 source tokens).
+  const std::string arch_svg = io::read_file(out + "/figures/architecture.svg");
+  const std::string heads_svg = io::read_file(out + "/figures/multi_head.svg");
+  const nlohmann::json mc = nlohmann::json::parse(io::read_file(model_ + "/config.json"));
+  const int64_t D = mc["d_model"].get<int64_t>(), H = mc["n_heads"].get<int64_t>();
+  EXPECT_NE(arch_svg.find(str_cat("D = ", D, ", ", H, " heads, d_ff = ", mc["d_ff"].get<int64_t>())), std::string::npos)
+      << arch_svg.substr(0, 600);
+  EXPECT_NE(arch_svg.find(str_cat(mc["n_encoder_layers"].get<int64_t>(), " encoder + ",
+                                  mc["n_decoder_layers"].get<int64_t>(), " decoder layers")),
+            std::string::npos);
+  EXPECT_NE(heads_svg.find(str_cat("T = 5, D = ", D, ", H = ", H)), std::string::npos) << heads_svg.substr(0, 600);
   // Token labels of the example on the attention figure's axes.
   const std::string attn_svg = io::read_file(out + "/figures/04_attention_example.svg");
   EXPECT_NE(attn_svg.find(">4</text>"), std::string::npos);
