@@ -306,12 +306,18 @@ function drawOutputTokens() {
 }
 
 // Streams a greedy completion (SSE), one token at a time; returns the whole text.
-async function streamCompletion(prompt) {
+async function streamCompletion(prompt, retried) {
   const body = { model: model.id, prompt, max_tokens: Number($("model-max").value), temperature: 0, stream: true };
   if (model.family !== "encoder_only") body.logprobs = 0;  // each chunk names its tokens
   const res = await fetch("/v1/completions", { method: "POST", headers: headers(), body: JSON.stringify(body) });
   if (!res.ok) {
     const j = await res.json();
+    // max_tokens beyond what this prompt leaves of the context: the server names the bound; once.
+    const bound = j.error && j.error.param === "max_tokens" && /\[1, (\d+)\]/.exec(j.error.message);
+    if (bound && !retried) {
+      $("model-max").value = bound[1];
+      return streamCompletion(prompt, true);
+    }
     throw new Error(j.error ? j.error.message : "HTTP " + res.status);
   }
   const reader = res.body.getReader(), decoder = new TextDecoder();
