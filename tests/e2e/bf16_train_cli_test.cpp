@@ -58,8 +58,8 @@ TEST_F(Bf16TrainCli, SameSeedAndThreadsGiveTheSameBitsAndDifferFromFloat32) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
   EXPECT_EQ(model_bytes(tmp, "c"), model_bytes(tmp, "d"));
-  // Controls: float32 (the default) trains other bits, and so does the replica engine's bf16 run
-  // if its threads had not entered bf16 (then the shards would mix precisions).
+  // Control: float32 (the default) trains other bits, with one thread and with two. (That each
+  // replica's thread enters bf16 is tested in tests/unit/train/batch_split_test.cpp.)
   const Outcome f = run_attn(tmp, "train --out f --epochs 2 --threads 1 " + kSmall);
   ASSERT_EQ(f.exit_code, 0) << f.err;
   EXPECT_NE(model_bytes(tmp, "a"), model_bytes(tmp, "f"));
