@@ -171,6 +171,9 @@ TEST(Trainer, TinyModelLearnsTheCopyTask) {
     EXPECT_GE(e.val_exact_acc, 0.0);
     EXPECT_LE(e.val_exact_acc, e.val_token_acc + 1e-12);
     EXPECT_GT(e.tokens_per_s, 0.0);
+    // Training time alone, beside the wall time that includes validation and the checkpoint.
+    EXPECT_GT(e.train_seconds, 0.0);
+    EXPECT_LT(e.train_seconds, e.seconds);
   }
 }
 
@@ -205,9 +208,12 @@ TEST(Trainer, WritesTheRunFolder) {
   int lines = 0;
   while (std::getline(in, line)) {
     const json r = json::parse(line);
-    for (const char* k : {"epoch", "loss", "val_loss", "val_token_acc", "val_exact_acc", "lr", "tokens_per_s", "seconds"})
+    for (const char* k : {"epoch", "loss", "val_loss", "val_token_acc", "val_exact_acc", "lr", "tokens_per_s", "seconds",
+                          "train_seconds"})
       EXPECT_TRUE(r.contains(k)) << k;
     EXPECT_EQ(r["epoch"], ++lines);
+    // From it back: the record keeps train_seconds.
+    EXPECT_EQ(EpochMetrics::from_json(r).train_seconds, r["train_seconds"].get<double>());
   }
   EXPECT_EQ(lines, 2);
   // The folder is a model folder: it loads, and equals the trained model.
