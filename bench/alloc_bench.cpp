@@ -125,18 +125,22 @@ int usage() {
   std::fprintf(stderr,
                "usage: alloc_bench [--steps N (50)] [--warmup N (10)] [--threads N (auto: all cores)]\n"
                "                   [--parallel auto|batch|ops (auto: batch for D <= 128)] [--batch N (64)]\n"
-               "                   [--d-model N (64)]\n");
+               "                   [--d-model N (64)] [--precision f32|bf16 (f32)]\n");
   return 2;
 }
 
 int run(int argc, char** argv) {
   int64_t steps = 50, warmup = 10, threads = 0, batch = 64, d_model = 64;
-  std::string parallel = "auto";
+  std::string parallel = "auto", precision = "f32";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (i + 1 >= argc) return usage();
     if (a == "--parallel") {
       parallel = argv[++i];
+      continue;
+    }
+    if (a == "--precision") {
+      precision = argv[++i];
       continue;
     }
     const long long v = std::atoll(argv[++i]);
@@ -152,6 +156,7 @@ int run(int argc, char** argv) {
   train::TrainConfig config;  // the demo's recipe (train_config.h defaults)
   config.threads = threads;
   config.parallel = parallel;  // validated by the Trainer
+  config.precision = parse_precision(precision);
   config.batch_size = batch;
   config.model.d_model = d_model;
   config.epochs = 1000;  // never reached: run() stops after warmup + steps
@@ -219,10 +224,10 @@ int run(int argc, char** argv) {
   double cls[4];
   for (int i = 0; i < 4; ++i) cls[i] = per(static_cast<double>(sum.cls[i]));
 
-  std::printf("Training step of the demo's model (D=%lld, batch %lld, threads %s, parallel %s, ISA %s), mean of %lld "
-              "steps after %lld warm-up\n(steps that open an epoch, which include validation, left out):\n",
+  std::printf("Training step of the demo's model (D=%lld, batch %lld, threads %s, parallel %s, precision %s, ISA %s), "
+              "mean of %lld steps after %lld warm-up\n(steps that open an epoch, which include validation, left out):\n",
               static_cast<long long>(d_model), static_cast<long long>(batch),
-              threads > 0 ? std::to_string(threads).c_str() : "auto", parallel.c_str(),
+              threads > 0 ? std::to_string(threads).c_str() : "auto", parallel.c_str(), precision.c_str(),
               kernels::simd::isa_name(kernels::simd::active_isa()), static_cast<long long>(n),
               static_cast<long long>(warmup));
   std::printf("  allocations            %10.0f per step (%.1f MiB)\n", calls, bytes / 1048576.0);

@@ -1,9 +1,12 @@
 // bench/encoder_layer_bench.cpp — one encoder layer of the base model (paper §3.1, Table 3:
 // D=512, h=8, d_ff=2048, post-norm, ReLU) on B=8, T=128, float32: forward in eval mode under
 // NoGradGuard, and forward+backward in training mode (dropout 0.1 active), gradients of every
-// parameter. Twin: `torch_bench.py` (nn.TransformerEncoderLayer). Not here: masks, the stack.
+// parameter; and forward+backward in bf16 mixed precision (attn/ops/precision.h: the products on
+// bf16 operands with float32 sums, as `attn train --precision bf16`). Twin: `torch_bench.py`
+// (nn.TransformerEncoderLayer; torch.autocast for bf16). Not here: masks, the stack.
 #include "attn/core/autograd.h"
 #include "attn/nn/encoder.h"
+#include "attn/ops/precision.h"
 #include "bench_common.h"
 
 namespace attn::bench {
@@ -33,12 +36,13 @@ void encoder_layer_forward(benchmark::State& state) {
   }
 }
 
-void encoder_layer_forward_backward(benchmark::State& state) {
+void forward_backward(benchmark::State& state, Precision precision) {
   Rng rng(0);
   nn::EncoderLayer layer(base_layer(), rng);
   layer.train();
   const Tensor x = random_tensor({kB, kT, 512}, 1);   // [B, T, D]
   const Tensor dy = random_tensor({kB, kT, 512}, 2);  // [B, T, D]
+  const PrecisionGuard guard(precision);
   for (auto _ : state) {
     const Tensor y = layer.forward(x);  // [B, T, D]
     y.backward(dy);
@@ -47,8 +51,12 @@ void encoder_layer_forward_backward(benchmark::State& state) {
   }
 }
 
+void encoder_layer_forward_backward(benchmark::State& state) { forward_backward(state, Precision::F32); }
+void encoder_layer_forward_backward_bf16(benchmark::State& state) { forward_backward(state, Precision::BF16); }
+
 BENCHMARK(encoder_layer_forward)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(encoder_layer_forward_backward)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(encoder_layer_forward_backward_bf16)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace attn::bench

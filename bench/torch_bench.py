@@ -146,6 +146,15 @@ def encoder_layer_cases(min_time, reps):
         layer(x).backward(dy)
         layer.zero_grad(set_to_none=True)
     out.append(("encoder_layer_forward_backward", time_it(fwd_bwd, min_time, reps)))
+
+    # bf16 mixed precision: torch.autocast on the float32 layer (encoder_layer_bench's
+    # encoder_layer_forward_backward_bf16, attn's --precision bf16).
+    def fwd_bwd_bf16():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = layer(x)
+        y.float().backward(dy)
+        layer.zero_grad(set_to_none=True)
+    out.append(("encoder_layer_forward_backward_bf16", time_it(fwd_bwd_bf16, min_time, reps)))
     return out
 
 

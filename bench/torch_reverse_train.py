@@ -14,7 +14,8 @@ smoothing 0.1, batch 64, a fresh shuffle per epoch.
 It prints one JSON line: training seconds (validation excluded), target tokens per second
 (each target's symbols plus its EOS, as attn counts them), the wall time, and the validation
 token accuracy of greedy decoding after the last epoch (attn's definition: positions right out
-of len + 1, the EOS position included). Not here: checkpoints, the batch order of attn (a
+of len + 1, the EOS position included). --precision bf16 runs the forward pass under
+torch.autocast("cpu", dtype=torch.bfloat16), the twin of `attn train --precision bf16`. Not here: checkpoints, the batch order of attn (a
 different shuffle), or bit-identical initialisation.
 """
 import argparse
@@ -173,6 +174,9 @@ def main():
     p.add_argument("--warmup", type=int, default=400)
     p.add_argument("--lr-scale", type=float, default=1.0)
     p.add_argument("--label-smoothing", type=float, default=0.1)
+    p.add_argument("--precision", choices=["f32", "bf16"], default="f32",
+                   help="bf16: the forward pass under torch.autocast('cpu', dtype=torch.bfloat16) "
+                        "(attn train --precision bf16's twin); weights and Adam stay float32")
     args = p.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -204,8 +208,9 @@ def main():
             lr = args.lr_scale * D ** -0.5 * min(step ** -0.5, step * args.warmup ** -1.5)
             for g in opt.param_groups:
                 g["lr"] = lr
-            logits = model(s, t_in)
-            loss = F.cross_entropy(logits.reshape(-1, vocab), t_out.reshape(-1), ignore_index=PAD,
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+                logits = model(s, t_in)
+            loss = F.cross_entropy(logits.float().reshape(-1, vocab), t_out.reshape(-1), ignore_index=PAD,
                                    label_smoothing=args.label_smoothing)
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -220,7 +225,7 @@ def main():
                        "tokens_per_s": epoch_tokens / secs})
     acc = greedy_token_accuracy(model, valid_src, valid_tgt, args.batch_size) if args.valid_size else float("nan")
     print(json.dumps({
-        "impl": "torch", "epochs": args.epochs, "threads": torch.get_num_threads(),
+        "impl": "torch", "precision": args.precision, "epochs": args.epochs, "threads": torch.get_num_threads(),
         "train_seconds": train_seconds, "tokens": tokens, "tokens_per_s": tokens / train_seconds,
         "wall_seconds": time.perf_counter() - wall0, "val_token_acc": acc,
         "final_loss": epochs[-1]["loss"], "per_epoch": epochs,

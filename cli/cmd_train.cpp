@@ -204,6 +204,7 @@ std::string threads_text(const train::TrainConfig& c, int ranks) {
   if (c.threads == 0) what += " (auto)";
   if (n != 1) what += train::training_thread_split(c, ranks) == train::ThreadSplit::Batch ? ", one batch shard each"
                                                                                            : ", sharing each op";
+  if (c.precision != Precision::F32) what += str_cat(", ", precision_name(c.precision), " matrix products");
   return what;
 }
 
@@ -851,6 +852,11 @@ void register_train(CLI::App& app, Action* action) {
 
   // Run.
   param<uint64_t>(cmd, p, "--seed", "seed", "initialisation, dropout and batch order", "0")->check(seed_validator());
+  param<std::string>(cmd, p, "--precision", "precision",
+                     "the training step's matrix products: f32, or bf16 (bf16 operands, float32 sums; weights, "
+                     "Adam's moments, checkpoints and validation stay float32)",
+                     "f32")
+      ->check(CLI::IsMember({"f32", "bf16"}));
   param<int64_t>(cmd, p, "--threads", "threads",
                  "threads (0: auto: all cores; with --parallel ops, 1 for d_model <= 128)", "0");
   param<std::string>(cmd, p, "--parallel", "parallel",

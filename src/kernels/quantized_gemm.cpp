@@ -798,4 +798,76 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, con
   gemm_bf16(M, N, K, x, ldx, w, bias, y, ldy, bf16_path());
 }
 
+namespace {
+
+// Rows of K floats (row r of the operand at x + r * row_stride, element k at + k * k_stride) as
+// bf16 rows of ld_out (the padding past K left as it is), on the path's conversion. A strided
+// operand (k_stride != 1, a transposed matrix) goes through a small float tile so that the
+// conversion reads contiguous memory.
+void pack_bf16_rows(uint16_t* out, int64_t ld_out, const float* x, int64_t rows, int64_t K, int64_t row_stride,
+                    int64_t k_stride, QuantPath path) {
+  if (k_stride == 1) {
+    for (int64_t r = 0; r < rows; ++r) f32_to_bf16(out + r * ld_out, x + r * row_stride, K, path);
+    return;
+  }
+  constexpr int64_t kTile = 32;
+  float tile[kTile * kTile];
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+    const int64_t nr = std::min(kTile, rows - r0);
+    for (int64_t k0 = 0; k0 < K; k0 += kTile) {
+      const int64_t nk = std::min(kTile, K - k0);
+      for (int64_t k = 0; k < nk; ++k)
+        for (int64_t r = 0; r < nr; ++r) tile[r * kTile + k] = x[(r0 + r) * row_stride + (k0 + k) * k_stride];
+      for (int64_t r = 0; r < nr; ++r) f32_to_bf16(out + (r0 + r) * ld_out + k0, tile + r * kTile, nk, path);
+    }
+  }
+}
+
+constexpr int64_t kF32ParallelMin = int64_t{1} << 18;  // multiply-adds below which one thread works
+
+}  // namespace
+
+void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                   const float* B, int64_t ldb, bool accumulate, float* C, int64_t ldc, QuantPath path) {
+  check_path(path, false);
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {  // an empty sum is +0
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) C[m * ldc + n] = accumulate ? C[m * ldc + n] + 0.0f : 0.0f;
+    return;
+  }
+  // op(A) as M rows of K (padded with zeros to a multiple of 32: the AVX2 kernel reads whole
+  // chunks of the activation rows); op(B) transposed, N rows of K (the weight rows).
+  const int64_t lda_b = (K + 31) / 32 * 32;
+  std::vector<uint16_t> ab(static_cast<size_t>(M * lda_b), 0), bb(static_cast<size_t>(N * K));
+  // op(A)[m, k] = A[m * lda + k], or A[k * lda + m] when transposed.
+  pack_bf16_rows(ab.data(), lda_b, A, M, K, trans_a ? 1 : lda, trans_a ? lda : 1, path);
+  // op(B)[k, n] = B[k * ldb + n], or B[n * ldb + k] when transposed: row n of the packed B.
+  pack_bf16_rows(bb.data(), K, B, N, K, trans_b ? ldb : 1, trans_b ? 1 : ldb, path);
+  const int64_t n_blocks = (N + kNBlock - 1) / kNBlock, m_chunks = (M + kMChunk - 1) / kMChunk;
+  const int64_t items = n_blocks * m_chunks;
+  const bool parallel =
+      items > 1 && M * N * K >= kF32ParallelMin && !omp_in_parallel() && omp_get_max_threads() > 1;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t item = 0; item < items; ++item) {
+    const int64_t b = item % n_blocks, c = item / n_blocks;
+    const int64_t n0 = b * kNBlock, n1 = std::min(N, n0 + kNBlock);
+    const int64_t m0 = c * kMChunk, rows = std::min(kMChunk, M - m0);
+    float sums[kMChunk * kNBlock];
+    bf16_block(path, sums, kNBlock, ab.data() + m0 * lda_b, lda_b, rows, bb.data(), n0, n1, K);
+    for (int64_t m = 0; m < rows; ++m) {
+      float* cr = C + (m0 + m) * ldc;
+      for (int64_t n = n0; n < n1; ++n) {
+        const float s = sums[m * kNBlock + (n - n0)];
+        cr[n] = accumulate ? cr[n] + s : s;
+      }
+    }
+  }
+}
+
+void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                   const float* B, int64_t ldb, bool accumulate, float* C, int64_t ldc) {
+  gemm_bf16_f32(trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc, bf16_path());
+}
+
 }  // namespace attn::kernels

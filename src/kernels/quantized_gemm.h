@@ -98,4 +98,20 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, con
 void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w,
                const float* bias, float* y, int64_t ldy);  // bf16_path()
 
+// ---- bf16 products of two float32 operands (mixed-precision training) ----------------------
+// C[M, N] = op(A)[M, K] op(B)[K, N] (+ C when accumulate), op(X) = X or X^T, row-major with the
+// stored matrices' row strides lda/ldb/ldc as kernels/gemm.h takes them (cblas, CblasRowMajor).
+// Both operands are rounded to bf16 (bf16_from_float) and each output is the bf16 sum above with
+// k running over the inner dimension: C[m, n] = sum_k bf16(op(A)[m, k]) bf16(op(B)[k, n]) in the
+// lane order, then (accumulate) C[m, n] + sum, one rounded add. The operands are packed first
+// (op(A) as rows of K, op(B) as its transpose, rows of K), so all four combinations of trans_a
+// and trans_b run the same kernels and give the bits of gemm_bf16 on the packed operands, on
+// every path. The work is split over OpenMP threads by blocks of rows and columns when the
+// product is large and the caller is not in a parallel region; no output depends on the split,
+// so the bits do not depend on the thread count either. Paths: Scalar, Avx2, Avx512, Avx512Bf16.
+void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                   const float* B, int64_t ldb, bool accumulate, float* C, int64_t ldc, QuantPath path);
+void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                   const float* B, int64_t ldb, bool accumulate, float* C, int64_t ldc);  // bf16_path()
+
 }  // namespace attn::kernels

@@ -1,13 +1,16 @@
 // ops/matmul.cpp — matmul and linear: shape checks, BLAS dispatch and their backward nodes.
 // Every projection of the model (§3.2.2's W^Q, W^K, W^V, W^O, §3.3's FFN, §3.4's output
 // layer) is a linear; attention's Q K^T and P V (§3.2.1) are batched matmuls. All products
-// go through kernels::gemm. Not done here: NumPy-style broadcasting of batch dimensions
+// go through kernels::gemm, or, for float32 under PrecisionGuard(Precision::BF16)
+// (attn/ops/precision.h), through kernels::gemm_bf16_f32 (bf16 operands, float32 sums); the
+// node records which, so the backward products follow the forward's precision. Not done here: NumPy-style broadcasting of batch dimensions
 // (only equal batches, or a 2-D b shared by all of them), integer products.
 #include <algorithm>
 #include <type_traits>
 
 #include "attn/ops/ops.h"
 #include "kernels/gemm.h"
+#include "kernels/quantized_gemm.h"
 #include "kernels/simd/vector_kernels.h"
 
 namespace attn {
@@ -68,6 +71,17 @@ void matmul_run(const MatmulDims& d, T* c, const T* a, const T* b) {
   }
 }
 
+// The same products with bf16 operands and float32 sums (float32 only).
+void matmul_run_bf16(const MatmulDims& d, float* c, const float* a, const float* b) {
+  if (d.shared_b) {
+    kernels::gemm_bf16_f32(false, false, d.batch * d.M, d.N, d.K, a, ld(d.K), b, ld(d.N), false, c, ld(d.N));
+  } else {
+    for (int64_t i = 0; i < d.batch; ++i)
+      kernels::gemm_bf16_f32(false, false, d.M, d.N, d.K, a + i * d.M * d.K, ld(d.K), b + i * d.K * d.N, ld(d.N),
+                             false, c + i * d.M * d.N, ld(d.N));
+  }
+}
+
 // Forward: C = A B. Local derivatives: dA = dC B^T, dB = A^T dC (summed over the batch when
 // B is shared). Both are written (beta = 0: no zero fill first); either may be null.
 template <class T>
@@ -89,9 +103,32 @@ void matmul_backward_run(const MatmulDims& d, T* da, T* db, const T* dc, const T
   }
 }
 
+void matmul_backward_run_bf16(const MatmulDims& d, float* da, float* db, const float* dc, const float* a,
+                              const float* b) {
+  if (d.shared_b) {
+    if (da)
+      kernels::gemm_bf16_f32(false, true, d.batch * d.M, d.K, d.N, dc, ld(d.N), b, ld(d.N), false, da, ld(d.K));
+    if (db)
+      kernels::gemm_bf16_f32(true, false, d.K, d.N, d.batch * d.M, a, ld(d.K), dc, ld(d.N), false, db, ld(d.N));
+  } else {
+    for (int64_t i = 0; i < d.batch; ++i) {
+      if (da)
+        kernels::gemm_bf16_f32(false, true, d.M, d.K, d.N, dc + i * d.M * d.N, ld(d.N), b + i * d.K * d.N, ld(d.N),
+                               false, da + i * d.M * d.K, ld(d.K));
+      if (db)
+        kernels::gemm_bf16_f32(true, false, d.K, d.N, d.M, a + i * d.M * d.K, ld(d.K), dc + i * d.M * d.N, ld(d.N),
+                               false, db + i * d.K * d.N, ld(d.N));
+    }
+  }
+}
+
+// Whether a product of this dtype runs in bf16 on the calling thread.
+bool bf16_products(DType dtype) { return dtype == DType::F32 && matmul_precision() == Precision::BF16; }
+
 struct MatmulBackward : Node {
   Tensor a, b;  // contiguous copies (or aliases) of the inputs
   MatmulDims dims;
+  bool bf16 = false;  // the forward's precision
   const char* name() const override { return "MatmulBackward"; }
   std::vector<Tensor> backward(const Tensor& g) override {
     const Tensor dc = grad_as(g, a.dtype());
@@ -99,7 +136,11 @@ struct MatmulBackward : Node {
     if (inputs[0].requires_grad()) da = gemm_output(a.shape(), a.dtype(), dims.N);  // like a
     if (inputs[1].requires_grad())  // like b; its inner dimension runs over the rows of a
       db = gemm_output(b.shape(), b.dtype(), dims.shared_b ? dims.batch * dims.M : dims.M);
-    if (a.dtype() == DType::F32)
+    if (bf16)
+      matmul_backward_run_bf16(dims, da.defined() ? da.data<float>() : nullptr,
+                               db.defined() ? db.data<float>() : nullptr, dc.data<float>(), a.data<float>(),
+                               b.data<float>());
+    else if (a.dtype() == DType::F32)
       matmul_backward_run<float>(dims, da.defined() ? da.data<float>() : nullptr,
                                  db.defined() ? db.data<float>() : nullptr, dc.data<float>(),
                                  a.data<float>(), b.data<float>());
@@ -175,6 +216,18 @@ void linear_backward_run(T* dx, T* dw, T* db, const T* dy, const T* x, const T* 
   if (db) column_sums(db, dy, R, Out);
 }
 
+void linear_run_bf16(float* y, const float* x, const float* w, const float* b, int64_t R, int64_t In, int64_t Out) {
+  if (b) broadcast_rows(y, b, R, Out);
+  kernels::gemm_bf16_f32(false, true, R, Out, In, x, ld(In), w, ld(In), b != nullptr, y, ld(Out));
+}
+
+void linear_backward_run_bf16(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w,
+                              int64_t R, int64_t In, int64_t Out) {
+  if (dx) kernels::gemm_bf16_f32(false, false, R, In, Out, dy, ld(Out), w, ld(In), false, dx, ld(In));
+  if (dw) kernels::gemm_bf16_f32(true, false, Out, In, R, dy, ld(Out), x, ld(In), false, dw, ld(In));
+  if (db) column_sums(db, dy, R, Out);
+}
+
 template <class T>
 T* ptr_or_null(const Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;
@@ -183,6 +236,7 @@ T* ptr_or_null(const Tensor& t) {
 struct LinearBackward : Node {
   Tensor x, w;  // contiguous
   int64_t R = 0, In = 0, Out = 0;
+  bool bf16 = false;  // the forward's precision
   const char* name() const override { return "LinearBackward"; }
   std::vector<Tensor> backward(const Tensor& g) override {
     const Tensor dy = grad_as(g, x.dtype());
@@ -190,7 +244,10 @@ struct LinearBackward : Node {
     if (inputs[0].requires_grad()) dx = gemm_output(x.shape(), x.dtype(), Out);  // [..., In]
     if (inputs[1].requires_grad()) dw = gemm_output(w.shape(), w.dtype(), R);    // [Out, In]
     if (inputs[2].defined() && inputs[2].requires_grad()) db = Tensor::zeros({Out}, x.dtype());
-    if (x.dtype() == DType::F32)
+    if (bf16)
+      linear_backward_run_bf16(ptr_or_null<float>(dx), ptr_or_null<float>(dw), ptr_or_null<float>(db),
+                               dy.data<float>(), x.data<float>(), w.data<float>(), R, In, Out);
+    else if (x.dtype() == DType::F32)
       linear_backward_run<float>(ptr_or_null<float>(dx), ptr_or_null<float>(dw),
                                  ptr_or_null<float>(db), dy.data<float>(), x.data<float>(),
                                  w.data<float>(), R, In, Out);
@@ -233,7 +290,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Shape out_shape = a.shape();
   out_shape.back() = d.N;
   Tensor out = gemm_output(out_shape, a.dtype(), d.K);  // [..., M, N]
-  if (a.dtype() == DType::F32)
+  const bool bf16 = bf16_products(a.dtype());
+  if (bf16)
+    matmul_run_bf16(d, out.data<float>(), ac.data<float>(), bc.data<float>());
+  else if (a.dtype() == DType::F32)
     matmul_run<float>(d, out.data<float>(), ac.data<float>(), bc.data<float>());
   else
     matmul_run<double>(d, out.data<double>(), ac.data<double>(), bc.data<double>());
@@ -242,6 +302,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     node->a = ac.detach();
     node->b = bc.detach();
     node->dims = d;
+    node->bf16 = bf16;
     attach_node(out, node, {a, b});
   }
   return out;
@@ -266,7 +327,10 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   out_shape.back() = Out;
   // [..., Out]: the bias rows or the GEMM (beta = 0) write every element
   Tensor out = b.defined() ? Tensor::empty(out_shape, x.dtype()) : gemm_output(out_shape, x.dtype(), In);
-  if (x.dtype() == DType::F32)
+  const bool bf16 = bf16_products(x.dtype());
+  if (bf16)
+    linear_run_bf16(out.data<float>(), xc.data<float>(), wc.data<float>(), ptr_or_null<float>(bc), R, In, Out);
+  else if (x.dtype() == DType::F32)
     linear_run<float>(out.data<float>(), xc.data<float>(), wc.data<float>(), ptr_or_null<float>(bc),
                       R, In, Out);
   else
@@ -279,6 +343,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
     node->R = R;
     node->In = In;
     node->Out = Out;
+    node->bf16 = bf16;
     attach_node(out, node, {x, w, b});
   }
   return out;

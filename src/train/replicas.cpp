@@ -96,9 +96,12 @@ double ReplicaEngine::backward(const std::vector<io::Example>& examples, int64_t
   // Thread t runs shards t, t + team, ...: shard k always on replica k, whatever the team size.
   // The ops inside run single-threaded (a nested region is inactive; BLAS, built for OpenMP,
   // runs in the calling thread inside a parallel region).
+  // The caller's precision of the matrix products (ops/precision.h), entered on every thread.
+  const Precision precision = matmul_precision();
 #pragma omp parallel num_threads(S)
   {
     omp_set_num_threads(1);
+    const PrecisionGuard precision_guard(precision);
     const int team = omp_get_num_threads(), t = omp_get_thread_num();
     for (int k = t; k < S; k += team) {
       const size_t i = static_cast<size_t>(k);

@@ -216,6 +216,7 @@ json TrainConfig::to_json() const {
   j["min_lr"] = min_lr;
   j["label_smoothing"] = label_smoothing;
   j["clip"] = clip;
+  j["precision"] = precision_name(precision);
   j["seed"] = seed;
   j["threads"] = threads;
   j["parallel"] = parallel;
@@ -291,6 +292,7 @@ void TrainConfig::update_from_json(const json& j) {
       {"min_lr", num_field(c.min_lr)},
       {"label_smoothing", num_field(c.label_smoothing)},
       {"clip", num_field(c.clip)},
+      {"precision", [&](const std::string& k, const json& v) { c.precision = read_enum(k, v, parse_precision); }},
       {"seed", uint_field(c.seed)},
       {"threads", int_field(c.threads)},
       {"parallel", str_field(c.parallel)},

@@ -137,6 +137,7 @@ nlohmann::ordered_json EpochMetrics::to_json() const {
   j["lr"] = num(lr);
   j["tokens_per_s"] = num(tokens_per_s);
   j["seconds"] = num(seconds);
+  j["train_seconds"] = num(train_seconds);
   j["step"] = step;
   j["val_nll"] = num(val_nll);
   j["val_ppl"] = num(val_ppl);
@@ -165,6 +166,7 @@ EpochMetrics EpochMetrics::from_json(const json& j) {
   m.lr = number_or_nan(j, "lr");
   m.tokens_per_s = number_or_nan(j, "tokens_per_s");
   m.seconds = number_or_nan(j, "seconds");
+  m.train_seconds = number_or_nan(j, "train_seconds");
   m.has_preference = j.contains("val_pref_acc");
   m.val_pref_acc = number_or_nan(j, "val_pref_acc");
   m.val_reward_margin = number_or_nan(j, "val_reward_margin");
@@ -468,6 +470,8 @@ void Trainer::build() {
 // ---- the loop -------------------------------------------------------------------------------
 
 double Trainer::train_step(const std::vector<int64_t>& indices, int64_t* tokens) {
+  // The step's matrix products in the run's precision (validation stays float32).
+  const PrecisionGuard precision(config_.precision);
   const int64_t step = adam_->steps() + 1;
   const double lr = schedule_->lr(step);
   double value = 0;
@@ -554,6 +558,7 @@ void Trainer::finish_epoch(double train_seconds) {
     if (data_.valid.empty())
       m.val_pref_acc = m.val_reward_margin = m.val_chosen_reward = m.val_rejected_reward = m.val_kl_ref = kNaN;
   }
+  m.train_seconds = train_seconds;
   m.seconds = train_seconds + seconds_since(start);
   metrics_.push_back(m);
   epoch_loss_sum_ = 0;

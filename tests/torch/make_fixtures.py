@@ -692,6 +692,74 @@ def variant_block_cases():
             save(f"variant_block_{name}_{dname}", t, meta)
 
 
+def bf16_round(t):
+    """bf16(t) as float64: through float32, rounded to nearest even (attn's bf16_from_float)."""
+    return t.float().bfloat16().double()
+
+
+class Bf16Linear(torch.autograd.Function):
+    """attn's linear under --precision bf16, in float64: both operands of each of the three
+    products rounded to bf16 (x W^T forward; dy W and dy^T x backward), exact float64 sums;
+    the bias and its gradient untouched."""
+
+    @staticmethod
+    def forward(ctx, x, w, b):
+        ctx.save_for_backward(x, w)
+        ctx.has_bias = b is not None
+        y = bf16_round(x) @ bf16_round(w).t()
+        return y + b if b is not None else y
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        gx = bf16_round(g) @ bf16_round(w)
+        g2, x2 = g.reshape(-1, g.shape[-1]), x.reshape(-1, x.shape[-1])
+        gw = bf16_round(g2).t() @ bf16_round(x2)
+        gb = g2.sum(0) if ctx.has_bias else None
+        return gx, gw, gb
+
+
+def bf16_cases():
+    """One encoder layer's forward and backward (the gradients of a training step) in bf16 mixed
+    precision, two ways: torch.autocast("cpu", dtype=torch.bfloat16) on float32, and attn's
+    scheme emulated in float64 (Bf16Linear in place of F.linear: bf16 operands in every linear's
+    three products, everything else, attention's own products included, in float64)."""
+    D, H, F_, B, T = 64, 4, 256, 2, 10
+    torch.manual_seed(60)
+    enc = nn.TransformerEncoderLayer(D, H, F_, dropout=0.0, activation="gelu", batch_first=True)
+    with torch.no_grad():
+        for name, p in enc.named_parameters():
+            if p.dim() == 1:
+                p.uniform_(-0.5, 0.5) if "bias" in name else p.uniform_(0.5, 1.5)
+    x = torch.randn(B, T, D)
+    kpm = padding(B, T, [0, 3])
+    W = torch.randn(B, T, D)
+    t = params_of(enc)
+    t.update({"in.x": x, "in.key_padding_mask": kpm, "in.grad_weight": W})
+
+    xa = x.clone().requires_grad_(True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = enc(xa, src_key_padding_mask=kpm)
+    (y.float() * W).sum().backward()
+    t.update({"out.autocast": y.detach().float(), "grad_in.autocast": xa.grad.detach()})
+    t.update({"grad_autocast." + k: p.grad.detach().clone() for k, p in enc.named_parameters()})
+    enc.zero_grad()
+
+    enc64 = enc.double()
+    xe = x.double().requires_grad_(True)
+    plain = F.linear
+    F.linear = lambda inp, w, b=None: Bf16Linear.apply(inp, w, b)
+    try:
+        y = enc64(xe, src_key_padding_mask=kpm)
+    finally:
+        F.linear = plain
+    (y * W.double()).sum().backward()
+    t.update({"out.emulated": y.detach().float(), "grad_in.emulated": xe.grad.detach().float()})
+    t.update({"grad_emulated." + k: p.grad.detach().float() for k, p in enc64.named_parameters()})
+    save("bf16_enc_layer_f32", t, {"d_model": D, "n_heads": H, "d_ff": F_, "norm_first": False,
+                                   "activation": "gelu", "norm_eps": 1e-5})
+
+
 if __name__ == "__main__":
     mha_cases()
     layer_cases()
@@ -705,4 +773,5 @@ if __name__ == "__main__":
     variant_block_cases()
     gpt2_cases()
     finetune_cases()
+    bf16_cases()
     print(f"wrote {len(os.listdir(OUT))} fixtures to {OUT} with torch {torch.__version__}")

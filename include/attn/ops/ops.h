@@ -58,6 +58,8 @@ Tensor mean(const Tensor& x);
 Tensor sum(const Tensor& x, int64_t dim, bool keepdim = false);
 
 // ---- matrix products (src/ops/matmul.cpp; BLAS in src/kernels/gemm.cpp) ----------------
+// float32 products take bf16 operands with float32 sums under PrecisionGuard(Precision::BF16)
+// (attn/ops/precision.h), forward and backward.
 // matmul: a [..., M, K] @ b [..., K, N] -> [..., M, N]. Batch dimensions must be equal,
 // or b may be 2-D [K, N] and is then shared by every batch.
 Tensor matmul(const Tensor& a, const Tensor& b);
@@ -102,3 +104,4 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 
 #include "attn/ops/attention.h"
 #include "attn/ops/batch_invariant.h"
+#include "attn/ops/precision.h"

@@ -13,6 +13,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "attn/models/config.h"
+#include "attn/ops/precision.h"
 #include "attn/train/finetune.h"
 #include "attn/train/schedule.h"
 #include "attn/train/tasks.h"
@@ -96,6 +97,10 @@ struct TrainConfig {
   double clip = 0.0;             // max global gradient norm; 0 = no clipping
 
   // ---- run ----------------------------------------------------------------------------------
+  // The precision of the training step's matrix products (attn/ops/precision.h): f32, or bf16
+  // (bf16 operands, float32 sums; weights, gradients, Adam's moments, checkpoints and
+  // validation stay float32).
+  Precision precision = Precision::F32;
   uint64_t seed = 0;             // model initialisation, dropout and batch order
   int64_t threads = 0;           // OpenMP/BLAS threads; 0 = auto (trainer.h, training_threads)
   // How the threads share a step (trainer.h, ThreadSplit): "ops" (each op's work is divided),

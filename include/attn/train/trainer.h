@@ -81,6 +81,8 @@ struct EpochMetrics {
   double lr = 0;              // the rate of the epoch's last step
   double tokens_per_s = 0;    // predicted tokens (EOS included, PAD excluded) per second of training
   double seconds = 0;         // wall time of the epoch, validation included
+  double train_seconds = 0;   // the epoch's training steps alone (no validation, no end-of-epoch
+                              // checkpoint): what tokens_per_s divides by
   nlohmann::ordered_json to_json() const;
   static EpochMetrics from_json(const nlohmann::json& j);
 };

@@ -74,6 +74,36 @@ TEST(BatchSplit, TwoShardsTakeTheWholeBatchsStepAndOneShardAloneDoesNot) {
   EXPECT_GT(max_difference(weights_of(first_shard.model()), weights_of(whole.model())), 0.05 * step);
 }
 
+TEST(BatchSplit, InBf16TwoShardsTakeTheWholeBatchsBf16Step) {
+  // As above, in bf16 (ops/precision.h): each replica's thread must enter the step's precision.
+  // A shard computed in float32 would move its half of the gradient by bf16's rounding (about
+  // 1e-3 of it), far above the bound, as the control with a float32 whole-batch step shows.
+  auto config = [](int64_t threads, const char* parallel, Precision precision) {
+    TrainConfig c = split_config(threads, parallel);
+    c.model.dropout = 0.0;
+    c.model.attention_dropout = 0.0;
+    c.group_by_length = false;
+    c.batch_size = 16;
+    c.eps = 100.0;
+    c.lr = 1.0;
+    c.precision = precision;
+    return c;
+  };
+  TempDir tmp("attn_split");
+  Trainer whole(config(1, "ops", Precision::BF16), tmp.file("whole"));
+  Trainer split(config(2, "batch", Precision::BF16), tmp.file("split"));
+  Trainer whole_f32(config(1, "ops", Precision::F32), tmp.file("whole_f32"));
+  const auto before = weights_of(whole.model());
+  whole.run(1);
+  split.run(1);
+  whole_f32.run(1);
+  const double step = max_difference(weights_of(whole.model()), before);
+  ASSERT_GT(step, 1e-5);
+  EXPECT_LT(max_difference(weights_of(split.model()), weights_of(whole.model())), 1e-4 * step);
+  // Control: the float32 step differs from the bf16 one by more than the bound.
+  EXPECT_GT(max_difference(weights_of(whole_f32.model()), weights_of(whole.model())), 1e-4 * step);
+}
+
 TEST(BatchSplit, SameThreadCountGivesBitIdenticalRunsWithDropout) {
   TempDir tmp("attn_split");
   Trainer a(split_config(2), tmp.file("a"));

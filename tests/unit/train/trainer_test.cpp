@@ -70,6 +70,7 @@ TEST(TrainConfig, JsonRoundTripKeepsEveryField) {
   c.clip = 1.5;
   c.keep = 3;
   c.checkpoint_every = 7;
+  c.precision = Precision::BF16;
   c.tokens = io::Tokenization::Whitespace;
   c.model.norm_first = true;
   const TrainConfig back = TrainConfig::from_json(json::parse(c.to_json().dump()));
@@ -77,6 +78,11 @@ TEST(TrainConfig, JsonRoundTripKeepsEveryField) {
   EXPECT_EQ(back.to_json(), c.to_json());
   EXPECT_EQ(back.model.d_model, 16);
   EXPECT_TRUE(back.model.norm_first);
+  EXPECT_EQ(back.precision, Precision::BF16);
+  EXPECT_EQ(c.to_json().at("precision"), "bf16");
+  json bad = c.to_json();
+  bad["precision"] = "fp8";
+  EXPECT_THROW(TrainConfig::from_json(bad), Error);
 }
 
 TEST(TrainConfig, PartialJsonKeepsDefaultsAndMergesModelKeys) {
@@ -165,6 +171,9 @@ TEST(Trainer, TinyModelLearnsTheCopyTask) {
     EXPECT_GE(e.val_exact_acc, 0.0);
     EXPECT_LE(e.val_exact_acc, e.val_token_acc + 1e-12);
     EXPECT_GT(e.tokens_per_s, 0.0);
+    // Training time alone, beside the wall time that includes validation and the checkpoint.
+    EXPECT_GT(e.train_seconds, 0.0);
+    EXPECT_LT(e.train_seconds, e.seconds);
   }
 }
 
@@ -199,9 +208,12 @@ TEST(Trainer, WritesTheRunFolder) {
   int lines = 0;
   while (std::getline(in, line)) {
     const json r = json::parse(line);
-    for (const char* k : {"epoch", "loss", "val_loss", "val_token_acc", "val_exact_acc", "lr", "tokens_per_s", "seconds"})
+    for (const char* k : {"epoch", "loss", "val_loss", "val_token_acc", "val_exact_acc", "lr", "tokens_per_s", "seconds",
+                          "train_seconds"})
       EXPECT_TRUE(r.contains(k)) << k;
     EXPECT_EQ(r["epoch"], ++lines);
+    // From it back: the record keeps train_seconds.
+    EXPECT_EQ(EpochMetrics::from_json(r).train_seconds, r["train_seconds"].get<double>());
   }
   EXPECT_EQ(lines, 2);
   // The folder is a model folder: it loads, and equals the trained model.
@@ -221,9 +233,11 @@ TEST(Trainer, WritesTheRunFolder) {
 // Trains 3 epochs in one go, and the same run stopped after `stop_after` steps (a crash: the
 // last checkpoint is at a multiple of checkpoint_every, or an epoch end) and resumed from the
 // folder: the losses after the checkpoint, the metrics and the final weights are identical.
-void expect_exact_resume(int64_t checkpoint_every, int64_t stop_after, int64_t resumed_from) {
+void expect_exact_resume(int64_t checkpoint_every, int64_t stop_after, int64_t resumed_from,
+                         Precision precision = Precision::F32) {
   TempDir tmp("attn_trainer");
   TrainConfig c = tiny_config();
+  c.precision = precision;
   c.epochs = 3;
   c.checkpoint_every = checkpoint_every;
   Trainer whole(c, run_dir(tmp, "whole"));
@@ -258,6 +272,26 @@ void expect_exact_resume(int64_t checkpoint_every, int64_t stop_after, int64_t r
 TEST(Trainer, ResumeInsideAnEpochRepeatsTheUninterruptedRunBitForBit) { expect_exact_resume(5, 23, 20); }
 
 TEST(Trainer, ResumeAtAnEpochEndRepeatsTheUninterruptedRunBitForBit) { expect_exact_resume(0, 20, 16); }
+
+TEST(Trainer, ResumeInBf16RepeatsTheUninterruptedRunBitForBit) {
+  expect_exact_resume(5, 23, 20, Precision::BF16);
+  expect_exact_resume(0, 20, 16, Precision::BF16);
+}
+
+TEST(Trainer, Bf16PrecisionTrainsOtherBitsThanFloat32) {
+  // Control for the test above: the precision reaches the step's products.
+  TempDir tmp("attn_trainer");
+  TrainConfig c = tiny_config();
+  Trainer f32(c, run_dir(tmp, "f32"));
+  f32.run(6);
+  c.precision = Precision::BF16;
+  Trainer bf16(c, run_dir(tmp, "bf16"));
+  bf16.run(6);
+  EXPECT_NE(f32.step_losses(), bf16.step_losses());
+  EXPECT_NE(weights_of(f32.model()), weights_of(bf16.model()));
+  // Outside the steps the thread is back to float32.
+  EXPECT_EQ(matmul_precision(), Precision::F32);
+}
 
 TEST(Trainer, ResumeWithAnotherDropoutGeneratorDiverges) {
   // Control for the tests above: the dropout generators are part of what must be restored.
