@@ -57,6 +57,7 @@ struct GenerateOptions {
   int64_t draft_tokens = 4;
   bool draft_tokens_given = false;
   bool draft_stats = false;
+  KvCacheFlags kv;
 };
 
 
@@ -86,6 +87,7 @@ int run_generate(const GenerateOptions& o) {
   ATTN_CHECK(o.batch_size >= 1, kCmd, "--batch-size must be >= 1, got ", o.batch_size);
   ATTN_CHECK(o.prompts.empty() || o.input.empty(), kCmd, "give prompts with --prompt or --input, not both");
   run::GenerateSettings settings = resolve_mode(o);
+  settings.kv_cache = o.kv.resolve(kCmd);
   // A GPT-2 checkpoint brings its own tokenizer; anything else is one of our model folders.
   run::GenerationFolder opened = run::open_generation_folder(o.model_dir, kCmd, !o.ids, models::Arch::DecoderOnly);
   const run::ModelFolder& folder = opened.folder;
@@ -289,6 +291,7 @@ void register_generate(CLI::App& app, Action* action) {
   cmd->add_flag("--draft-stats", o->draft_stats,
                 "speculative decoding: print draft and acceptance counts on stderr at the end");
   cmd->add_option("--threads", o->threads, "OpenMP/BLAS threads; 0 = the runtime's default");
+  o->kv.add(cmd);
   cmd->callback([o, action] { *action = [o] { return run_generate(*o); }; });
 }
 

@@ -41,6 +41,7 @@ struct TranslateOptions {
   int64_t draft_tokens = 4;
   bool draft_tokens_given = false;
   bool draft_stats = false;
+  KvCacheFlags kv;
 };
 
 int run_translate(const TranslateOptions& o) {
@@ -49,6 +50,7 @@ int run_translate(const TranslateOptions& o) {
   ATTN_CHECK(o.max_len >= 0, "translate", "--max-len must be >= 1 (0: source length + 50), got ", o.max_len);
   run::SearchSettings search = o.search;
   if (o.max_len > 0) search.max_len = o.max_len;
+  search.kv_cache = o.kv.resolve("translate");
   ATTN_CHECK(!o.draft_tokens_given || !o.draft_dir.empty() || o.prompt_lookup, "translate",
              "--draft-tokens needs --draft DIR or --prompt-lookup");
   ATTN_CHECK(!o.draft_stats || !o.draft_dir.empty() || o.prompt_lookup, "translate",
@@ -160,6 +162,7 @@ void register_translate(CLI::App& app, Action* action) {
       ->default_str("4");
   cmd->add_flag("--draft-stats", o->draft_stats,
                 "speculative decoding: print draft and acceptance counts on stderr at the end");
+  o->kv.add(cmd);
   cmd->add_option("--threads", o->threads, "OpenMP/BLAS threads; 0 = the runtime's default");
   cmd->callback([o, action] { *action = [o] { return run_translate(*o); }; });
 }

@@ -3,7 +3,12 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <functional>
+#include <string>
+
+#include "attn/core/error.h"
+#include "attn/decode/kv_pool.h"
 
 namespace attn::cli {
 
@@ -20,6 +25,42 @@ inline CLI::Validator seed_validator() {
       },
       "SEED");
 }
+
+// The KV cache flags of translate and generate: --kv-cache paged|contiguous, --kv-block N and
+// --kv-pool-mb N, read by resolve() into decode::KvCacheOptions (errors name the flag).
+struct KvCacheFlags {
+  std::string layout = "contiguous";
+  int64_t block = 16;
+  int64_t pool_mb = 0;  // 0: sized for the batch's worst case
+  bool block_given = false, pool_given = false;
+
+  void add(CLI::App* cmd) {
+    cmd->add_option("--kv-cache", layout,
+                    "KV cache layout: contiguous (one buffer per layer) or paged (blocks from one pool, shared by "
+                    "beams); same output")
+        ->capture_default_str();
+    cmd->add_option_function<int64_t>(
+        "--kv-block", [this](const int64_t& v) { block = v, block_given = true; },
+        "paged KV cache: positions per block (default 16)");
+    cmd->add_option_function<int64_t>(
+        "--kv-pool-mb", [this](const int64_t& v) { pool_mb = v, pool_given = true; },
+        "paged KV cache: the pool's size in MiB (default: enough for the batch's longest case)");
+  }
+  decode::KvCacheOptions resolve(const char* cmd) const {
+    ATTN_CHECK(layout == "paged" || layout == "contiguous", cmd, "--kv-cache must be paged or contiguous, got '",
+               layout, "'");
+    decode::KvCacheOptions o;
+    o.paged = layout == "paged";
+    ATTN_CHECK(o.paged || !(block_given || pool_given), cmd, block_given ? "--kv-block" : "--kv-pool-mb",
+               " needs --kv-cache paged");
+    ATTN_CHECK(block >= 1 && block <= 4096, cmd, "--kv-block must be in [1, 4096], got ", block);
+    ATTN_CHECK(!pool_given || (pool_mb >= 1 && pool_mb <= (int64_t{1} << 24)), cmd,
+               "--kv-pool-mb must be in [1, 16777216], got ", pool_mb);
+    o.block_size = block;
+    o.pool_bytes = pool_given ? pool_mb << 20 : 0;
+    return o;
+  }
+};
 
 // A registered subcommand's action; runs after parsing succeeded.
 using Action = std::function<int()>;

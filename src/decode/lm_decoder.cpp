@@ -89,6 +89,7 @@ void LmDecoder::start_prompts(const std::vector<std::vector<int64_t>>& prompts) 
   }
   NoGradGuard no_grad;
   cache_ = model_.init_cache(b);
+  if (pool_) cache_.use_pool(pool_);
   const Tensor logits =
       model_.forward_cached(Tensor::from_vector<int64_t>(left, {b, width}), lengths, cache_);  // [B, V]
   first_ = log_softmax(logits);                                                               // [B, V]
@@ -100,6 +101,7 @@ void LmDecoder::join(const std::vector<int64_t>& prefix) {
   ATTN_CHECK(!first_.defined(), kOp, "join() while start()'s first distribution is pending: step first");
   NoGradGuard no_grad;
   nn::KVCache fresh = model_.init_cache(1);  // one row, no positions yet
+  if (pool_) fresh.use_pool(pool_);
   if (!prefix.empty())
     model_.forward_cached_hidden(Tensor::from_vector<int64_t>(prefix, {1, static_cast<int64_t>(prefix.size())}),
                                  fresh);  // [1, L, D], only the cache is kept

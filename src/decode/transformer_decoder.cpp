@@ -30,6 +30,7 @@ void TransformerDecoder::start(const Tensor& src_ids) {
   for (size_t b = 0; b < rows_.size(); ++b) rows_[b].source = static_cast<int64_t>(b);
   rows_gathered_ = false;
   cache_ = use_kv_cache_ ? model_.init_cache(memory_, memory_padding_) : nn::KVCache();  // cross K/V [B, H, S, Dh]
+  if (use_kv_cache_ && pool_) cache_.use_pool(pool_);
 }
 
 void TransformerDecoder::join(const Tensor& src_ids) {
@@ -42,6 +43,7 @@ void TransformerDecoder::join(const Tensor& src_ids) {
   const Tensor memory = model_.encode(src_ids);          // [B', S', D]
   const Tensor padding = model_.padding_mask(src_ids);   // [B', S'] or undefined
   nn::KVCache fresh = model_.init_cache(memory, padding);  // cross K/V [B', H, S', Dh]
+  if (pool_) fresh.use_pool(pool_);
   fresh.set_left_pad(std::vector<int64_t>(static_cast<size_t>(src_ids.size(0)), 0));  // per-row positions
   cache_.append_rows(fresh);
   memory_ = memory;  // the KV path reads the cache; this only marks the batch as started

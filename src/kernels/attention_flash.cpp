@@ -174,18 +174,70 @@ void transpose(T* dst, Rows<const T> src, int64_t rows, int64_t cols) {
 // of the slice, else null): a product without transposed operands takes OpenBLAS's
 // small-matrix kernel at these sizes, while Q K^T with K as stored (a "TN" product in its
 // column-major terms) goes through its packing path, about twice as slow.
+// `ktile` holds the tile's keys from its first (row 0 = key j0).
 template <class T>
-void score_tile(T* s, int64_t ld, Rows<const T> qs, Rows<const T> ks, const T* kts,
+void score_tile(T* s, int64_t ld, Rows<const T> qs, Rows<const T> ktile, const T* kts,
                 const AttentionMask<T>& mask, int64_t b, int64_t h, int64_t i0, int64_t rows,
                 int64_t j0, int64_t cols, int64_t Tq, int64_t Tk, int64_t Dh, T scale) {
   if (kts)
     gemm<T>(false, false, rows, cols, Dh, scale, qs.row(i0), qs.ld, kts + j0, Tk, T(0), s, ld);
   else
-    gemm<T>(false, true, rows, cols, Dh, scale, qs.row(i0), qs.ld, ks.row(j0), ks.ld, T(0), s, ld);
+    gemm<T>(false, true, rows, cols, Dh, scale, qs.row(i0), qs.ld, ktile.p, ktile.ld, T(0), s, ld);
   if (tile_needs_mask(mask, i0, i0 + rows, j0, j0 + cols, Tq, Tk))
     for (int64_t r = 0; r < rows; ++r)
       apply_attention_mask_row(s + r * ld, mask, b, h, i0 + r, j0, j0 + cols, Tq, Tk);
 }
+
+// Keys and values read where they lie (one head's rows, any row stride).
+template <class T>
+struct StridedKV {
+  Rows<const T> ks, vs;
+  Rows<const T> k(int64_t j0, int64_t) const { return {ks.row(j0), ks.ld}; }
+  Rows<const T> v(int64_t j0, int64_t) const { return {vs.row(j0), vs.ld}; }
+};
+
+// Keys and values of one (row, K/V head) in a block pool (attention_flash.h: PagedKV): key j
+// is cache position first + j, the row's own position p = first + j - origin, in slot p % Bs
+// of block table[p / Bs]. A tile's rows are copied run by run (a block's slots of one head
+// are consecutive) into the thread's tile buffers, so the products see the same operands, in
+// the same order, as over a contiguous cache. Positions before the row's start (p < 0) or in
+// a released block read as zeros (they are masked: the contiguous cache holds zeros there).
+template <class T>
+struct PagedKVTiles {
+  const T* kpool = nullptr;
+  const T* vpool = nullptr;
+  const int32_t* table = nullptr;  // this row's block table
+  int64_t table_len = 0, origin = 0, first = 0, Bs = 0, Hkv = 0, hkv = 0, Dh = 0, Dv = 0;
+  T* kbuf = nullptr;  // [Bc, Dh]
+  T* vbuf = nullptr;  // [Bc, Dv]
+
+  void copy_rows(T* dst, const T* pool, int64_t D, int64_t j0, int64_t cols) const {
+    for (int64_t c = 0; c < cols;) {
+      const int64_t p = first + j0 + c - origin;
+      if (p < 0) {
+        std::fill(dst + c * D, dst + (c + 1) * D, T(0));
+        ++c;
+        continue;
+      }
+      const int64_t slot = p % Bs, run = std::min(cols - c, Bs - slot);
+      const int64_t blk = p / Bs < table_len ? table[p / Bs] : -1;
+      if (blk < 0)
+        std::fill(dst + c * D, dst + (c + run) * D, T(0));
+      else
+        std::copy(pool + ((blk * Hkv + hkv) * Bs + slot) * D, pool + ((blk * Hkv + hkv) * Bs + slot + run) * D,
+                  dst + c * D);
+      c += run;
+    }
+  }
+  Rows<const T> k(int64_t j0, int64_t cols) const {
+    copy_rows(kbuf, kpool, Dh, j0, cols);
+    return {kbuf, Dh};
+  }
+  Rows<const T> v(int64_t j0, int64_t cols) const {
+    copy_rows(vbuf, vpool, Dv, j0, cols);
+    return {vbuf, Dv};
+  }
+};
 
 // One query tile of one (b, h) slice: rows [i0, i0 + rows) of out and lse.
 // Online softmax (FA2 Algorithm 1), per row r and key tile j:
@@ -193,9 +245,11 @@ void score_tile(T* s, int64_t ld, Rows<const T> qs, Rows<const T> ks, const T* k
 //   O = exp(m - m') O + P V_j;  at the end O /= l and L = m + log l.
 // A row with no visible key so far keeps m = -inf, l = 0, O = 0 (its P row is zeroed rather
 // than computed as exp(-inf - (-inf)) = NaN).
-template <class T>
-void forward_query_tile(Rows<T> os, T* lse_s, Rows<const T> qs, Rows<const T> ks, const T* kts,
-                        Rows<const T> vs, const AttentionMask<T>& mask, int64_t b, int64_t h, int64_t i0,
+// The keys and values come tile by tile from `kv` (StridedKV: where they lie; PagedKVTiles: a
+// block table's blocks): kv.k(j0, cols) and kv.v(j0, cols) give rows j0 .. j0 + cols - 1.
+template <class T, class KV>
+void forward_query_tile(Rows<T> os, T* lse_s, Rows<const T> qs, const KV& kv, const T* kts,
+                        const AttentionMask<T>& mask, int64_t b, int64_t h, int64_t i0,
                         int64_t rows, int64_t Tq, int64_t Tk, int64_t Dh, int64_t Dv, T scale,
                         int64_t Bc, const RowKernels<T>& rk, T* s, T* m, T* l) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
@@ -208,7 +262,8 @@ void forward_query_tile(Rows<T> os, T* lse_s, Rows<const T> qs, Rows<const T> ks
   const Span keys = visible_keys(mask, i0, i0 + rows, Tq, Tk);
   for (int64_t j0 = keys.begin; j0 < keys.end; j0 += Bc) {
     const int64_t cols = std::min(Bc, keys.end - j0);
-    score_tile(s, Bc, qs, ks, kts, mask, b, h, i0, rows, j0, cols, Tq, Tk, Dh, scale);  // [rows, cols]
+    score_tile(s, Bc, qs, kts ? Rows<const T>{} : kv.k(j0, cols), kts, mask, b, h, i0, rows, j0, cols, Tq, Tk, Dh,
+               scale);  // [rows, cols]
     for (int64_t r = 0; r < rows; ++r) {
       T* row = s + r * Bc;
       const T mx = rk.max(row, cols, m[r]);
@@ -223,7 +278,8 @@ void forward_query_tile(Rows<T> os, T* lse_s, Rows<const T> qs, Rows<const T> ks
       if (alpha != T(1)) rk.scale(o.row(r), alpha, Dv);
     }
     // O += P V_j
-    gemm<T>(false, false, rows, Dv, cols, T(1), s, Bc, vs.row(j0), vs.ld, T(1), o.p, o.ld);
+    const Rows<const T> vtile = kv.v(j0, cols);
+    gemm<T>(false, false, rows, Dv, cols, T(1), s, Bc, vtile.p, vtile.ld, T(1), o.p, o.ld);
   }
   for (int64_t r = 0; r < rows; ++r) {
     T* orow = o.row(r);
@@ -256,7 +312,8 @@ void backward_key_tile(Rows<T> dq_s, Rows<T> dk_s, Rows<T> dv_s, Rows<const T> d
   const Span queries = visible_queries(mask, j0, j0 + cols, Tq, Tk);
   for (int64_t i0 = queries.begin; i0 < queries.end; i0 += Br) {
     const int64_t rows = std::min(Br, queries.end - i0);
-    score_tile(p, Bc, qs, ks, kts, mask, b, h, i0, rows, j0, cols, Tq, Tk, Dh, scale);  // [rows, cols]
+    score_tile(p, Bc, qs, Rows<const T>{ks.row(j0), ks.ld}, kts, mask, b, h, i0, rows, j0, cols, Tq, Tk, Dh,
+               scale);  // [rows, cols]
     for (int64_t r = 0; r < rows; ++r) {
       T* row = p + r * Bc;
       const T L = ls[i0 + r];
@@ -320,9 +377,65 @@ void attention_flash_forward(T* out, T* lse, const T* q, const T* k, const T* v,
       transpose(kt, ks, Tk, Dh);
       kt_head[static_cast<size_t>(t)] = bkv;
     }
-    forward_query_tile(head_rows(out, layout.out, b, h), lse + bh * Tq, head_rows(q, layout.q, b, h), ks, kt,
-                       head_rows(v, layout.v, b, hkv), mask, b, h, i0, std::min(Br, Tq - i0), Tq, Tk, Dh, Dv,
-                       scale, Bc, rk, s, s + Br * Bc, s + Br * Bc + Br);
+    forward_query_tile(head_rows(out, layout.out, b, h), lse + bh * Tq, head_rows(q, layout.q, b, h),
+                       StridedKV<T>{ks, head_rows(v, layout.v, b, hkv)}, kt, mask, b, h, i0, std::min(Br, Tq - i0),
+                       Tq, Tk, Dh, Dv, scale, Bc, rk, s, s + Br * Bc, s + Br * Bc + Br);
+  }
+}
+
+// The forward above with K and V in a block pool: the same work items, tiles and products in
+// the same order; only the key and value tiles are staged from the blocks (PagedKVTiles).
+template <class T>
+void attention_flash_forward_paged(T* out, T* lse, const T* q, const PagedKV<T>& kv, const AttentionMask<T>& mask,
+                                   const AttentionDims& d, T scale, FlashTiles tiles, const HeadLayout& q_layout,
+                                   const HeadLayout& out_layout) {
+  const int64_t B = d.B, H = d.H, Hkv = d.Hkv, Tq = d.Tq, Tk = d.Tk, Dh = d.Dh, Dv = d.Dv;
+  const int64_t BH = B * H, Br = tiles.q, Bc = tiles.k, group = H / Hkv;
+  const int64_t n_qt = (Tq + Br - 1) / Br;
+  const int64_t items = BH * n_qt;
+  const bool parallel = items > 1 && BH * Tq * Tk * (Dh + Dv) >= kParallelWork;
+  const int n_threads = parallel ? omp_get_max_threads() : 1;
+  const RowKernels<T> rk = RowKernels<T>::make();
+  // Per thread: S/P [Br, Bc], m [Br], l [Br], the staged K and V tiles [Bc, Dh] and [Bc, Dv],
+  // and K^T [Dh, Tk] as in the forward above.
+  const bool use_kt = Tq >= kTransposeMinQueries;
+  const int64_t per_thread = Br * Bc + 2 * Br + Bc * (Dh + Dv) + (use_kt ? Dh * Tk : 0);
+  std::vector<T> scratch(static_cast<size_t>(n_threads * per_thread));
+  std::vector<int64_t> kt_head(static_cast<size_t>(n_threads), -1);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads) if (parallel)
+  for (int64_t item = 0; item < items; ++item) {
+    const int64_t bh = item / n_qt, i0 = (item % n_qt) * Br;
+    const int64_t b = bh / H, h = bh % H, hkv = h / group;
+    const int64_t bkv = b * Hkv + hkv;
+    const int t = omp_get_thread_num();
+    T* s = scratch.data() + t * per_thread;
+    PagedKVTiles<T> tiles_kv;
+    tiles_kv.kpool = kv.k;
+    tiles_kv.vpool = kv.v;
+    tiles_kv.table = kv.tables + b * kv.table_stride;
+    tiles_kv.table_len = kv.table_stride;
+    tiles_kv.origin = kv.origin[b];
+    tiles_kv.first = kv.first;
+    tiles_kv.Bs = kv.block;
+    tiles_kv.Hkv = Hkv;
+    tiles_kv.hkv = hkv;
+    tiles_kv.Dh = Dh;
+    tiles_kv.Dv = Dv;
+    tiles_kv.kbuf = s + Br * Bc + 2 * Br;
+    tiles_kv.vbuf = tiles_kv.kbuf + Bc * Dh;
+    T* kt = use_kt ? tiles_kv.vbuf + Bc * Dv : nullptr;  // [Dh, Tk]
+    if (use_kt && kt_head[static_cast<size_t>(t)] != bkv) {
+      for (int64_t j0 = 0; j0 < Tk; j0 += Bc) {
+        const int64_t cols = std::min(Bc, Tk - j0);
+        const Rows<const T> rows = tiles_kv.k(j0, cols);
+        for (int64_t c = 0; c < Dh; ++c)
+          for (int64_t j = 0; j < cols; ++j) kt[c * Tk + j0 + j] = rows.row(j)[c];
+      }
+      kt_head[static_cast<size_t>(t)] = bkv;
+    }
+    forward_query_tile(head_rows(out, out_layout, b, h), lse + bh * Tq, head_rows(q, q_layout, b, h), tiles_kv, kt,
+                       mask, b, h, i0, std::min(Br, Tq - i0), Tq, Tk, Dh, Dv, scale, Bc, rk, s, s + Br * Bc,
+                       s + Br * Bc + Br);
   }
 }
 
@@ -446,6 +559,12 @@ template void attention_flash_forward<float>(float*, float*, const float*, const
 template void attention_flash_forward<double>(double*, double*, const double*, const double*, const double*,
                                               const AttentionMask<double>&, const AttentionDims&, double,
                                               FlashTiles, const AttentionLayout&);
+template void attention_flash_forward_paged<float>(float*, float*, const float*, const PagedKV<float>&,
+                                                   const AttentionMask<float>&, const AttentionDims&, float,
+                                                   FlashTiles, const HeadLayout&, const HeadLayout&);
+template void attention_flash_forward_paged<double>(double*, double*, const double*, const PagedKV<double>&,
+                                                    const AttentionMask<double>&, const AttentionDims&, double,
+                                                    FlashTiles, const HeadLayout&, const HeadLayout&);
 template void attention_flash_backward<float>(float*, float*, float*, const float*, const float*, const float*,
                                               const float*, const float*, const float*, const AttentionMask<float>&,
                                               const AttentionDims&, float, FlashTiles, const AttentionLayout&,

@@ -39,6 +39,31 @@ void attention_flash_forward(T* out, T* lse, const T* q, const T* k, const T* v,
                              const AttentionMask<T>& mask, const AttentionDims& d, T scale,
                              FlashTiles tiles, const AttentionLayout& layout);
 
+// Keys and values of a paged KV cache (nn/kv_cache.h: BlockPool): k [blocks, Hkv, Bs, Dh] and
+// v [blocks, Hkv, Bs, Dv] packed, `block` = Bs slots per block. Batch row b reads key j at
+// cache position first + j, its own position p = first + j - origin[b], which lies in slot
+// p % Bs of block tables[b * table_stride + p / Bs]. A position with p < 0, past the table,
+// or in an entry < 0 reads as zeros (the caller masks such keys).
+template <class T>
+struct PagedKV {
+  const T* k = nullptr;
+  const T* v = nullptr;
+  const int32_t* tables = nullptr;  // [B, table_stride]
+  int64_t table_stride = 0;
+  const int64_t* origin = nullptr;  // [B]
+  int64_t first = 0;
+  int64_t block = 16;
+};
+
+// attention_flash_forward with k and v read from blocks (PagedKV): the same tiles, products
+// and accumulation order, so the result is bit-identical to the forward over the same keys
+// and values laid out contiguously. Each thread stages one key tile's K and V rows (Bc rows)
+// in its scratch before the tile's products. q and out lie as their layouts say.
+template <class T>
+void attention_flash_forward_paged(T* out, T* lse, const T* q, const PagedKV<T>& kv, const AttentionMask<T>& mask,
+                                   const AttentionDims& d, T scale, FlashTiles tiles, const HeadLayout& q_layout,
+                                   const HeadLayout& out_layout);
+
 // Given dout = dL/dout and the forward's out and lse, writes dq, dk, dv: every element (each
 // thread zeroes the slices it owns, in cache, before adding the tiles' contributions; the
 // caller need not zero them). P is recomputed per tile as exp(S - L); nothing of size

@@ -219,7 +219,7 @@ Tensor MultiHeadAttention::forward_cached(const Tensor& x, SelfKV& kv, const Att
                    v_cache.defined() && v_cache.shape() == k_cache.shape(),
                kOp, "cached keys must be [", N, ", ", Hkv, ", T, ", head_dim_, "] like the values, got ", k_cache.str(),
                " and ", v_cache.defined() ? v_cache.str() : "undefined");
-  const int64_t held = k_cache.defined() ? k_cache.size(2) : 0;
+  const int64_t held = kv.positions();
   // W_Q, W_K and W_V are stored stacked (in_proj_weight), so one product projects all three: a
   // decoding step reads the weight in one pass, each output the same dot product as alone.
   // The heads are views into qkv ([N, T, H + 2*Hkv, Dh] seen as [N, H + 2*Hkv, T, Dh]), not copies.
@@ -234,6 +234,7 @@ Tensor MultiHeadAttention::forward_cached(const Tensor& x, SelfKV& kv, const Att
     q = rotary_embedding(q, positions, options_.rope_options);          // [N, H, T, Dh]
     k_new = rotary_embedding(k_new, positions, options_.rope_options);  // [N, Hkv, T, Dh]
   }
+  if (kv.paged != nullptr) return forward_paged(q, k_new, v_new, kv, masks);
   // Into the caches' spare room, in place (nn/kv_cache.h); the attention reads them there.
   k_cache = append_positions(k_cache, k_new);  // [N, Hkv, T' + T, Dh]
   v_cache = append_positions(v_cache, v_new);  // [N, Hkv, T' + T, Dh]
@@ -255,6 +256,48 @@ Tensor MultiHeadAttention::forward_cached(const Tensor& x, SelfKV& kv, const Att
     v_cache = v_cache.slice(2, Tk - options_.window, Tk);  // [N, Hkv, W, Dh]
   }
   return out_proj_->forward(join_heads(attended.out));  // [N, T, D]
+}
+
+Tensor MultiHeadAttention::forward_paged(const Tensor& q, const Tensor& k_new, const Tensor& v_new, SelfKV& kv,
+                                         const AttentionMasks& masks) {
+  PagedSelf& ps = *kv.paged;
+  const int64_t N = q.size(0), T = q.size(2), Hkv = n_kv_heads_;
+  const BlockPool& pool = *ps.pool;
+  ATTN_CHECK(pool.kv_heads() == Hkv && pool.head_dim() == head_dim_ && pool.dtype() == q.dtype() &&
+                 kv.layer < pool.layers(),
+             kOp, "the KV pool holds ", pool.layers(), " layers of ", pool.kv_heads(), " heads of ", pool.head_dim(),
+             " (", dtype_name(pool.dtype()), "); this attention has ", Hkv, " heads of ", head_dim_, " (",
+             dtype_name(q.dtype()), ")");
+  ATTN_CHECK(static_cast<int64_t>(ps.origin.size()) == N, kOp, "the paged cache has ", ps.origin.size(),
+             " rows for ", N, " new rows (append the positions' padding flags to the cache first)");
+  // The cache's length already counts the new positions (KVCache::append_self_padding, which
+  // also allocated their blocks): they go to cache indices [len - T, len).
+  const int64_t held = kv.held, Tk = held + T, at = ps.length - T;
+  ATTN_CHECK(at >= held, kOp, "the paged cache holds ", ps.length, " positions, fewer than ", held, " + ", T,
+             " (append the positions' padding flags to the cache first)");
+  ps.write(kv.layer, k_new, at, false);
+  ps.write(kv.layer, v_new, at, true);
+  SdpaOptions options = base_options();
+  options.causal = T > 1;
+  if (options_.window > 0) options.window = options_.window;
+  if (masks.key_padding_mask.defined()) {
+    ATTN_CHECK(masks.key_padding_mask.dtype() == DType::Bool && masks.key_padding_mask.shape() == (Shape{N, Tk}),
+               kOp, "cached self-attention's key_padding_mask must be bool [", N, ", ", Tk, "], got ",
+               masks.key_padding_mask.str());
+    options.key_padding_mask = masks.key_padding_mask;
+  }
+  PagedKVRef ref;
+  ref.k_pool = pool.k(kv.layer);
+  ref.v_pool = pool.v(kv.layer);
+  ref.tables = ps.flat.data();
+  ref.table_stride = ps.stride;
+  ref.origin = ps.origin.data();
+  ref.first = at + T - Tk;
+  ref.keys = Tk;
+  ref.block = pool.block_size();
+  const Tensor attended = paged_attention(q, ref, N, options);  // [N, H, T, Dh]
+  kv.held = options_.window > 0 ? std::min(Tk, options_.window) : Tk;
+  return out_proj_->forward(join_heads(attended));  // [N, T, D]
 }
 
 Tensor MultiHeadAttention::forward_cached(const Tensor& query, const CrossKV& kv, const Tensor& key_padding_mask,

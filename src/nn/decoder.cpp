@@ -139,8 +139,7 @@ Tensor Decoder::forward_cached(const Tensor& x_t, KVCache& cache, const Tensor& 
   ATTN_CHECK(x_t.dim() == 3, "Decoder", "expected the new positions x_t [N, T, D], got ", x_t.str());
   const int64_t T = x_t.size(1);
   // The positions the layers hold (all of them, or the last W under a sliding window) + the new ones.
-  const int64_t held =
-      num_layers() > 0 && cache.layer(0).self.k.defined() ? cache.layer(0).self.k.size(2) : 0;
+  const int64_t held = num_layers() > 0 ? cache.layer(0).self.positions() : 0;
   ATTN_CHECK(cache.length() >= held + T, "Decoder", "append the new positions' target padding flags to the cache first");
   const Tensor self_padding = cache.self_padding_last(held + T);  // [N, T'+T] or undefined
   Tensor h = x_t;                                    // [N, T, D]

@@ -91,8 +91,7 @@ Tensor Encoder::forward_cached(const Tensor& x, KVCache& cache, const AttentionM
   const int64_t T = x.size(1);
   // Every layer holds the same positions; the new ones join them (a window may have dropped
   // the oldest, and then their flags are dropped too).
-  const int64_t held =
-      num_layers() > 0 && cache.layer(0).self.k.defined() ? cache.layer(0).self.k.size(2) : 0;
+  const int64_t held = num_layers() > 0 ? cache.layer(0).self.positions() : 0;
   ATTN_CHECK(cache.length() >= held + T, "Encoder", "append the new positions' padding flags to the cache first");
   AttentionMasks layer_masks;
   layer_masks.key_padding_mask = cache.self_padding_last(held + T);  // [N, T' + T] or undefined

@@ -6,6 +6,8 @@
 #include "attn/nn/kv_cache.h"
 
 #include <algorithm>
+#include <cstring>
+#include <set>
 
 #include "attn/core/error.h"
 #include "attn/ops/ops.h"
@@ -112,6 +114,221 @@ Tensor take_positions(const Tensor& x, const std::vector<int64_t>& rows) {
 
 }  // namespace
 
+
+// ---- paged layout -----------------------------------------------------------------------------
+
+int64_t BlockPool::bytes_per_block(int64_t layers, int64_t kv_heads, int64_t head_dim, DType dtype,
+                                   int64_t block_size) {
+  const char* op = "BlockPool";
+  int64_t b = 2 * static_cast<int64_t>(dtype_size(dtype));
+  for (const int64_t f : {layers, kv_heads, head_dim, block_size}) b = checked_mul(b, f, op, "the block size");
+  return b;
+}
+
+BlockPool::BlockPool(int64_t layers, int64_t kv_heads, int64_t head_dim, DType dtype, int64_t block_size,
+                     int64_t blocks)
+    : layers_(layers), kv_heads_(kv_heads), head_dim_(head_dim), block_size_(block_size), dtype_(dtype) {
+  ATTN_CHECK(layers >= 1 && kv_heads >= 1 && head_dim >= 1 && block_size >= 1 && blocks >= 1, "BlockPool",
+             "layers, heads, head size, block size and blocks must be >= 1; got ", layers, ", ", kv_heads, ", ",
+             head_dim, ", ", block_size, ", ", blocks);
+  ATTN_CHECK(is_floating(dtype), "BlockPool", "the pool holds f32 or f64 keys and values, got ", dtype_name(dtype));
+  ATTN_CHECK(blocks <= (int64_t{1} << 30), "BlockPool", "at most 2^30 blocks, got ", blocks);
+  checked_mul(bytes_per_block(layers, kv_heads, head_dim, dtype, block_size), blocks, "BlockPool", "the pool size");
+  for (int64_t l = 0; l < layers; ++l) {
+    k_.push_back(Tensor::empty({blocks, kv_heads, block_size, head_dim}, dtype));  // [blocks, Hkv, Bs, Dh]
+    v_.push_back(Tensor::empty({blocks, kv_heads, block_size, head_dim}, dtype));
+  }
+  refs_.assign(static_cast<size_t>(blocks), 0);
+  for (int64_t b = blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
+}
+
+int32_t BlockPool::refcount(int32_t block) const {
+  ATTN_CHECK(block >= 0 && block < num_blocks(), "BlockPool", "block ", block, " out of range [0, ", num_blocks(), ")");
+  return refs_[static_cast<size_t>(block)];
+}
+
+int32_t BlockPool::allocate() {
+  ATTN_CHECK(!free_.empty(), "BlockPool", "the KV cache pool is full: all ", num_blocks(), " blocks of ",
+             block_size_, " positions (", num_blocks() * block_bytes() / (1024 * 1024),
+             " MiB) are in use; ", full_hint_);
+  const int32_t b = free_.back();
+  free_.pop_back();
+  refs_[static_cast<size_t>(b)] = 1;
+  peak_used_ = std::max(peak_used_, used_blocks());
+  return b;
+}
+
+void BlockPool::retain(int32_t block) {
+  ATTN_CHECK(refcount(block) > 0, "BlockPool", "retain of free block ", block);
+  ++refs_[static_cast<size_t>(block)];
+}
+
+void BlockPool::release(int32_t block) {
+  ATTN_CHECK(refcount(block) > 0, "BlockPool", "release of free block ", block);
+  if (--refs_[static_cast<size_t>(block)] == 0) {
+    // Keep the stack's lowest-first order cheap: push, then let the smallest stay on top.
+    free_.push_back(block);
+    if (free_.size() > 1 && free_[free_.size() - 2] < block) std::swap(free_[free_.size() - 2], free_.back());
+  }
+}
+
+int32_t BlockPool::writable(int32_t block) {
+  if (refcount(block) == 1) return block;
+  const int32_t fresh = allocate();
+  const int64_t n = kv_heads_ * block_size_ * head_dim_ * static_cast<int64_t>(dtype_size(dtype_));
+  for (int64_t l = 0; l < layers_; ++l)
+    for (const Tensor* t : {&k_[static_cast<size_t>(l)], &v_[static_cast<size_t>(l)]}) {
+      char* base = static_cast<char*>(t->raw_data());
+      std::memcpy(base + fresh * n, base + block * n, static_cast<size_t>(n));
+    }
+  release(block);
+  return fresh;
+}
+
+PagedSelf::PagedSelf(const PagedSelf& other)
+    : pool(other.pool),
+      tables(other.tables),
+      origin(other.origin),
+      flat(other.flat),
+      stride(other.stride),
+      length(other.length) {
+  for (const auto& t : tables)
+    for (int32_t b : t)
+      if (b >= 0) pool->retain(b);
+}
+
+PagedSelf::~PagedSelf() { release_all(); }
+
+void PagedSelf::release_all() {
+  for (auto& t : tables)
+    for (int32_t& b : t)
+      if (b >= 0) {
+        pool->release(b);
+        b = -1;
+      }
+}
+
+void PagedSelf::rebuild_flat() {
+  stride = 0;
+  for (const auto& t : tables) stride = std::max<int64_t>(stride, static_cast<int64_t>(t.size()));
+  flat.assign(static_cast<size_t>(static_cast<int64_t>(tables.size()) * stride), -1);
+  for (size_t r = 0; r < tables.size(); ++r)
+    std::copy(tables[r].begin(), tables[r].end(), flat.begin() + static_cast<int64_t>(r) * stride);
+}
+
+void PagedSelf::write(int64_t layer, const Tensor& x, int64_t at, bool values) {
+  const int64_t N = x.size(0), H = x.size(1), T = x.size(2), D = x.size(3), Bs = pool->block_size();
+  ATTN_CHECK(N == static_cast<int64_t>(tables.size()) && H == pool->kv_heads() && D == pool->head_dim() &&
+                 x.dtype() == pool->dtype(),
+             kOp, "paged write of ", x.str(), " into a pool of ", pool->kv_heads(), " heads of ", pool->head_dim(),
+             " (", dtype_name(pool->dtype()), ") for ", tables.size(), " rows");
+  const Tensor xc = x.contiguous();  // [N, Hkv, T, Dh]
+  const size_t es = dtype_size(x.dtype());
+  const char* src = static_cast<const char*>(xc.raw_data());
+  char* dst = static_cast<char*>((values ? pool->v(layer) : pool->k(layer)).raw_data());
+  for (int64_t r = 0; r < N; ++r)
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t p = at + t - origin[static_cast<size_t>(r)];
+      ATTN_CHECK(p >= 0 && p / Bs < static_cast<int64_t>(tables[static_cast<size_t>(r)].size()) &&
+                     tables[static_cast<size_t>(r)][static_cast<size_t>(p / Bs)] >= 0,
+                 kOp, "paged write at position ", p, " of row ", r, " without a block");
+      const int64_t blk = tables[static_cast<size_t>(r)][static_cast<size_t>(p / Bs)];
+      for (int64_t h = 0; h < H; ++h)
+        std::memcpy(dst + static_cast<size_t>(((blk * H + h) * Bs + p % Bs) * D) * es,
+                    src + static_cast<size_t>(((r * H + h) * T + t) * D) * es, static_cast<size_t>(D) * es);
+    }
+}
+
+KVCache::KVCache(const KVCache& other)
+    : layers_(other.layers_),
+      memory_padding_(other.memory_padding_),
+      self_pad_(other.self_pad_),
+      self_pad_len_(other.self_pad_len_),
+      left_pad_(other.left_pad_),
+      row_sources_(other.row_sources_) {
+  if (other.paged_) paged_ = std::make_unique<PagedSelf>(*other.paged_);
+  rebind();
+}
+
+KVCache& KVCache::operator=(const KVCache& other) {
+  if (this == &other) return *this;
+  KVCache copy(other);
+  *this = std::move(copy);
+  return *this;
+}
+
+void KVCache::rebind() {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i].self.paged = paged_.get();
+    layers_[i].self.layer = static_cast<int64_t>(i);
+    if (!paged_) layers_[i].self.held = 0;
+  }
+}
+
+void KVCache::use_pool(std::shared_ptr<BlockPool> pool) {
+  ATTN_CHECK(pool != nullptr, kOp, "use_pool without a pool");
+  ATTN_CHECK(self_pad_len_ == 0 && !paged_, kOp, "use_pool on a cache that already holds ", self_pad_len_,
+             " positions or is paged");
+  for (const LayerKV& l : layers_)
+    ATTN_CHECK(!l.self.k.defined(), kOp, "use_pool on a cache that already holds self-attention keys");
+  ATTN_CHECK(pool->layers() == num_layers(), kOp, "a pool for ", pool->layers(), " layers, the cache has ",
+             num_layers());
+  paged_ = std::make_unique<PagedSelf>();
+  paged_->pool = std::move(pool);
+  rebind();
+}
+
+void KVCache::paged_grow(int64_t n, int64_t count) {
+  PagedSelf& ps = *paged_;
+  BlockPool& pool = *ps.pool;
+  const int64_t Bs = pool.block_size();
+  if (ps.tables.empty()) {
+    ps.tables.assign(static_cast<size_t>(n), {});
+    ps.origin.assign(static_cast<size_t>(n), 0);
+  }
+  ATTN_CHECK(static_cast<int64_t>(ps.tables.size()) == n, kOp, "paged cache of ", ps.tables.size(),
+             " rows grown by ", n);
+  // Positions before T - held (the fewest any layer holds) are never read again.
+  int64_t held = self_pad_len_;
+  for (const LayerKV& l : layers_) held = std::min(held, l.self.held);
+  const int64_t oldest = self_pad_len_ - held;
+  for (int64_t r = 0; r < n; ++r) {
+    std::vector<int32_t>& table = ps.tables[static_cast<size_t>(r)];
+    const int64_t org = ps.origin[static_cast<size_t>(r)];
+    for (int64_t i = 0; i < static_cast<int64_t>(table.size()) && (i + 1) * Bs + org <= oldest; ++i)
+      if (table[static_cast<size_t>(i)] >= 0) {
+        pool.release(table[static_cast<size_t>(i)]);
+        table[static_cast<size_t>(i)] = -1;
+      }
+    const int64_t p0 = self_pad_len_ - org, p1 = self_pad_len_ + count - org;  // own positions to write
+    for (int64_t i = std::max<int64_t>(0, p0) / Bs; i * Bs < p1; ++i) {
+      if (i >= static_cast<int64_t>(table.size())) table.resize(static_cast<size_t>(i + 1), -1);
+      int32_t& b = table[static_cast<size_t>(i)];
+      b = b < 0 ? pool.allocate() : pool.writable(b);
+    }
+  }
+  ps.rebuild_flat();
+}
+
+int64_t KVCache::blocks_held() const {
+  if (!paged_) return 0;
+  std::set<int32_t> blocks;
+  for (const auto& t : paged_->tables)
+    for (int32_t b : t)
+      if (b >= 0) blocks.insert(b);
+  return static_cast<int64_t>(blocks.size());
+}
+
+int64_t KVCache::positions_held() const {
+  if (!paged_) return 0;
+  int64_t held = self_pad_len_;
+  for (const LayerKV& l : layers_) held = std::min(held, l.self.held);
+  int64_t total = 0;
+  for (size_t r = 0; r < paged_->tables.size(); ++r)
+    total += std::max<int64_t>(0, std::min(held, self_pad_len_ - paged_->origin[r]));
+  return total;
+}
+
 LayerKV& KVCache::layer(int64_t i) {
   ATTN_CHECK(i >= 0 && i < num_layers(), kOp, "layer ", i, " out of range [0, ", num_layers(), ")");
   return layers_[static_cast<size_t>(i)];
@@ -124,6 +341,7 @@ const LayerKV& KVCache::layer(int64_t i) const {
 
 int64_t KVCache::rows() const {
   if (!row_sources_.empty()) return static_cast<int64_t>(row_sources_.size());
+  if (paged_ && !paged_->tables.empty()) return static_cast<int64_t>(paged_->tables.size());
   for (const LayerKV& l : layers_) {
     if (l.cross.k.defined()) return l.cross.k.size(0);
     if (l.self.k.defined()) return l.self.k.size(0);
@@ -167,6 +385,7 @@ void KVCache::append_self_padding(const std::vector<int>& is_pad, int64_t count)
   const int64_t n = static_cast<int64_t>(is_pad.size()) / count;
   const int64_t held = self_pad_len_ > 0 ? static_cast<int64_t>(self_pad_.size()) / self_pad_len_ : rows();
   ATTN_CHECK(held == 0 || held == n, kOp, "append_self_padding with ", n, " rows, but the cache holds ", held);
+  if (paged_) paged_grow(n, count);  // may refuse (pool full) before anything changed but blocks
   const int64_t len = self_pad_len_ + count;
   std::vector<int> next(static_cast<size_t>(n * len));
   for (int64_t i = 0; i < n; ++i) {
@@ -175,6 +394,7 @@ void KVCache::append_self_padding(const std::vector<int>& is_pad, int64_t count)
   }
   self_pad_ = std::move(next);
   self_pad_len_ = len;
+  if (paged_) paged_->length = len;
 }
 
 Tensor KVCache::self_padding() const { return self_padding_last(self_pad_len_); }
@@ -200,6 +420,24 @@ void KVCache::reorder(const std::vector<int64_t>& rows) {
   const int64_t n = this->rows();
   const int64_t m = static_cast<int64_t>(rows.size());
   for (int64_t r : rows) ATTN_CHECK(r >= 0 && r < n, kOp, "reorder row ", r, " out of range [0, ", n, ")");
+  if (paged_) {
+    // Tables copied, blocks retained: no keys or values move (a later write copies a shared block).
+    PagedSelf& ps = *paged_;
+    if (!ps.tables.empty()) {
+      std::vector<std::vector<int32_t>> tables(static_cast<size_t>(m));
+      std::vector<int64_t> origin(static_cast<size_t>(m));
+      for (int64_t i = 0; i < m; ++i) {
+        tables[static_cast<size_t>(i)] = ps.tables[static_cast<size_t>(rows[static_cast<size_t>(i)])];
+        origin[static_cast<size_t>(i)] = ps.origin[static_cast<size_t>(rows[static_cast<size_t>(i)])];
+        for (int32_t b : tables[static_cast<size_t>(i)])
+          if (b >= 0) ps.pool->retain(b);
+      }
+      ps.release_all();
+      ps.tables = std::move(tables);
+      ps.origin = std::move(origin);
+      ps.rebuild_flat();
+    }
+  }
   for (LayerKV& l : layers_)
     for (Tensor* t : {&l.self.k, &l.self.v}) *t = take_positions(*t, rows);  // [M, Hkv, T', Dh]
   const int64_t n_src = sources();
@@ -285,8 +523,33 @@ void KVCache::append_rows(const KVCache& other) {
   if (nb == 0) return;
   ATTN_CHECK(other.num_layers() == num_layers(), kOp, "append_rows: the caches have ", num_layers(), " and ",
              other.num_layers(), " layers");
+  ATTN_CHECK((paged_ == nullptr) == (other.paged_ == nullptr) &&
+                 (!paged_ || paged_->pool == other.paged_->pool),
+             kOp, "append_rows: both caches must be contiguous, or paged over the same pool");
   // Self-attention: right-aligned to the longer history T.
   const int64_t ta = self_pad_len_, tb = other.self_pad_len_, t = std::max(ta, tb);
+  if (paged_) {
+    // Tables appended (other's blocks held once more) and origins moved right: nothing copied.
+    PagedSelf& ps = *paged_;
+    const PagedSelf& po = *other.paged_;
+    if (ps.tables.empty()) {
+      ps.tables.assign(static_cast<size_t>(na), {});
+      ps.origin.assign(static_cast<size_t>(na), 0);
+    }
+    for (int64_t& o : ps.origin) o += t - ta;
+    for (int64_t r = 0; r < nb; ++r) {
+      std::vector<int32_t> table = po.tables.empty() ? std::vector<int32_t>() : po.tables[static_cast<size_t>(r)];
+      for (int32_t b : table)
+        if (b >= 0) ps.pool->retain(b);
+      ps.tables.push_back(std::move(table));
+      ps.origin.push_back((po.origin.empty() ? 0 : po.origin[static_cast<size_t>(r)]) + t - tb);
+    }
+    ps.rebuild_flat();
+    for (int64_t i = 0; i < num_layers(); ++i) {
+      SelfKV& l = layers_[static_cast<size_t>(i)].self;
+      l.held = std::max(l.held, other.layers_[static_cast<size_t>(i)].self.held);
+    }
+  }
   for (int64_t i = 0; i < num_layers(); ++i) {
     LayerKV& l = layers_[static_cast<size_t>(i)];
     const LayerKV& o = other.layers_[static_cast<size_t>(i)];
@@ -306,6 +569,7 @@ void KVCache::append_rows(const KVCache& other) {
   self_pad_ = std::move(flags);
   self_pad_len_ = t;
   left_pad_ = std::move(left);
+  if (paged_) paged_->length = t;
 
   // Cross-attention: sources stacked, other's rows reading theirs.
   const int64_t sa = sources(), sb = other.sources();
@@ -347,6 +611,23 @@ void KVCache::truncate(int64_t length) {
              " cached positions");
   const int64_t drop = self_pad_len_ - length;
   if (drop == 0) return;
+  if (paged_) {
+    for (LayerKV& l : layers_)
+      ATTN_CHECK(l.self.held == self_pad_len_, kOp, "truncate: a layer holds ", l.self.held, " of ", self_pad_len_,
+                 " positions (a sliding window dropped the oldest), so positions cannot be dropped from the end");
+    for (LayerKV& l : layers_) l.self.held = length;
+    PagedSelf& ps = *paged_;
+    const int64_t Bs = ps.pool->block_size();
+    for (size_t r = 0; r < ps.tables.size(); ++r) {
+      const int64_t keep = std::max<int64_t>(0, length - ps.origin[r]);  // own positions kept
+      std::vector<int32_t>& table = ps.tables[r];
+      while (static_cast<int64_t>(table.size()) * Bs >= keep + Bs && !table.empty()) {
+        if (table.back() >= 0) ps.pool->release(table.back());
+        table.pop_back();
+      }
+    }
+    ps.rebuild_flat();
+  }
   for (LayerKV& l : layers_)
     for (Tensor* x : {&l.self.k, &l.self.v}) {
       if (!x->defined()) continue;
@@ -362,6 +643,7 @@ void KVCache::truncate(int64_t length) {
       flags[static_cast<size_t>(r * length + j)] = self_pad_[static_cast<size_t>(r * self_pad_len_ + j)];
   self_pad_ = std::move(flags);
   self_pad_len_ = length;
+  if (paged_) paged_->length = length;
 }
 
 int64_t KVCache::trim_padding() {
@@ -375,6 +657,10 @@ int64_t KVCache::trim_padding() {
   }
   if (drop == 0) return 0;
   const int64_t t = self_pad_len_ - drop;
+  if (paged_) {
+    for (LayerKV& l : layers_) l.self.held -= std::max<int64_t>(0, l.self.held - t);
+    for (int64_t& o : paged_->origin) o -= drop;  // blocks stay; the positions keep their slots
+  }
   for (LayerKV& l : layers_)
     for (Tensor* x : {&l.self.k, &l.self.v}) {
       if (!x->defined()) continue;
@@ -387,12 +673,13 @@ int64_t KVCache::trim_padding() {
     for (int64_t j = 0; j < t; ++j) flags[static_cast<size_t>(r * t + j)] = self_pad_[static_cast<size_t>(r * self_pad_len_ + drop + j)];
   self_pad_ = std::move(flags);
   self_pad_len_ = t;
+  if (paged_) paged_->length = t;
   for (int64_t& p : left_pad_) p -= drop;
   return drop;
 }
 
 int64_t KVCache::memory_bytes() const {
-  int64_t bytes = 0;
+  int64_t bytes = paged_ ? blocks_held() * paged_->pool->block_bytes() : 0;
   for (const LayerKV& l : layers_)
     for (const Tensor* t : {&l.self.k, &l.self.v, &l.cross.k, &l.cross.v})
       if (t->defined()) bytes += t->numel() * static_cast<int64_t>(dtype_size(t->dtype()));

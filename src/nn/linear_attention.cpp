@@ -358,6 +358,8 @@ CrossKV LinearAttention::project_memory_kv(const Tensor& memory) const {
 Tensor LinearAttention::forward_cached(const Tensor& x, SelfKV& kv, const AttentionMasks& masks) {
   Tensor& k_cache = kv.k;
   Tensor& v_cache = kv.v;
+  ATTN_CHECK(kv.paged == nullptr, "LinearAttention",
+             "linear attention keeps its keys and values contiguous; it has no paged KV cache");
   check_input(x, "the new positions x");
   Tensor k_new = split_heads(project(x, 1));  // [N, H, T, Dh]
   Tensor v_new = split_heads(project(x, 2));  // [N, H, T, Dh]

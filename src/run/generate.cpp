@@ -33,6 +33,10 @@ std::vector<std::vector<decode::Hypothesis>> search(models::DecoderOnlyModel& mo
                                                     const GenerateSettings& s, int64_t max_len) {
   const Tensor ids = pad_batch(rows, folder.pad);  // [B, S]
   decode::LmDecoder decoder(model);
+  // The paged KV cache's worst case: every row (beam) at prompt + limit (plus a draft's proposals).
+  const int64_t kv_rows = static_cast<int64_t>(rows.size()) * (s.mode == GenerateSettings::Mode::Beam ? s.beam : 1);
+  const int64_t kv_positions = ids.size(1) + max_len + 2 + (s.speculative.enabled() ? s.speculative.draft_tokens : 0);
+  decoder.set_kv_pool(detail::kv_pool(model.config(), s.kv_cache, kv_rows, kv_positions));
   std::vector<std::vector<decode::Hypothesis>> out;
   const SpeculativeSettings& spec = s.speculative;
   std::vector<decode::Hypothesis> found;
@@ -41,8 +45,10 @@ std::vector<std::vector<decode::Hypothesis>> search(models::DecoderOnlyModel& mo
     so.draft_tokens = spec.draft_tokens;
     decode::SpeculativeStats stats;
     std::unique_ptr<decode::LmDecoder> draft;
-    if (spec.draft != nullptr)
+    if (spec.draft != nullptr) {
       draft = std::make_unique<decode::LmDecoder>(dynamic_cast<models::DecoderOnlyModel&>(*spec.draft->base));
+      draft->set_kv_pool(detail::kv_pool(spec.draft->base->config(), s.kv_cache, kv_rows, kv_positions));
+    }
     if (s.mode == GenerateSettings::Mode::Greedy) {
       const auto o = detail::search_options<decode::GreedyOptions>(folder, max_len);
       found = draft ? decode::speculative_greedy(decoder, *draft, ids, o, so, &stats)

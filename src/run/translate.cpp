@@ -2,6 +2,7 @@
 // ops' kernels parallelise inside each call.
 #include "attn/run/translate.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "attn/core/autograd.h"
@@ -42,6 +43,14 @@ std::vector<std::vector<decode::Hypothesis>> search_batch(const ModelFolder& fol
   // Learned target positions end at max_len: a target of max_len generated tokens (the last
   // never fed back) is the longest the decoder can place, whatever the limit asked for.
   const models::ModelConfig& c = folder.model->config();
+  // The paged KV cache's worst case: every hypothesis of every source at the length limit
+  // (plus a draft's proposals).
+  int64_t longest = 0;
+  for (const auto& s : srcs) longest = std::max<int64_t>(longest, static_cast<int64_t>(s.size()));
+  const int64_t kv_positions = (settings.max_len ? *settings.max_len : longest + 50) + 2 +
+                               (settings.speculative.enabled() ? settings.speculative.draft_tokens : 0);
+  const int64_t kv_rows = static_cast<int64_t>(srcs.size()) * settings.beam;
+  decoder.set_kv_pool(detail::kv_pool(c, settings.kv_cache, kv_rows, kv_positions));
   std::optional<int64_t> positions;
   if (c.positional == nn::PositionalKind::Learned) positions = c.max_len;
   if (settings.speculative.enabled()) {
@@ -55,6 +64,7 @@ std::vector<std::vector<decode::Hypothesis>> search_batch(const ModelFolder& fol
     if (spec.draft != nullptr) {
       check_draft(folder, *spec.draft, "translate");
       decode::TransformerDecoder draft(*spec.draft->model);
+      draft.set_kv_pool(detail::kv_pool(spec.draft->model->config(), settings.kv_cache, kv_rows, kv_positions));
       found = decode::speculative_greedy(decoder, draft, src, o, so, &stats);
     } else {
       found = decode::lookup_greedy(decoder, src, o, so, &stats);

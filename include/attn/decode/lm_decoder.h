@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -62,6 +63,11 @@ class LmDecoder : public IncrementalDecoder {
   int64_t trim_padding() { return cache_.trim_padding(); }
 
   const nn::KVCache& cache() const { return cache_; }
+  // The paged KV cache (nn/kv_cache.h): every cache the next start() or join() makes keeps its
+  // self-attention keys and values in `pool`'s blocks (decode/kv_pool.h: make_kv_pool); null =
+  // the contiguous layout. Same outputs either way.
+  void set_kv_pool(std::shared_ptr<nn::BlockPool> pool) { pool_ = std::move(pool); }
+  const std::shared_ptr<nn::BlockPool>& kv_pool() const { return pool_; }
 
  private:
   // Left-aligns the prompts and runs them through the cache.
@@ -70,6 +76,7 @@ class LmDecoder : public IncrementalDecoder {
   models::DecoderOnlyModel& model_;
   std::vector<int64_t> pending_lengths_;  // for the next start(prompt_ids); empty = none
   nn::KVCache cache_;
+  std::shared_ptr<nn::BlockPool> pool_;  // null = contiguous
   Tensor first_;  // log-probabilities [N, V] after start(), until the first step returns them
   bool started_ = false;
 };

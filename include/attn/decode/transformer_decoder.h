@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "attn/decode/incremental_decoder.h"
@@ -46,6 +47,11 @@ class TransformerDecoder : public IncrementalDecoder {
 
   bool uses_kv_cache() const { return use_kv_cache_; }
   const nn::KVCache& cache() const { return cache_; }  // empty on the recompute path
+  // The paged KV cache (nn/kv_cache.h): every cache the next start() or join() makes keeps its
+  // self-attention keys and values in `pool`'s blocks (decode/kv_pool.h: make_kv_pool); null =
+  // the contiguous layout. Same outputs either way.
+  void set_kv_pool(std::shared_ptr<nn::BlockPool> pool) { pool_ = std::move(pool); }
+  const std::shared_ptr<nn::BlockPool>& kv_pool() const { return pool_; }  // empty on the recompute path
 
  private:
   struct Row {
@@ -60,7 +66,8 @@ class TransformerDecoder : public IncrementalDecoder {
 
   models::EncoderDecoderModel& model_;
   bool use_kv_cache_;
-  nn::KVCache cache_;      // [N] rows, reordered with rows_ (the KV path)
+  nn::KVCache cache_;
+  std::shared_ptr<nn::BlockPool> pool_;  // null = contiguous      // [N] rows, reordered with rows_ (the KV path)
   Tensor memory_;          // [B, S, D]
   Tensor memory_padding_;  // Bool [B, S], true at PAD; undefined without a pad_id
   std::vector<Row> rows_;

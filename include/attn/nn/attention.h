@@ -123,6 +123,12 @@ class MultiHeadAttention : public AttentionModule {
   Tensor forward_cached(const Tensor& query, const CrossKV& kv, const Tensor& key_padding_mask,
                         const std::vector<int64_t>& row_sources = {});
 
+  // The paged layout of forward_cached (SelfKV::paged): the new keys and values go into the
+  // blocks KVCache::append_self_padding allocated, and the attention reads the blocks in place
+  // (ops/attention.h: paged_attention). q [N, H, T, Dh] (rotated), k_new, v_new [N, Hkv, T, Dh].
+  Tensor forward_paged(const Tensor& q, const Tensor& k_new, const Tensor& v_new, SelfKV& kv,
+                       const AttentionMasks& masks);
+
   // [B, T, D] -> [B, H, T, Dh]: reshape to [B, T, H, Dh], then swap T and H. With `heads`
   // given, [B, T, heads*Dh] -> [B, heads, T, Dh] (the key/value heads).
   Tensor split_heads(const Tensor& x) const;

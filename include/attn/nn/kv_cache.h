@@ -9,10 +9,19 @@
 // sliding window the layers keep only the last W positions' K/V. The self-attention K/V are
 // views of the first positions of a longer buffer: a step writes its rows into the spare
 // room in place, and the buffer doubles when the room runs out (append_positions). Typed, no
-// string maps; no paged storage.
+// string maps.
+// Paged layout (KVCache::use_pool): the self-attention K/V live instead in fixed-size blocks
+// of a BlockPool shared by every cache of a model, one block table per row shared by every
+// layer; blocks are allocated as rows grow and returned when no row holds them any more.
+// Blocks carry reference counts: reorder (beam search), copies of the cache and append_rows
+// copy tables, not K/V, and a write into a shared block copies it first (copy-on-write). The
+// attention reads the blocks in place (ops/attention.h: paged_attention), bit-identical to the
+// contiguous layout.
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "attn/core/tensor.h"
@@ -24,8 +33,16 @@ namespace attn::nn {
 // layer's key/value heads (n_heads without grouped-query attention). Views of T' consecutive
 // positions of a buffer [N, Hkv, capacity, Dh] (rows packed within each (n, head) slice, slices
 // capacity * Dh apart), not contiguous while room is spare.
+struct PagedSelf;  // below: the paged layout's tables, shared by every layer of a cache
 struct SelfKV {
   Tensor k, v;
+  // Paged layout: k and v stay undefined; the K/V lie in paged->pool's blocks for layer
+  // `layer`, and `held` = T' positions (the last T' of the cache's T) are attended.
+  PagedSelf* paged = nullptr;
+  int64_t layer = 0;
+  int64_t held = 0;
+  // T' in either layout.
+  int64_t positions() const { return paged ? held : (k.defined() ? k.size(2) : 0); }
 };
 
 // The cross-attention keys and values of one layer, [N_src, Hkv, S, Dh]: one row per source,
@@ -42,10 +59,98 @@ struct LayerKV {
   CrossKV cross;
 };
 
+// Fixed-size blocks of self-attention keys and values for every layer of one model: block b
+// of layer l is k(l)[b] and v(l)[b], each [Hkv, block_size, Dh] (slot s of head h = position
+// s of that block). Blocks are handed out one at a time (lowest free first) with a reference
+// count of 1; retain/release count holders and a block returns to the free list at 0. Memory
+// for all blocks is reserved at construction and touched only as blocks are first written.
+class BlockPool {
+ public:
+  BlockPool(int64_t layers, int64_t kv_heads, int64_t head_dim, DType dtype, int64_t block_size, int64_t blocks);
+  // Bytes one block takes over all layers, K and V: 2 * layers * Hkv * block_size * Dh * sizeof.
+  static int64_t bytes_per_block(int64_t layers, int64_t kv_heads, int64_t head_dim, DType dtype,
+                                 int64_t block_size);
+
+  int64_t layers() const { return layers_; }
+  int64_t kv_heads() const { return kv_heads_; }
+  int64_t head_dim() const { return head_dim_; }
+  DType dtype() const { return dtype_; }
+  int64_t block_size() const { return block_size_; }
+  int64_t num_blocks() const { return static_cast<int64_t>(refs_.size()); }
+  int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
+  int64_t used_blocks() const { return num_blocks() - free_blocks(); }
+  int64_t peak_used_blocks() const { return peak_used_; }
+  int64_t block_bytes() const { return bytes_per_block(layers_, kv_heads_, head_dim_, dtype_, block_size_); }
+  int32_t refcount(int32_t block) const;
+
+  // A free block with count 1; an Error naming the pool's size (and the hint, e.g. the
+  // option that sizes it) when none is left.
+  int32_t allocate();
+  void set_full_hint(std::string hint) { full_hint_ = std::move(hint); }
+  void retain(int32_t block);
+  void release(int32_t block);
+  // `block` itself when this holder is its only one; else a new block with its contents (every
+  // layer), and this holder's count moves from `block` to it.
+  int32_t writable(int32_t block);
+  // [blocks, Hkv, block_size, Dh]
+  const Tensor& k(int64_t layer) const { return k_[static_cast<size_t>(layer)]; }
+  const Tensor& v(int64_t layer) const { return v_[static_cast<size_t>(layer)]; }
+
+ private:
+  int64_t layers_, kv_heads_, head_dim_, block_size_;
+  DType dtype_;
+  std::vector<Tensor> k_, v_;
+  std::vector<int32_t> refs_;
+  std::vector<int32_t> free_;  // a stack: the lowest free block on top
+  int64_t peak_used_ = 0;
+  std::string full_hint_ = "give it more memory or decode fewer rows at once";
+};
+
+// The paged layout's state, shared by every layer of one KVCache: per row a block table
+// (entry i = the block of the row's positions [i * Bs, (i + 1) * Bs); -1 = released) and
+// origin, the cache index of the row's own position 0 (> 0 after append_rows left-padded it:
+// the indices before read as zeros, and are masked), and the flat tables [rows, stride] the
+// kernel reads. Copying one forks it: the copy holds every block once more.
+struct PagedSelf {
+  std::shared_ptr<BlockPool> pool;
+  std::vector<std::vector<int32_t>> tables;
+  std::vector<int64_t> origin;
+  std::vector<int32_t> flat;  // [rows, stride], -1 past a row's table
+  int64_t stride = 0;
+  int64_t length = 0;  // the cache's T (KVCache::length())
+
+  PagedSelf() = default;
+  PagedSelf(const PagedSelf& other);
+  PagedSelf& operator=(const PagedSelf&) = delete;
+  ~PagedSelf();
+  void release_all();
+  void rebuild_flat();
+  // Writes x [N, Hkv, T, Dh] (keys, or values when `values`) of `layer` at cache indices
+  // [at, at + T) of every row; the blocks must be allocated and writable.
+  void write(int64_t layer, const Tensor& x, int64_t at, bool values);
+};
+
 class KVCache {
  public:
   KVCache() = default;
   explicit KVCache(int64_t n_layers) : layers_(static_cast<size_t>(n_layers)) {}
+  // Copies share the contiguous layout's buffers (as tensors do) and fork the paged layout's
+  // blocks (each held once more; a write into a shared block copies it first).
+  KVCache(const KVCache& other);
+  KVCache& operator=(const KVCache& other);
+  KVCache(KVCache&&) = default;
+  KVCache& operator=(KVCache&&) = default;
+  ~KVCache() = default;
+
+  // Switches the self-attention K/V to the paged layout over `pool` (one per model: its
+  // layers, heads and dtype must be the model's). Only before the first position is cached.
+  void use_pool(std::shared_ptr<BlockPool> pool);
+  bool paged() const { return paged_ != nullptr; }
+  const PagedSelf* paged_state() const { return paged_.get(); }
+  // Paged layout: the blocks this cache's tables hold (each counted once) and the positions
+  // they hold (per row, its positions since its origin that are still held), for waste figures.
+  int64_t blocks_held() const;
+  int64_t positions_held() const;
 
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
   LayerKV& layer(int64_t i);
@@ -115,10 +220,18 @@ class KVCache {
   void truncate(int64_t length);
 
   // Bytes held by the cached positions: 2 * layers * Hkv * (N * T' + N_src * S) * Dh *
-  // sizeof(dtype) (the spare room of the self-attention buffers is not counted).
+  // sizeof(dtype) (the spare room of the self-attention buffers is not counted). Paged
+  // layout: the blocks held (each once, however many rows share it) times their bytes, plus
+  // the cross-attention part.
   int64_t memory_bytes() const;
 
  private:
+  void rebind();  // points every layer's SelfKV at paged_ (after a copy, a move or use_pool)
+  // Paged layout: before `count` new positions of every row are written: releases blocks a
+  // sliding window no longer reads, then allocates (or copies, when shared) the blocks of
+  // positions [T, T + count) of each of n rows.
+  void paged_grow(int64_t n, int64_t count);
+  std::unique_ptr<PagedSelf> paged_;
   std::vector<LayerKV> layers_;
   Tensor memory_padding_;      // Bool [N, S] or undefined
   std::vector<int> self_pad_;  // [N * T] row-major flags

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attn/core/tensor.h"
@@ -101,5 +102,36 @@ struct RopeOptions {
 // Applied to q and k (not v) before attention, the score of query position m and key position
 // n depends only on m - n. Differentiable with respect to x (the inverse rotation).
 Tensor rotary_embedding(const Tensor& x, const Tensor& positions, const RopeOptions& options = {});
+
+}  // namespace attn
+
+namespace attn {
+
+// Keys and values of a paged KV cache (nn/kv_cache.h: BlockPool): one layer's pool
+// k_pool [blocks, Hkv, Bs, Dh] and v_pool [blocks, Hkv, Bs, Dv] (contiguous), Bs = block.
+// Row b's key j is cache position first + j, its own position p = first + j - origin[b], in
+// slot p % Bs of block tables[b * table_stride + p / Bs]; p < 0 or an entry < 0 reads as zero
+// (such keys must be masked). `keys` = Tk.
+struct PagedKVRef {
+  Tensor k_pool, v_pool;
+  const int32_t* tables = nullptr;  // [B, table_stride]
+  int64_t table_stride = 0;
+  const int64_t* origin = nullptr;  // [B]
+  int64_t first = 0;
+  int64_t keys = 0;
+  int64_t block = 16;
+};
+
+// scaled_dot_product_attention(q, k, v, options).out with k and v read from the blocks where
+// they lie (kernels/attention_flash.h: attention_flash_forward_paged): bit-identical to the
+// contiguous call on the same keys and values. Inference only (no autograd, no weights, no
+// dropout; attn_mask unsupported: key_padding_mask, causal, window, alibi_slopes and scale
+// are). q [B, H, Tq, Dh] -> [B, H, Tq, Dv]. In batch-invariant mode the keys and values are
+// gathered (paged_kv_gather) and the contiguous op runs, so that mode keeps its kernel.
+Tensor paged_attention(const Tensor& q, const PagedKVRef& kv, int64_t batch, const SdpaOptions& options);
+
+// The keys and values kv holds for `batch` rows, as contiguous k [B, Hkv, Tk, Dh] and
+// v [B, Hkv, Tk, Dv] (zeros where paged_attention reads zeros). For tests and the fallback.
+std::pair<Tensor, Tensor> paged_kv_gather(const PagedKVRef& kv, int64_t batch);
 
 }  // namespace attn

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "attn/decode/hypothesis.h"
+#include "attn/decode/kv_pool.h"
 #include "attn/run/model_folder.h"
 #include "attn/run/speculative.h"
 
@@ -33,6 +34,9 @@ struct GenerateSettings {
   // check_draft accepts) or prompt lookup. Greedy output is the greedy output of the target
   // (in the batch-invariant mode, decode/speculative.h); sampling follows its distribution.
   SpeculativeSettings speculative;
+  // The KV cache layout (--kv-cache, --kv-block, --kv-pool-mb): paged blocks from one pool per
+  // batch (decode/kv_pool.h: kv_pool_for), or contiguous. Same output either way.
+  decode::KvCacheOptions kv_cache;
 };
 // Throws attn::Error naming the first invalid setting (as its command-line flag).
 void validate(const GenerateSettings& settings);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attn/decode/hypothesis.h"
+#include "attn/decode/kv_pool.h"
 #include "attn/run/model_folder.h"
 #include "attn/run/speculative.h"
 
@@ -24,6 +25,9 @@ struct SearchSettings {
   // Greedy only: speculative decoding with an encoder-decoder draft model (check_draft) or
   // prompt lookup over the source; the output is greedy's (decode/speculative.h).
   SpeculativeSettings speculative;
+  // The KV cache layout (--kv-cache, --kv-block, --kv-pool-mb): paged blocks from one pool per
+  // batch (decode/kv_pool.h: kv_pool_for), or contiguous. Same output either way.
+  decode::KvCacheOptions kv_cache;
 };
 // Throws attn::Error naming the first invalid setting.
 void validate(const SearchSettings& settings);
