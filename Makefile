@@ -7,7 +7,7 @@
 #   make bench   benchmarks side by side with PyTorch (bench/RESULTS.md)
 #   make sanitize  the unit, property and e2e tests under ASan + UBSan, and every fuzz target's
 #                corpus replayed and fuzzed for 60 s (build-san/, clang; not yet part of make test:
-#                its time on the 2-core CI machine is unmeasured, docs/fuzzing.md)
+#                its first run hung on two OpenMP runtimes in one process, docs/fuzzing.md)
 #   make fuzz    the long fuzz campaign: FUZZ_SECONDS per target (docs/fuzzing.md)
 BUILD    ?= build
 JOBS     ?= $(shell nproc)
@@ -80,10 +80,10 @@ san-build:
 	cmake --build $(SAN_BUILD) -j $(JOBS) --target attn_cli attn_unit_tests attn_property_tests \
 	  attn_e2e_tests attn_fuzz_targets
 
-# On its own, never beside the normal tests: the tests under ASan + UBSan (a report fails the
-# test), then every fuzz target's corpus replayed and fuzzed for FUZZ_CI_SECONDS.
+# On its own, never beside the normal tests: the tests under ASan + UBSan (a report of any
+# process, a child `attn` included, fails the step: tests/sanitize.sh), then every fuzz target's corpus replayed and fuzzed for FUZZ_CI_SECONDS.
 sanitize: deps san-build
-	cd $(SAN_BUILD) && ctest --output-on-failure -j $(JOBS) -L '$(SAN_LABELS)'
+	bash tests/sanitize.sh $(SAN_BUILD) '$(SAN_LABELS)' $(JOBS)
 	cd $(SAN_BUILD) && ctest --output-on-failure -j $(JOBS) -L fuzz
 
 fuzz: deps

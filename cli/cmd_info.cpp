@@ -1,6 +1,8 @@
-// attn info --model DIR [--json]: what a checkpoint folder holds. Loads it strictly (so a
-// broken checkpoint is reported, never half-printed), then prints every config key, the
-// parameter count (total and per top-level module), tied names, and every tensor of
+// attn info --model DIR [--json]: what a checkpoint folder holds. Checks it as strictly as
+// loading does (so a broken checkpoint is reported, never half-printed) from config.json and
+// the weights file's header alone: the model is laid out (names, shapes, tied names), its
+// weights are neither allocated nor read. Then prints every config key, the parameter count
+// (total and per top-level module, from the header's shapes), tied names, and every tensor of
 // model.safetensors in file order with its dtype and shape; with --batch and --length, the
 // memory a KV cache needs to decode that many hypotheses. Prints no weight values.
 #include <algorithm>
@@ -61,16 +63,26 @@ std::string mib(int64_t bytes) {
 }
 
 // Parameter count per top-level module ("encoder", "src_embedding", ...), in registration
-// order; tied tensors count once, under the module that owns the embedding.
-std::vector<std::pair<std::string, int64_t>> count_by_module(const models::Model& model) {
+// order, from the weights file's shapes; tied tensors count once, under the module that owns
+// the embedding. The model is a layout (inspect_checkpoint): its names, never its values.
+std::vector<std::pair<std::string, int64_t>> count_by_module(const models::LoadedCheckpoint& ckpt) {
+  std::map<std::string, const Shape*> shape_of;
+  for (const auto& t : ckpt.tensors) shape_of.emplace(t.name, &t.shape);
   std::vector<std::pair<std::string, int64_t>> out;
-  for (const auto& [name, t] : model.named_parameters()) {
+  for (const auto& [name, t] : ckpt.model->named_parameters()) {
+    const int64_t count = shape_numel(*shape_of.at(ckpt.sources.at(name)));
     const std::string top = name.substr(0, name.find('.'));
     auto it = std::find_if(out.begin(), out.end(), [&](const auto& p) { return p.first == top; });
-    if (it == out.end()) out.emplace_back(top, t.numel());
-    else it->second += t.numel();
+    if (it == out.end()) out.emplace_back(top, count);
+    else it->second += count;
   }
   return out;
+}
+
+int64_t total_of(const std::vector<std::pair<std::string, int64_t>>& modules) {
+  int64_t total = 0;
+  for (const auto& [name, count] : modules) total += count;
+  return total;
 }
 
 std::string value_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
@@ -83,10 +95,11 @@ int print_json(const InfoOptions& o, const models::LoadedCheckpoint& ckpt) {
   j["config_file"] = ckpt.config_path;
   j["weights_file"] = ckpt.weights_path;
   j["config"] = ojson::parse(model.config().to_json().dump());
+  const auto counts = count_by_module(ckpt);
   ojson params;
-  params["total"] = model.num_parameters();
+  params["total"] = total_of(counts);
   ojson modules = ojson::array();
-  for (const auto& [name, count] : count_by_module(model)) modules.push_back({{"name", name}, {"count", count}});
+  for (const auto& [name, count] : counts) modules.push_back({{"name", name}, {"count", count}});
   params["modules"] = modules;
   j["parameters"] = params;
   ojson tied = ojson::array();
@@ -120,8 +133,8 @@ int print_text(const InfoOptions& o, const models::LoadedCheckpoint& ckpt) {
   for (const auto& [key, value] : config.items())
     std::printf("  %-*s  %s\n", static_cast<int>(width), key.c_str(), value_text(value).c_str());
 
-  const int64_t total = model.num_parameters();
-  const auto modules = count_by_module(model);
+  const auto modules = count_by_module(ckpt);
+  const int64_t total = total_of(modules);
   width = 5;
   for (const auto& [name, count] : modules) width = std::max(width, name.size());
   std::printf("\nparameters: %lld total\n", static_cast<long long>(total));
@@ -171,7 +184,8 @@ int print_text(const InfoOptions& o, const models::LoadedCheckpoint& ckpt) {
 }
 
 int run_info(const InfoOptions& o) {
-  const models::LoadedCheckpoint ckpt = models::load_checkpoint(o.model_dir);
+  // The header and config.json only: the model is laid out, never allocated or loaded.
+  const models::LoadedCheckpoint ckpt = models::inspect_checkpoint(o.model_dir);
   check_cache_request(o, *ckpt.model);
   return o.json ? print_json(o, ckpt) : print_text(o, ckpt);
 }

@@ -17,7 +17,8 @@ std::shared_ptr<TensorImpl> make_impl(Shape&& shape, DType dtype) {
   // Dimensions non-negative and the byte count within int64 before anything is allocated.
   const int64_t bytes = checked_nbytes(shape, static_cast<int64_t>(dtype_size(dtype)), "tensor");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = Storage::allocate(static_cast<size_t>(bytes));
+  impl->storage = shapes_only() ? Storage::wrap(nullptr, static_cast<size_t>(bytes), nullptr)
+                                : Storage::allocate(static_cast<size_t>(bytes));
   impl->strides = contiguous_strides(shape);
   impl->shape = std::move(shape);
   impl->dtype = dtype;
@@ -107,13 +108,21 @@ void store_from_double(void* base, DType dtype, int64_t off, double v) {
 
 }  // namespace
 
+namespace {
+thread_local bool shapes_only_mode = false;
+}  // namespace
+
+ShapesOnlyGuard::ShapesOnlyGuard() : previous_(shapes_only_mode) { shapes_only_mode = true; }
+ShapesOnlyGuard::~ShapesOnlyGuard() { shapes_only_mode = previous_; }
+bool shapes_only() { return shapes_only_mode; }
+
 void Tensor::throw_undefined() { throw Error("[tensor] use of an undefined tensor"); }
 
 Tensor Tensor::empty(Shape shape, DType dtype) { return Tensor(make_impl(std::move(shape), dtype)); }
 
 Tensor Tensor::zeros(Shape shape, DType dtype) {
   Tensor t = empty(std::move(shape), dtype);
-  if (t.storage()->nbytes()) std::memset(t.storage()->data(), 0, t.storage()->nbytes());
+  if (t.storage()->data() != nullptr && t.storage()->nbytes()) std::memset(t.storage()->data(), 0, t.storage()->nbytes());
   return t;
 }
 
@@ -291,6 +300,7 @@ void Tensor::copy_from(const Tensor& src) const {
 }
 
 void Tensor::fill(double value) const {
+  if (impl().storage->data() == nullptr) return;  // a ShapesOnlyGuard tensor (or no element)
   void* base = impl().storage->data();
   const DType dt = dtype();
   if (is_contiguous()) {

@@ -275,7 +275,11 @@ ModelConfig load_model_config(const std::string& dir) {
   }
 }
 
-LoadedCheckpoint load_checkpoint(const std::string& dir) {
+namespace {
+
+// load_checkpoint, or with layout_only its checks alone: the model is laid out without memory
+// (make_model_layout), checked against the header the same way, and no weight is loaded.
+LoadedCheckpoint read_checkpoint(const std::string& dir, bool layout_only) {
   LoadedCheckpoint out;
   const ModelConfig config = load_model_config(dir);
   out.config_path = join_path(dir, io::kConfigFileName);
@@ -306,7 +310,8 @@ LoadedCheckpoint load_checkpoint(const std::string& dir) {
   if (implied > held && implied - held > std::max<int64_t>(held, int64_t{1} << 20)) fail(kLoad, too_many);
 
   try {
-    out.model = make_model(config, ModelInit::None);  // every parameter is filled from the file below
+    // Every parameter is filled from the file below (or, for a layout, never).
+    out.model = layout_only ? make_model_layout(config) : make_model(config, ModelInit::None);
   } catch (const Error& e) {
     fail(kLoad, "'", out.config_path, "': ", without_tag(e.what()));
   }
@@ -363,6 +368,9 @@ LoadedCheckpoint load_checkpoint(const std::string& dir) {
          problems.size() == 1 ? " problem):" : " problems):", list);
   }
 
+  out.sources = source_of;
+  if (layout_only) return out;
+
   nn::NamedTensors state;
   for (const auto& [canonical, source] : source_of) state.emplace_back(canonical, file.get_stored(source));
   out.model->load_state_dict(state, /*strict=*/true);  // cannot fail after the checks above
@@ -379,6 +387,12 @@ LoadedCheckpoint load_checkpoint(const std::string& dir) {
   }
   return out;
 }
+
+}  // namespace
+
+LoadedCheckpoint load_checkpoint(const std::string& dir) { return read_checkpoint(dir, false); }
+
+LoadedCheckpoint inspect_checkpoint(const std::string& dir) { return read_checkpoint(dir, true); }
 
 std::shared_ptr<Model> load_model(const std::string& dir) { return load_checkpoint(dir).model; }
 

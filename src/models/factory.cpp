@@ -26,10 +26,7 @@ void check_fits_in_memory(const ModelConfig& config) {
              " of memory; the largest part: ", config.largest_part());
 }
 
-}  // namespace
-
-std::shared_ptr<Model> make_model(const ModelConfig& config, ModelInit init) {
-  check_fits_in_memory(config);
+std::shared_ptr<Model> build(const ModelConfig& config, ModelInit init) {
   std::optional<nn::SkipInitGuard> skip;
   if (init == ModelInit::None) skip.emplace();
   std::shared_ptr<Model> model;
@@ -42,6 +39,18 @@ std::shared_ptr<Model> make_model(const ModelConfig& config, ModelInit init) {
   // A quantized config: the layout of nn/quantize.h with zero weights, for a loader to fill.
   if (config.quantization != Quantization::None) nn::prepare_quantized_module(*model, config.quantization);
   return model;
+}
+
+}  // namespace
+
+std::shared_ptr<Model> make_model(const ModelConfig& config, ModelInit init) {
+  check_fits_in_memory(config);
+  return build(config, init);
+}
+
+std::shared_ptr<Model> make_model_layout(const ModelConfig& config) {
+  const ShapesOnlyGuard shapes_only;
+  return build(config, ModelInit::None);
 }
 
 }  // namespace attn::models

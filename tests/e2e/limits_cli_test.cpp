@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "attn/core/storage.h"
 #include "attn/io/atomic_file.h"
 #include "attn/io/bpe.h"
 #include "attn/models/decoder_only.h"
@@ -127,6 +128,48 @@ TEST_F(Limits, ValidFoldersStillLoadControl) {
   const Measured t = run_measured(dir(), "translate --model ed --ids", "5 6 7\n");
   EXPECT_EQ(t.exit_code, 0) << t.err;
   EXPECT_FALSE(t.out.empty());
+}
+
+// attn info reads config.json and the weights file's header, never the weights: a folder of a
+// model far larger than this machine's memory (a sparse weights file, which takes no disk)
+// answers fast and small, with the parameter count of its header; translate/generate, which
+// must build the model, refuse it by its memory (the control).
+TEST_F(Limits, InfoOfAModelLargerThanMemoryReadsOnlyTheHeader) {
+  models::ModelConfig c = models::test_util::broken_base_config();
+  c.arch = models::Arch::DecoderOnly;
+  c.d_model = 16384;
+  c.n_heads = 16;
+  c.d_ff = 65536;
+  c.n_decoder_layers = 8;
+  c.src_vocab_size = c.tgt_vocab_size = 1000;
+  const auto layout = models::make_model_layout(c);  // names and shapes, no memory
+  json header = json::object();
+  int64_t offset = 0;
+  for (const auto& [name, t] : layout->named_parameters()) {
+    const int64_t bytes = t.numel() * 4;
+    header[name] = {{"dtype", "F32"}, {"shape", t.shape()}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  const std::string big = dir() + "/big";
+  fs::create_directories(big);
+  {
+    std::string prefix(8, '\0');
+    for (int i = 0; i < 8; ++i) prefix[i] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
+    io::write_file_atomic(big + "/model.safetensors", prefix + text);
+  }
+  fs::resize_file(big + "/model.safetensors", 8 + text.size() + static_cast<uintmax_t>(offset));  // sparse
+  io::write_file_atomic(big + "/config.json", c.to_json().dump(2));
+  const Measured info = run_measured(dir(), "info --model big");
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_NE(info.out.find("parameters: " + std::to_string(layout->num_parameters()) + " total"), std::string::npos)
+      << info.out;
+  EXPECT_LT(info.seconds, 5.0);
+  EXPECT_LT(info.rss_mib, 64.0);
+  if (static_cast<double>(offset) > static_cast<double>(physical_memory_bytes())) {
+    expect_refused(run_measured(dir(), "generate --model big", "hello\n"), {"more than this machine's"});
+  }
 }
 
 TEST_F(Limits, HugeConfigKeysAreRefusedByNameBeforeAnyAllocation) {

@@ -116,4 +116,21 @@ class Tensor {
   std::shared_ptr<TensorImpl> impl_;
 };
 
+// While a ShapesOnlyGuard lives on this thread, new tensors (empty, zeros, ones, full) get a
+// shape, dtype and byte count but no memory: their data pointer is null and nothing is written.
+// For laying a model out to list its parameters without allocating them (models::
+// make_model_layout); such a tensor must never be read, written or computed with.
+class ShapesOnlyGuard {
+ public:
+  ShapesOnlyGuard();
+  ~ShapesOnlyGuard();
+  ShapesOnlyGuard(const ShapesOnlyGuard&) = delete;
+  ShapesOnlyGuard& operator=(const ShapesOnlyGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+// True while a ShapesOnlyGuard is alive on this thread.
+bool shapes_only();
+
 }  // namespace attn

@@ -6,6 +6,7 @@
 // (an F64 file does not load into an f32 config); no optimizer state here (train/ owns that).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -53,6 +54,9 @@ struct LoadedCheckpoint {
   std::string weights_path;                 // dir/model.safetensors
   std::vector<CheckpointTensor> tensors;    // the weights file's tensors, in file (offset) order
   io::SafetensorsMetadata metadata;         // its "__metadata__"
+  // Each parameter's canonical name -> the file tensor that holds it (the canonical name, or the
+  // alias of a tied parameter when only the alias is stored).
+  std::map<std::string, std::string> sources;
 };
 
 // Reads and validates dir/config.json. Errors name the file and the key or the problem.
@@ -63,6 +67,12 @@ ModelConfig load_model_config(const std::string& dir);
 // describes before anything is copied. The model is returned in training mode, like a freshly
 // built one. Throws attn::Error naming the file, each offending tensor and the problem.
 LoadedCheckpoint load_checkpoint(const std::string& dir);
+// The checks of load_checkpoint without loading anything (attn info): config.json, the
+// header of model.safetensors, every tensor's name, dtype and shape against the layout
+// config.json implies (and tied copies against each other), with the same errors. The model
+// is a make_model_layout(): names, shapes and tied names only, no parameter memory, never to
+// run. Costs the header and the module objects, whatever the size of the weights.
+LoadedCheckpoint inspect_checkpoint(const std::string& dir);
 // load_checkpoint(dir).model.
 std::shared_ptr<Model> load_model(const std::string& dir);
 

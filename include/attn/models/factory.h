@@ -21,4 +21,11 @@ enum class ModelInit { Random, None };
 
 std::shared_ptr<Model> make_model(const ModelConfig& config, ModelInit init = ModelInit::Random);
 
+// The model's layout without its memory: the same modules, parameter names, shapes, dtypes and
+// tied names as make_model(config), but every parameter a ShapesOnlyGuard tensor (no data). For
+// describing or checking a checkpoint (attn info) at the cost of the module objects alone, even
+// for a model larger than this machine's memory. It must never run: no forward, no training,
+// no state_dict loading, no reading of a parameter's values.
+std::shared_ptr<Model> make_model_layout(const ModelConfig& config);
+
 }  // namespace attn::models
