@@ -122,10 +122,12 @@ def last_json(name):
     path = os.path.join(out, name + ".log")
     if not os.path.exists(path):
         return None
-    for line in reversed(open(path).read().splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    return None
+    text = open(path).read()
+    start = text.rfind("\n{")  # the last JSON object of the log (attn eval --json prints it indented)
+    try:
+        return json.loads(text[start + 1:] if start >= 0 else text)
+    except ValueError:
+        return None
 counts = json.load(open(os.path.join(out, "corpus", "counts.json")))
 res = {"budget_seconds": budget, "corpus": counts.get("splits"), "runs": {}}
 for name in ("attn_greedy", "attn_beam4", "attn_avg_greedy", "attn_avg_beam4", "torch_greedy_score", "torch_beam4_score"):
