@@ -479,7 +479,9 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     parse_and_validate(nullptr, size, path);  // throws "header too small"
   }
   // Private and writable: the file is never written, and writes into a tensor stay local.
-  void* addr = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  // MAP_NORESERVE: no swap is reserved for pages nobody writes, so a file larger than the
+  // machine's memory still maps (its header can be read; its tensors fault in as they are read).
+  void* addr = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_NORESERVE, fd, 0);
   const int map_err = errno;
   ::close(fd);
   if (addr == MAP_FAILED) bad_file(path, "cannot mmap ", size, " bytes: ", errno_text(map_err));

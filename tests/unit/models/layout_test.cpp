@@ -47,8 +47,9 @@ std::vector<std::pair<std::string, ModelConfig>> variants() {
     v.n_heads = 4;
     v.n_kv_heads = 2;
     v.positional = nn::PositionalKind::Rope;
-    v.activation = nn::Activation::SwiGLU;
-    out.emplace_back(a + " gqa rope swiglu", v);
+    // SwiGLU is gated: the encoder-only masked-LM head cannot take it (the config refuses it).
+    if (arch != Arch::EncoderOnly) v.activation = nn::Activation::SwiGLU;
+    out.emplace_back(a + (arch != Arch::EncoderOnly ? " gqa rope swiglu" : " gqa rope"), v);
     v = c;
     v.n_experts = 3;
     v.expert_top_k = 2;
