@@ -20,6 +20,19 @@ if(ATTN_SANITIZE)
   if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
     add_compile_options(-Wno-pass-failed)
   endif()
+  # clang's OpenMP is LLVM's libomp, while Debian's OpenMP OpenBLAS calls GCC's libgomp: two
+  # OpenMP runtimes in one process, which was seen to hang (OpenBLAS's exec_blas spinning while
+  # its worker waits in libomp). The sanitizer build takes OpenBLAS's pthread variant instead, so
+  # the process holds one OpenMP runtime (attn_openblas.cmake keeps a library found here).
+  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    find_library(ATTN_OPENBLAS NAMES libopenblas.so.0
+      PATHS /usr/lib/x86_64-linux-gnu/openblas-pthread /usr/lib/aarch64-linux-gnu/openblas-pthread
+      NO_DEFAULT_PATH)
+    if(NOT ATTN_OPENBLAS)
+      message(WARNING "attn: no pthread OpenBLAS (Debian: libopenblas0-pthread); the sanitizer "
+                      "build will hold two OpenMP runtimes (docs/fuzzing.md)")
+    endif()
+  endif()
   message(STATUS "attn: AddressSanitizer + UndefinedBehaviorSanitizer (ATTN_SANITIZE)")
 endif()
 if(ATTN_FUZZ)
