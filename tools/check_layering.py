@@ -34,8 +34,9 @@ LAYERS = {
     "lab": (["models", "report"], "the seeds' demonstrations"),
     "train": (["models", "decode", "dist"], "optimizer, data, objectives, the trainer"),
     "run": (["models", "decode", "io"], "running a model folder (never training)"),
-    "run_report": (["run", "train", "report"], "a run folder's report.html and its figures"),
-    "serve": (["run", "report"], "serving a model folder, and the attention explorer's figures"),
+    "model_figures": (["run", "report"], "seed 001's figures drawn from a model folder itself"),
+    "run_report": (["run", "train", "report", "model_figures"], "a run folder's report.html and its figures"),
+    "serve": (["run", "report", "model_figures"], "serving a model folder, and the attention explorer"),
     "umbrella": (["models"], "include/attn/attn.h"),
     "cli": (["train", "lab", "run", "run_report", "serve"], "the attn executable"),
 }

@@ -92,29 +92,10 @@ std::string format_steps_demo(const StepsDemo& d) {
 }
 
 std::string steps_figure(const StepsDemo& d) {
-  auto panel = [](const report::Matrix& m, const std::string& title, bool probabilities) {
-    report::HeatmapPanel p;
-    p.matrix = m;
-    p.options.title = title;
-    p.options.annotate = report::Annotate::Always;
-    p.options.cell_size = 40;
-    p.options.colorbar = false;
-    if (probabilities) {
-      p.options.vmin = 0.0;
-      p.options.vmax = 1.0;
-    } else {
-      p.options.palette = report::Palette::Diverging;
-      double top = 1e-12;
-      for (double v : m.values) top = std::max(top, std::fabs(v));
-      p.options.vmin = -top;
-      p.options.vmax = top;
-    }
-    return p;
-  };
-  return report::heatmap_row({panel(d.q, "1. Q", false), panel(d.k, "K", false), panel(d.v, "V", false),
-                              panel(d.scores, "2. Q K^T", false), panel(d.scaled, "3. / sqrt(d_k)", false),
-                              panel(d.weights, "4. softmax", true), panel(d.out, "5. x V", false)},
-                             "softmax(Q K^T / sqrt(d_k)) V, step by step");
+  report::AttentionStepsFigure f;
+  f.q = d.q, f.k = d.k, f.v = d.v;
+  f.scores = d.scores, f.scaled = d.scaled, f.weights = d.weights, f.out = d.out;
+  return report::attention_steps_figure(f);
 }
 
 std::string scale_figure(const std::vector<nn::ScaleRow>& rows) {

@@ -171,6 +171,13 @@ AttentionOutput MultiHeadAttention::run(const Tensor& query, const Tensor& key, 
     // Self-attention: the three projections as one product with the stacked in_proj_weight,
     // attended where they lie in it; the gradient comes back as one [B, T, D + 2*Hkv*Dh] tensor.
     Tensor qkv = linear_any(query, in_proj_weight_, in_proj_weight_scale_, in_proj_bias_);  // [B, T, D + 2*Hkv*Dh]
+    if (capture_) {
+      const int64_t kv = n_kv_heads_ * head_dim_;
+      const Tensor d = qkv.detach();  // [B, T, D + 2*Hkv*Dh]: q, then k, then v
+      last_query_ = split_heads(d.slice(2, 0, D).contiguous());                          // [B, H, T, Dh]
+      last_key_ = split_heads(d.slice(2, D, D + kv).contiguous(), n_kv_heads_);          // [B, Hkv, T, Dh]
+      last_value_ = split_heads(d.slice(2, D + kv, D + 2 * kv).contiguous(), n_kv_heads_);  // [B, Hkv, T, Dh]
+    }
     attended = scaled_dot_product_attention_packed(qkv, H, n_kv_heads_, options);  // out [B, H, T, Dh]
   } else {
     Tensor q = split_heads(project(query, 0));                // [B, H, Tq, Dh]
@@ -181,6 +188,11 @@ AttentionOutput MultiHeadAttention::run(const Tensor& query, const Tensor& key, 
       const Tensor positions = masks.positions.defined() ? masks.positions : arange_positions(0, Tq);  // [B, T] or [T]
       q = rotary_embedding(q, positions, options_.rope_options);  // [B, H, T, Dh]
       k = rotary_embedding(k, positions, options_.rope_options);  // [B, Hkv, T, Dh]
+    }
+    if (capture_) {
+      last_query_ = q.detach();
+      last_key_ = k.detach();
+      last_value_ = v.detach();
     }
     attended = scaled_dot_product_attention(q, k, v, options);  // out [B, H, Tq, Dh]
   }

@@ -540,4 +540,88 @@ std::string mask_figure(const Matrix& mask, const Matrix& weights, const MaskFig
   return b.svg.document(b.width, b.height, default_title("mask", o.title));
 }
 
+std::string attention_steps_figure(const AttentionStepsFigure& f) {
+  constexpr const char* op = "report.attention_steps_figure";
+  for (const Matrix* m : {&f.q, &f.k, &f.v, &f.scores, &f.scaled, &f.weights, &f.out}) check_finite_matrix(*m, op);
+  const int64_t Lq = f.q.rows, Lk = f.k.rows, dk = f.q.cols;
+  ATTN_CHECK(f.k.cols == dk && f.v.rows == Lk && f.v.cols == dk, op, "Q is ", Lq, " x ", dk, ", K ", f.k.rows, " x ",
+             f.k.cols, " and V ", f.v.rows, " x ", f.v.cols, ": K and V must be Lk x ", dk);
+  for (const Matrix* m : {&f.scores, &f.scaled, &f.weights})
+    ATTN_CHECK(m->rows == Lq && m->cols == Lk, op, "scores, scaled scores and weights must be ", Lq, " x ", Lk,
+               ", got ", m->rows, " x ", m->cols);
+  ATTN_CHECK(f.out.rows == Lq && f.out.cols == dk, op, "the output must be ", Lq, " x ", dk, ", got ", f.out.rows,
+             " x ", f.out.cols);
+  if (!f.mask.empty()) {
+    check_finite_matrix(f.mask, op);
+    ATTN_CHECK(f.mask.rows == Lq && f.mask.cols == Lk, op, "the mask must be ", Lq, " x ", Lk);
+    for (double v : f.mask.values) ATTN_CHECK(v == 0 || v == 1, op, "mask entries must be 0 or 1, got ", v);
+  }
+  const bool small = Lq <= 8 && Lk <= 8 && dk <= 8;
+  // A panel: rows labelled by `rows` (queries or keys), columns by `cols` (keys, or dimensions).
+  // `by_dims`: the columns are the d_k dimensions (Q, K, V and the output), else the keys.
+  auto panel = [&](const Matrix& m, const std::string& title, bool probabilities, const std::vector<std::string>& rows,
+                   const std::vector<std::string>& cols, bool by_dims) {
+    HeatmapOptions o;
+    o.title = title;
+    o.row_labels = rows;
+    o.col_labels = cols;
+    o.colorbar = false;
+    o.annotate_decimals = 2;
+    if (small) {
+      o.cell_size = 40;
+      o.annotate = Annotate::Always;
+    } else if (by_dims) {
+      o.cell_size = dk <= 16 ? 18 : 10;  // the d_k columns of Q, K, V and the output: colour only
+      o.annotate = Annotate::Never;
+    } else {
+      o.cell_size = Lk <= 12 ? 34 : 24;
+      o.annotate = Lk <= 12 ? Annotate::Always : Annotate::Never;
+    }
+    if (probabilities) {
+      o.vmin = 0.0;
+      o.vmax = 1.0;
+    } else {
+      o.palette = Palette::Diverging;
+      double top = 1e-12;
+      for (double v : m.values) top = std::max(top, std::fabs(v));
+      o.vmin = -top;
+      o.vmax = top;
+    }
+    return heatmap_block(m, o);
+  };
+  const std::vector<std::string> none;
+  const auto& ql = f.query_labels;
+  const auto& kl = f.key_labels;
+  std::vector<Block> inputs{panel(f.q, "1. Q", false, ql, none, true), panel(f.k, "K", false, kl, none, true),
+                            panel(f.v, "V", false, kl, none, true)};
+  std::vector<Block> steps{
+      panel(f.scores, "2. Q K^T", false, ql, kl, false),
+      panel(f.scaled, "3. / sqrt(d_k) = / " + detail::format_fixed(std::sqrt(static_cast<double>(dk)), 2), false, ql,
+            kl, false)};
+  if (!f.mask.empty()) {
+    const Rgb allowed{0x43, 0x93, 0xc3}, masked{0xd6, 0x60, 0x4d};
+    const CellRender mask_render{[=](double v) { return v != 0 ? masked : allowed; },
+                                 [](double v) { return std::string(v != 0 ? "\u2212\u221e" : "0"); }};
+    HeatmapOptions mo;
+    mo.title = "+ mask";
+    mo.row_labels = ql;
+    mo.col_labels = kl;
+    mo.colorbar = false;
+    mo.cell_size = small ? 40 : (Lk <= 12 ? 34 : 24);
+    mo.annotate = small || Lk <= 12 ? Annotate::Always : Annotate::Never;
+    steps.push_back(heatmap_block(f.mask, mo, &mask_render));
+  }
+  steps.push_back(panel(f.weights, "4. softmax", true, ql, kl, false));
+  steps.push_back(panel(f.out, "5. x V", false, ql, none, true));
+  Block body;
+  if (small) {
+    inputs.insert(inputs.end(), steps.begin(), steps.end());
+    body = detail::hstack(inputs, 16);
+  } else {
+    body = detail::vstack({detail::hstack(inputs, 16), detail::hstack(steps, 16)}, 12);
+  }
+  const Block b = detail::titled(body, f.title);
+  return b.svg.document(b.width, b.height, default_title("attention steps", f.title));
+}
+
 }  // namespace attn::report

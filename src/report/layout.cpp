@@ -25,6 +25,19 @@ Block hstack(const std::vector<Block>& blocks, double gap) {
   return out;
 }
 
+Block vstack(const std::vector<Block>& blocks, double gap) {
+  Block out;
+  double y = 0;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (i > 0) y += gap;
+    out.svg.embed(blocks[i].svg, 0, y);
+    y += blocks[i].height;
+    out.width = std::max(out.width, blocks[i].width);
+  }
+  out.height = y;
+  return out;
+}
+
 Block titled(const Block& block, const std::string& title) {
   if (title.empty()) return block;
   Block out;

@@ -30,6 +30,8 @@ struct Block {
 
 // Blocks left to right, tops aligned, `gap` pixels apart.
 Block hstack(const std::vector<Block>& blocks, double gap);
+// Blocks top to bottom, left edges aligned, `gap` pixels apart.
+Block vstack(const std::vector<Block>& blocks, double gap);
 // `block` under a bold centred title (the block is returned unchanged when title is empty).
 Block titled(const Block& block, const std::string& title);
 

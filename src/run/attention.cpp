@@ -4,7 +4,9 @@
 #include "attn/run/attention.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -16,6 +18,7 @@
 #include "attn/nn/attention.h"
 #include "attn/nn/decoder.h"
 #include "attn/nn/encoder.h"
+#include "attn/ops/ops.h"
 #include "attn/run/token_codec.h"
 
 namespace attn::run {
@@ -112,6 +115,78 @@ std::vector<std::vector<HeadWeights>> cross_attention(const ModelFolder& folder,
     out.push_back(std::move(heads));
   }
   return out;
+}
+
+namespace {
+
+// Row r of head h of a captured [1, heads, rows, Dh] tensor as a float64 [rows, Dh] tensor.
+Tensor head_rows(const Tensor& t, int64_t h) {
+  ATTN_CHECK(t.defined() && t.dim() == 4 && t.size(0) == 1 && h < t.size(1), "attention steps",
+             "the model did not capture its queries, keys and values");
+  const std::vector<double> all = t.contiguous().to_vector<double>();
+  const int64_t rows = t.size(2), dh = t.size(3);
+  const auto begin = all.begin() + static_cast<std::ptrdiff_t>(h * rows * dh);
+  return Tensor::from_vector<double>(std::vector<double>(begin, begin + rows * dh), {rows, dh});  // [rows, Dh]
+}
+
+}  // namespace
+
+AttentionSteps attention_steps(const ModelFolder& folder, const std::vector<int64_t>& ids, int64_t head) {
+  constexpr const char* kOp = "attention steps";
+  const models::ModelConfig& c = folder.base->config();
+  ATTN_CHECK(!ids.empty(), kOp, "the input has no tokens");
+  ATTN_CHECK(c.positional != nn::PositionalKind::Alibi, kOp,
+             "an ALiBi model adds a per-head bias to its scores, which the steps do not show");
+  ATTN_CHECK(head >= 0 && head < c.n_heads, kOp, "head ", head, " is not one of the model's ", c.n_heads, " heads");
+  NoGradGuard no_grad;
+  AttentionSteps s;
+  s.head = head;
+  const nn::MultiHeadAttention* mha = nullptr;
+  const AttentionWeights* used = nullptr;
+  CapturedAttention captured;
+  if (folder.model) {
+    captured = capture_attention(folder, pad_batch({ids}, folder.pad), pad_batch({{folder.bos}}, folder.pad));
+    mha = &folder.model->encoder().layer(0).self_attn();
+    used = &captured.encoder_self[0];
+    s.kind = AttentionKind::EncoderSelf;
+  } else {
+    captured = capture_self_attention(folder, pad_batch({ids}, folder.pad));
+    if (auto* lm = dynamic_cast<models::DecoderOnlyModel*>(folder.base.get())) {
+      mha = &lm->blocks().layer(0).self_attn();
+      s.causal = true;
+      s.window = c.sliding_window;
+    } else {
+      mha = &dynamic_cast<models::EncoderOnlyModel&>(*folder.base).blocks().layer(0).self_attn();
+    }
+    used = &captured.self[0];
+    s.kind = AttentionKind::Self;
+  }
+  const int64_t kv_head = head / (mha->n_heads() / mha->n_kv_heads());  // grouped-query: the head's K/V group
+  const Tensor q = head_rows(mha->last_query(), head);     // [T, Dh]
+  const Tensor k = head_rows(mha->last_key(), kv_head);    // [T, Dh]
+  const Tensor v = head_rows(mha->last_value(), kv_head);  // [T, Dh]
+  s.queries = q.size(0), s.keys = k.size(0), s.head_dim = q.size(1);
+
+  // The steps, in float64 with the library's ops.
+  const Tensor scores = matmul(q, transpose(k, 0, 1));                                       // [T, T]  Q K^T
+  const Tensor scaled = scale(scores, 1.0 / std::sqrt(static_cast<double>(s.head_dim)));     // [T, T]  / sqrt(Dh)
+  std::vector<double> mask(static_cast<size_t>(s.queries * s.keys), 0.0), bias(mask.size(), 0.0);
+  for (int64_t i = 0; i < s.queries; ++i)
+    for (int64_t j = 0; j < s.keys; ++j) {
+      const bool hidden = s.causal && (j > i || (s.window > 0 && j <= i - s.window));
+      mask[static_cast<size_t>(i * s.keys + j)] = hidden ? 1.0 : 0.0;
+      bias[static_cast<size_t>(i * s.keys + j)] = hidden ? -std::numeric_limits<double>::infinity() : 0.0;
+    }
+  const Tensor weights = softmax(add(scaled, Tensor::from_vector<double>(bias, {s.queries, s.keys})));  // [T, T]
+  const Tensor out = matmul(weights, v);                                                     // [T, Dh]
+  s.q = q.to_vector<double>(), s.k = k.to_vector<double>(), s.v = v.to_vector<double>();
+  s.scores = scores.to_vector<double>(), s.scaled = scaled.to_vector<double>(), s.mask = std::move(mask);
+  s.weights = weights.to_vector<double>(), s.out = out.to_vector<double>();
+  for (int64_t i = 0; i < s.queries; ++i)
+    for (int64_t j = 0; j < s.keys; ++j)
+      s.max_weight_diff = std::max(s.max_weight_diff, std::fabs(s.weights[static_cast<size_t>(i * s.keys + j)] -
+                                                                used->at(0, head, i, j)));
+  return s;
 }
 
 }  // namespace attn::run

@@ -3,12 +3,14 @@
 #include "attn/run_report/figures.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "attn/core/error.h"
 #include "attn/io/run_files.h"
 #include "attn/nn/feed_forward.h"
 #include "attn/nn/norm.h"
 #include "attn/nn/positional.h"
+#include "attn/model_figures/model_figures.h"
 #include "attn/report/model_figures.h"
 
 namespace attn::run_report {
@@ -83,40 +85,33 @@ std::vector<int64_t> pe_dims(int64_t d) {
 }
 
 Figure architecture_figure(const models::ModelConfig& c, int64_t parameters) {
-  report::ArchitectureSpec a;
-  a.family = models::arch_name(c.arch);
-  a.encoder_layers = c.arch == models::Arch::DecoderOnly ? 0 : c.n_encoder_layers;
-  a.decoder_layers = c.arch == models::Arch::EncoderOnly ? 0 : c.n_decoder_layers;
-  a.d_model = c.d_model;
-  a.heads = c.n_heads;
-  a.kv_heads = c.n_kv_heads;
-  a.d_ff = c.d_ff;
-  a.src_vocab = c.src_vocab_size;
-  a.tgt_vocab = c.arch == models::Arch::EncoderDecoder ? c.tgt_vocab_size : c.src_vocab_size;
-  a.norm = nn::norm_kind_name(c.norm);
-  a.norm_first = c.norm_first;
-  a.final_norm = c.final_norm;
-  a.positional = nn::positional_kind_name(c.positional);
-  a.activation = nn::activation_name(c.activation);
-  a.share_embeddings = c.arch == models::Arch::EncoderDecoder && c.share_embeddings;
-  a.tie_output = c.tie_output;
-  a.scale_embeddings = c.scale_embeddings;
-  a.parameters = parameters;
-  return {"architecture.svg", report::architecture_figure(a), "This model's architecture",
+  return {"architecture.svg", report::architecture_figure(model_figures::architecture_spec(c, parameters)), "This model's architecture",
           "Seed 001's figure 1 drawn from this run's config.json: the stacks and their layer counts, "
           "the sublayers with their sizes, where the norms sit, the positions and the embeddings."};
 }
 
 Figure multi_head_figure(const models::ModelConfig& c, int64_t tokens) {
-  report::MultiHeadSpec m;
-  m.tokens = tokens;
-  m.d_model = c.d_model;
-  m.heads = c.n_heads;
-  m.kv_heads = c.n_kv_heads;
-  return {"multi_head.svg", report::multihead_figure(m), "Multi-head attention with this model's sizes",
+  return {"multi_head.svg", model_figures::multihead_svg(c, tokens), "Multi-head attention with this model's sizes",
           str_cat("Seed 001's figure 4 with this model's dimensions for the example's ", tokens,
                   " tokens: Q, K and V projected, split into heads, attended per head, concatenated and "
                   "multiplied by W_O.")};
+}
+
+Figure attention_steps_figure(const run::ModelFolder& folder, const std::vector<int64_t>& ids,
+                              const std::vector<std::string>& labels) {
+  const model_figures::StepsFigure f = model_figures::attention_steps_svg(folder, ids, labels);
+  const run::AttentionSteps& s = f.steps;
+  const bool encoder = s.kind == run::AttentionKind::EncoderSelf;
+  char diff[32];
+  std::snprintf(diff, sizeof diff, "%.1e", s.max_weight_diff);
+  return {"attention_steps.svg", f.svg, "Scaled dot-product attention on this model's own numbers",
+          str_cat("Seed 001's figure 3 on the model itself: the queries, keys and values of head 1 of the ",
+                  encoder ? "encoder's first layer" : "first layer", " for the example's ",
+                  f.cut ? str_cat("first ", s.queries, " tokens (a pass over them alone)") : std::string("tokens"),
+                  ", then Q K^T, the division by sqrt(d_k) = sqrt(", s.head_dim, ")",
+                  s.causal ? ", the causal mask" : "", ", the softmax of each row and the product with V, each "
+                  "recomputed in float64 with the library's ops. The softmax step equals the weights the model "
+                  "used in its own pass to ", diff, ".")};
 }
 
 Figure training_curve_figure(const RunMetrics& metrics, models::Arch arch) {

@@ -155,6 +155,7 @@ RunReportResult write_single_stack_report(const std::string& run_dir, const RunR
   fig.add(self_attention_grid_figure(att, first_labels));
   fig.add(architecture_figure(f.base->config(), f.base->num_parameters()));
   fig.add(multi_head_figure(f.base->config(), T));
+  if (f.base->config().positional != nn::PositionalKind::Alibi) fig.add(attention_steps_figure(f, shown, labels));
 
   std::string body = lm ? str_cat("prompt        ", result.example_source, "\ncontinuation  ", result.example_output,
                                   "   (greedy)\n")
@@ -357,6 +358,7 @@ RunReportResult write_encoder_decoder_report(const std::string& run_dir, const R
   fig.add(encoder_self_attention_grid_figure(cap.encoder_self, src_labels));
   fig.add(architecture_figure(mc, f.base->num_parameters()));
   fig.add(multi_head_figure(mc, S));
+  if (mc.positional != nn::PositionalKind::Alibi) fig.add(attention_steps_figure(f, ex.src, src_labels));
 
   // Anti-diagonal scores: the example's per layer (and per head in the last layer), and the
   // mean over validation examples for the last layer.

@@ -15,7 +15,7 @@
 #include "attn/nn/norm.h"
 #include "attn/nn/positional.h"
 #include "attn/ops/ops.h"
-#include "attn/report/model_figures.h"
+#include "attn/model_figures/model_figures.h"
 #include "attn/run/attention.h"
 #include "attn/run/token_codec.h"
 #include "attn/run/translate.h"
@@ -302,40 +302,33 @@ json model_attention(const run::GenerationFolder& opened, const TextCodec& codec
   return out;
 }
 
-std::string model_figure(const run::ModelFolder& folder, const std::string& name, int64_t tokens) {
+std::string model_figure(const run::GenerationFolder& opened, const TextCodec& codec, const std::string& name,
+                         int64_t tokens, const std::optional<std::string>& input) {
+  const run::ModelFolder& folder = opened.folder;
   const models::ModelConfig& c = folder.base->config();
-  if (name == "architecture") {
-    report::ArchitectureSpec a;
-    a.family = models::arch_name(c.arch);
-    a.encoder_layers = c.arch == models::Arch::DecoderOnly ? 0 : c.n_encoder_layers;
-    a.decoder_layers = c.arch == models::Arch::EncoderOnly ? 0 : c.n_decoder_layers;
-    a.d_model = c.d_model;
-    a.heads = c.n_heads;
-    a.kv_heads = c.n_kv_heads;
-    a.d_ff = c.d_ff;
-    a.src_vocab = c.src_vocab_size;
-    a.tgt_vocab = c.arch == models::Arch::EncoderDecoder ? c.tgt_vocab_size : c.src_vocab_size;
-    a.norm = nn::norm_kind_name(c.norm);
-    a.norm_first = c.norm_first;
-    a.final_norm = c.final_norm;
-    a.positional = nn::positional_kind_name(c.positional);
-    a.activation = nn::activation_name(c.activation);
-    a.share_embeddings = c.arch == models::Arch::EncoderDecoder && c.share_embeddings;
-    a.tie_output = c.tie_output;
-    a.scale_embeddings = c.scale_embeddings;
-    a.parameters = folder.base->num_parameters();
-    return report::architecture_figure(a);
+  if (name == "architecture") return model_figures::architecture_svg(folder);
+  if (name == "multihead") return model_figures::multihead_svg(c, tokens);
+  if (name == "steps") {
+    if (!input) throw invalid("input", "the steps figure needs an input (?input=TEXT)", "missing_required_parameter");
+    std::vector<int64_t> ids;
+    if (c.arch == models::Arch::DecoderOnly && opened.prepend_bos) ids.push_back(folder.bos);
+    for (int64_t id : encode_field(codec, *input, "input")) {
+      if (id < 0 || id >= folder.src_vocab_size)
+        throw invalid("input", str_cat("the input holds token id ", id, ", outside the vocabulary"));
+      ids.push_back(id);
+    }
+    if (ids.empty()) throw invalid("input", "the input has no tokens");
+    std::vector<std::string> names;
+    for (int64_t id : ids) names.push_back(io::utf8_replace_invalid(codec.piece(id)));
+    NoGradGuard no_grad;
+    try {
+      return model_figures::attention_steps_svg(folder, ids, names).svg;
+    } catch (const Error& e) {
+      throw invalid("input", e.what());
+    }
   }
-  if (name == "multihead") {
-    report::MultiHeadSpec m;
-    m.tokens = tokens;
-    m.d_model = c.d_model;
-    m.heads = c.n_heads;
-    m.kv_heads = c.n_kv_heads;
-    return report::multihead_figure(m);
-  }
-  throw ApiError(404, "not_found_error", str_cat("no figure '", name, "' (architecture and multihead are)"), std::nullopt,
-                 std::string("not_found"));
+  throw ApiError(404, "not_found_error", str_cat("no figure '", name, "' (architecture, multihead and steps are)"),
+                 std::nullopt, std::string("not_found"));
 }
 
 }  // namespace attn::serve

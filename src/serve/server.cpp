@@ -618,7 +618,8 @@ struct Server::Impl {
     send_json(res, 200, out);
   }
 
-  // GET /v1/figures/NAME.svg[?tokens=T]: the served model's figures (T: 8 unless given, 1..1024).
+  // GET /v1/figures/NAME.svg[?tokens=T][&input=TEXT]: the served model's figures (T: 8 unless given,
+  // 1..1024; the steps figure runs the model over TEXT).
   void figure(const httplib::Request& req, httplib::Response& res) {
     int64_t tokens = 8;
     if (req.has_param("tokens")) {
@@ -628,8 +629,22 @@ struct Server::Impl {
         throw invalid("tokens", str_cat("tokens must be an integer in [1, 1024], got '", t, "'"));
       tokens = std::stoll(t);
     }
+    std::optional<std::string> input;
+    if (req.has_param("input")) input = req.get_param_value("input");
+    const std::string name = req.matches[1].str();
+    std::string svg;
+    const auto run = [&] { svg = model_figure(opened, *codec, name, tokens, input); };
+    if (name != "steps") {
+      run();  // from the configuration alone
+    } else if (engine) {
+      if (state.load() == State::Draining) throw Unavailable("the server is shutting down");
+      engine->with_model(run);
+    } else {
+      std::lock_guard<std::mutex> lock(fill_mu);
+      run();
+    }
     res.status = 200;
-    res.set_content(model_figure(opened.folder, req.matches[1].str(), tokens), "image/svg+xml");
+    res.set_content(svg, "image/svg+xml");
   }
 
   // The page's files, embedded at build time; "/" is index.html. No key needed: they hold no

@@ -2,7 +2,7 @@
 """serve_browser_test.py — the attention explorer in a real browser (headless Chromium driven by
 Selenium) against a real `attn serve` on a model that reverses 8 digits.
 
-    serve_browser_test.py ATTN_BINARY MODEL_DIR SHOT_DIR
+    serve_browser_test.py ATTN_BINARY MODEL_DIR SHOT_DIR [LM_DIR]
 
 The lab panel: after a keyboard move of the tau slider, the weights the page draws (read back
 from the DOM) equal POST /v1/lab/attention's for that tau (1e-6), and differ from those of the
@@ -10,8 +10,12 @@ tau before (a control); the causal box makes every cell above the diagonal 0 (an
 cells: a control); PAD keys make their columns 0. The model panel: typing `3 7 1 4 9 2 8 5`
 streams `5 8 2 9 4 1 7 3` token by token, the cross-attention cells drawn equal
 /v1/attention's, the head average holds each row's maximum on the anti-diagonal (a control: not
-on the diagonal), and clicking a token shows its row of every layer and head. A screenshot of
-each panel goes to SHOT_DIR; the browser's log must hold no error.
+on the diagonal), clicking a token shows its row of every layer and head, and the model's
+three figures load. With LM_DIR, a decoder-only model too: the page streams the greedy
+continuation of a prompt, clicking a token shows the self-attention row that produced it in
+every layer and head (equal to /v1/attention's), the head average is causal (zeros above the
+diagonal; a control: the weights below it are not all zero), and its figures load. A screenshot
+of each panel goes to SHOT_DIR; the browser's log must hold no error.
 """
 import json
 import math
@@ -34,6 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serve_util import Checks, Served  # noqa: E402
 
 attn, model_dir, shots = sys.argv[1], sys.argv[2], sys.argv[3]
+lm_dir = sys.argv[4] if len(sys.argv) > 4 else None
 source_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 os.makedirs(shots, exist_ok=True)
 check = Checks("serve_browser")
@@ -98,6 +103,14 @@ def docs_examples(s):
             answers += 1
             check.true("error" not in obj, "a docs example answers without error")
     check.eq(answers, 4, "four answers from the docs examples")
+
+
+def figures_load(d, what):
+    d.find_element(By.CSS_SELECTOR, "#model-figures summary").send_keys(Keys.ENTER)
+    loaded = wait(what + " figures", lambda: d.execute_script(
+        "const i = [...document.querySelectorAll('#model-figures-body img')];"
+        "return i.length === 3 && i.every(x => x.complete && x.naturalWidth > 0) ? i.map(x => x.dataset.figure) : null;"))
+    check.eq(loaded, ["architecture", "multihead", "steps"], what + ": the architecture, multi-head and steps figures")
 
 
 with Served(attn, model_dir) as s, tempfile.TemporaryDirectory() as profile:
@@ -215,11 +228,7 @@ with Served(attn, model_dir) as s, tempfile.TemporaryDirectory() as profile:
                    "and its decoder self-attention rows")
         chosen_row = d.find_elements(By.CSS_SELECTOR, "#model-avg-table tbody tr")[chosen].get_attribute("class")
         check.eq(chosen_row, "chosen", "the head average marks the chosen token's row")
-        d.find_element(By.CSS_SELECTOR, "#model-figures summary").send_keys(Keys.ENTER)
-        loaded = wait("the model's figures", lambda: d.execute_script(
-            "const i = [...document.querySelectorAll('#model-figures-body img')];"
-            "return i.length === 2 && i.every(x => x.complete && x.naturalWidth > 0) ? i.map(x => x.dataset.figure) : null;"))
-        check.eq(loaded, ["architecture", "multihead"], "the model panel shows the architecture and multi-head figures")
+        figures_load(d, "the model panel")
         d.set_window_size(1280, 1500)
         d.execute_script("window.scrollTo(0, 0)")
         d.save_screenshot(os.path.join(shots, "explorer_model.png"))
@@ -229,5 +238,62 @@ with Served(attn, model_dir) as s, tempfile.TemporaryDirectory() as profile:
         check.eq(errors, [], "no errors in the browser's console")
     finally:
         d.quit()
+
+
+# ---- a decoder-only model -------------------------------------------------------------------
+if lm_dir:
+    with Served(attn, lm_dir) as s, tempfile.TemporaryDirectory() as profile:
+        d = browser(profile)
+        try:
+            model_id = requests.get(s.url("/v1/models"), timeout=60).json()["data"][0]["id"]
+            d.get(s.url("/"))
+            wait("the model's name", lambda: "decoder-only" in d.find_element(By.ID, "model-name").text)
+            d.find_element(By.ID, "tab-model").send_keys(Keys.ENTER)
+            wait("the model panel", lambda: d.find_element(By.ID, "model-input").is_displayed())
+            check.eq(d.find_element(By.ID, "model-input-label").text, "prompt", "lm: the box asks for a prompt")
+            prompt, n_out = "abcd", 4
+            box = d.find_element(By.ID, "model-input")
+            box.send_keys(Keys.CONTROL, "a")
+            box.send_keys(prompt)
+            most = d.find_element(By.ID, "model-max")
+            most.send_keys(Keys.CONTROL, "a")
+            most.send_keys(str(n_out))
+            runs = lambda: int(d.find_element(By.TAG_NAME, "body").get_attribute("data-model-runs") or 0)  # noqa: E731
+            before = runs()
+            d.find_element(By.ID, "model-run").send_keys(Keys.ENTER)
+            wait("the decoder-only run", lambda: runs() > before)
+            check.eq(d.find_element(By.ID, "model-output").get_attribute("data-state"), "done", "lm: the run ends")
+            greedy = requests.post(s.url("/v1/completions"), json={"model": model_id, "prompt": prompt,
+                                                                     "max_tokens": n_out, "temperature": 0},
+                                   timeout=60).json()["choices"][0]["text"]
+            shown = [t.text for t in d.find_elements(By.CSS_SELECTOR, "#model-output .token")]
+            check.eq("".join(shown), greedy, "lm: the page shows the greedy continuation, token by token")
+            check.eq(len(shown), n_out, "lm: %d output tokens" % n_out)
+            att = requests.post(s.url("/v1/attention"), json={"input": prompt, "output": greedy}, timeout=60).json()
+            first = len(att["tokens"]) - len(att["output_tokens"]) - 1  # the position that predicted output 0
+            chosen = 2
+            d.find_elements(By.CSS_SELECTOR, "#model-output .token")[chosen].click()
+            wait("lm: the chosen token's detail", lambda: d.find_element(
+                By.CSS_SELECTOR, "#model-output .token[data-index='2']").get_attribute("aria-pressed") == "true")
+            detail = table(d, "#model-detail table[data-kind=self]")
+            want = [w[first + chosen] for heads in att["attention"]["self"] for w in heads]
+            check.true(close(detail, want), "lm: clicking token 3 shows the self-attention row that produced it, "
+                                            "every layer and head")
+            check.true(not close(detail, [w[first + chosen - 1] for heads in att["attention"]["self"] for w in heads]),
+                       "control: not the row of the position before")
+            avg = table(d, "#model-avg-table")
+            n = len(att["tokens"])
+            check.true(avg is not None and len(avg) == n and
+                       all((v or 0.0) == 0.0 for i, row in enumerate(avg) for j, v in enumerate(row) if j > i),
+                       "lm: the head average is causal (nothing above the diagonal)")
+            check.true(any(v for i, row in enumerate(avg) for j, v in enumerate(row) if 0 < i and j < i),
+                       "control: weights below the diagonal are drawn")
+            figures_load(d, "lm")
+            d.execute_script("window.scrollTo(0, document.getElementById('model-output').getBoundingClientRect().top)")
+            d.save_screenshot(os.path.join(shots, "explorer_model_lm.png"))
+            errors = [e for e in d.get_log("browser") if e.get("level") == "SEVERE"]
+            check.eq(errors, [], "lm: no errors in the browser's console")
+        finally:
+            d.quit()
 
 check.done()

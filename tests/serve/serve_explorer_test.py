@@ -15,6 +15,7 @@ and its errors. GET / and the page's files: served, from the binary.
 import json
 import math
 import os
+import re
 import sys
 import threading
 
@@ -42,6 +43,22 @@ def reference(q, k, v, tau, causal=False, pad=()):
             e = np.exp(scores[i, keep] - scores[i, keep].max())
             w[i, keep] = e / e.sum()
     return q @ k.T, w, w @ v, masked
+
+
+def steps_cells(svg):
+    """The cell values of a steps figure, panel after panel, from the cells' tooltips
+    ("row / column: value", about three significant digits)."""
+    return [float(v) for v in re.findall(r"<title>[^<]* / [^<]*: ([^<]+)</title>", svg)]
+
+
+def steps_weights(svg, n, dk, masked):
+    """The softmax panel of a steps figure over n tokens: after Q, K, V (n x dk each), Q K^T and
+    the scaled scores (n x n each), and the mask (n x n) when there is one."""
+    cells = steps_cells(svg)
+    start = 3 * n * dk + (3 if masked else 2) * n * n
+    if len(cells) != 3 * n * dk + (4 if masked else 3) * n * n + n * dk:
+        return None
+    return np.array(cells[start:start + n * n]).reshape(n, n)
 
 
 def close(a, b, tol):
@@ -207,6 +224,20 @@ with Served(attn, os.path.join(models, "rev")) as s:
     for want in ("T = 5, D = %d, H = %d" % (D, H), "[5, %d]" % (D // H), "[5, 5] per head", "[%d, %d] → [5, %d]" % (D, D, D)):
         check.true(want in mh.text, "the multi-head figure says " + want)
     check.true("[6, %d]" % (D // H) in s.get("/v1/figures/multihead.svg?tokens=6").text, "control: T follows ?tokens")
+    # Fig 3 on the model's own numbers: its softmax panel holds the weights /v1/attention reports
+    # for the encoder's first layer, head 1 (to the tooltips' three significant digits).
+    st = s.get("/v1/figures/steps.svg?input=31524")
+    check.eq((st.status_code, st.headers.get("Content-Type")), (200, "image/svg+xml"), "steps figure")
+    for want in ("1. Q", "2. Q K^T", "4. softmax", "5. x V", "d_k = %d" % (D // H), "Encoder self-attention"):
+        check.true(want in st.text, "the steps figure shows " + want)
+    fig_w = steps_weights(st.text, 5, D // H, False)
+    enc0 = np.array(a["attention"]["encoder_self"][0][0], float)
+    check.true(fig_w is not None and close(fig_w, enc0, 6e-3),
+               "the steps figure's softmax is the model's encoder layer 1 head 1 (%s)" % fig_w)
+    other = steps_weights(s.get("/v1/figures/steps.svg?input=52341").text, 5, D // H, False)
+    check.true(other is not None and not close(other, enc0, 6e-3), "control: another input's figure differs")
+    check.error(s.get("/v1/figures/steps.svg"), 400, "input", what="steps without input")
+    check.error(s.get("/v1/figures/steps.svg?input=31x"), 400, "input", what="steps with a bad input")
     check.error(s.get("/v1/figures/steps_of_nothing.svg"), 404, what="an unknown figure")
     check.error(s.get("/v1/figures/multihead.svg?tokens=0"), 400, "tokens", what="tokens 0")
     check.error(s.get("/v1/figures/multihead.svg?tokens=x"), 400, "tokens", what="tokens x")
@@ -248,6 +279,14 @@ with Served(attn, os.path.join(models, "lm")) as s:
     fig = s.get("/v1/figures/architecture.svg").text
     check.true("Decoder-only Transformer" in fig and "%d layers" % lm_cfg["n_decoder_layers"] in fig and
                "cross-attention" not in fig, "lm: a decoder-only architecture figure")
+    st = s.get("/v1/figures/steps.svg?input=abcd")
+    check.eq(st.status_code, 200, "lm: steps figure")
+    lm_dk = lm_cfg["d_model"] // lm_cfg["n_heads"]
+    fig_w = steps_weights(st.text, 5, lm_dk, True)
+    lm_a = s.post("/v1/attention", {"input": "abcd"}).json()
+    check.true("+ mask" in st.text and fig_w is not None and
+               close(fig_w, np.array(lm_a["attention"]["self"][0][0], float), 6e-3),
+               "lm: the steps figure masks the future and holds the model's layer 1 head 1 weights")
     bad = s.post("/v1/attention", {"input": "abcdefgh", "output": "abcdefghij"})
     check.error(bad, 400, "input", "context_length_exceeded", "lm: past the context")
 
@@ -257,5 +296,13 @@ with Served(attn, os.path.join(models, "mlm")) as s:
     st = np.array(a.json()["attention"]["self"], float)
     check.true(np.allclose(st.sum(-1), 1, atol=1e-9) and st.shape[2:] == (4, 4), "mlm: rows sum to 1, [4][4]")
     check.error(s.post("/v1/attention", {"input": "aaaa", "output": "b"}), 400, "output", what="mlm: no output")
+    st = s.get("/v1/figures/steps.svg?input=abca")
+    mlm_cfg = json.load(open(os.path.join(models, "mlm", "config.json")))
+    mlm_cfg = mlm_cfg.get("model", mlm_cfg)
+    fig_w = steps_weights(st.text, 4, mlm_cfg["d_model"] // mlm_cfg["n_heads"], False)
+    mlm_a = s.post("/v1/attention", {"input": "abca"}).json()
+    check.true(st.status_code == 200 and "+ mask" not in st.text and fig_w is not None and
+               close(fig_w, np.array(mlm_a["attention"]["self"][0][0], float), 6e-3),
+               "mlm: the steps figure, unmasked, holds the model's layer 1 head 1 weights")
 
 check.done()

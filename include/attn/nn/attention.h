@@ -136,10 +136,15 @@ class MultiHeadAttention : public AttentionModule {
   // [B, H, T, Dh] -> [B, T, D]: swap back, then merge H and Dh.
   Tensor join_heads(const Tensor& x) const;
 
-  // When on, every forward keeps its weights [B, H, Tq, Tk] (detached) for last_attention().
+  // When on, every forward keeps its weights [B, H, Tq, Tk] (detached) for last_attention(),
+  // and the per-head queries, keys and values the weights came from (after RoPE):
+  // last_query() [B, H, Tq, Dh], last_key() and last_value() [B, Hkv, Tk, Dh].
   void set_capture_attention(bool on) { capture_ = on; }
   bool capture_attention() const { return capture_; }
   const Tensor& last_attention() const { return last_attention_; }
+  const Tensor& last_query() const { return last_query_; }
+  const Tensor& last_key() const { return last_key_; }
+  const Tensor& last_value() const { return last_value_; }
 
   int64_t d_model() const { return d_model_; }
   int64_t n_heads() const { return n_heads_; }
@@ -173,7 +178,7 @@ class MultiHeadAttention : public AttentionModule {
   Tensor in_proj_weight_, in_proj_bias_, in_proj_weight_scale_;
   std::shared_ptr<Linear> out_proj_;
   bool capture_ = false;
-  Tensor last_attention_;
+  Tensor last_attention_, last_query_, last_key_, last_value_;
 };
 
 // Turns attention capture on or off in every MultiHeadAttention under `root`.

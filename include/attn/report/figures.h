@@ -149,4 +149,20 @@ struct MaskFigureOptions {
 // weights on a fixed [0, 1] scale. Both [T, T] (or any equal shape); mask entries must be 0 or 1.
 std::string mask_figure(const Matrix& mask, const Matrix& weights, const MaskFigureOptions& options = {});
 
+// Seed 001's figure 3: softmax(Q K^T / sqrt(d_k)) V taken apart into its steps, each matrix an
+// annotated heatmap: 1. Q, K, V; 2. Q K^T; 3. divided by sqrt(d_k); (the mask, when given);
+// 4. softmax per row; 5. times V. Small cases (L <= 8 and d_k <= 8) fit one row with every
+// value printed; larger ones put Q, K, V on a first row and the rest on a second.
+struct AttentionStepsFigure {
+  Matrix q, k, v;                // [Lq, d_k], [Lk, d_k], [Lk, d_k]
+  Matrix scores, scaled;         // [Lq, Lk]
+  Matrix mask;                   // [Lq, Lk], 1 = masked (softmax sees -inf), 0 = allowed; empty: no mask
+  Matrix weights;                // [Lq, Lk]
+  Matrix out;                    // [Lq, d_k]
+  std::vector<std::string> query_labels{}, key_labels{};  // empty: positions
+  std::string title = "softmax(Q K^T / sqrt(d_k)) V, step by step";
+};
+// Errors (attn::Error) for shapes that do not chain as above.
+std::string attention_steps_figure(const AttentionStepsFigure& figure);
+
 }  // namespace attn::report

@@ -47,4 +47,26 @@ using HeadWeights = std::vector<std::vector<double>>;  // [query][key]
 std::vector<std::vector<HeadWeights>> cross_attention(const ModelFolder& folder, const std::vector<int64_t>& src,
                                                       const std::vector<int64_t>& output);
 
+// Seed 001's figure 3 on a model's own numbers: softmax(Q K^T / sqrt(Dh)) V for one head of the
+// first self-attention layer (the encoder's, or a single stack's), taken apart into its steps.
+// The pass runs the model over `ids` (an encoder-decoder's source, or a single stack's ids as it
+// reads them) with capture on; the head's queries, keys and values are the ones the model
+// computed (after RoPE), and every later step is recomputed in float64 with the library's ops.
+// The recomputed weights are checked against the weights the model itself used.
+struct AttentionSteps {
+  AttentionKind kind = AttentionKind::Self;
+  int64_t layer = 0, head = 0;
+  int64_t queries = 0, keys = 0, head_dim = 0;
+  bool causal = false;   // a decoder-only model's: keys after the query (or out of its window) masked
+  int64_t window = 0;    // the sliding window, 0: none
+  // Row-major: q [queries, Dh]; k and v [keys, Dh]; scores = Q K^T, scaled = scores / sqrt(Dh),
+  // mask (1: masked, else 0) and weights = softmax of scaled with the masked cells at -inf
+  // [queries, keys]; out = weights V [queries, Dh].
+  std::vector<double> q, k, v, scores, scaled, mask, weights, out;
+  double max_weight_diff = 0;  // max |weights - the weights the model's pass used|
+};
+// `head` must be one of the model's heads; an ALiBi model (its scores carry a bias the steps do
+// not show) or an empty input is an attn::Error.
+AttentionSteps attention_steps(const ModelFolder& folder, const std::vector<int64_t>& ids, int64_t head = 0);
+
 }  // namespace attn::run

@@ -12,6 +12,7 @@
 #include "attn/nn/positional.h"
 #include "attn/report/matrix.h"
 #include "attn/run/attention.h"
+#include "attn/run/model_folder.h"
 #include "attn/run_report/run_data.h"
 
 namespace attn::run_report {
@@ -32,13 +33,19 @@ report::Matrix causal_mask(int64_t t);
 // over the available (even) dimensions of `d`.
 std::vector<int64_t> pe_dims(int64_t d);
 
-// 01_training_curve.svg: loss and validation accuracy per epoch; the caption says what the
-// accuracy of `arch`'s validation measures.
-// Seed 001's fig 1: this model's architecture from its configuration (report/model_figures.h).
+// Seed 001's fig 1: this model's architecture from its configuration (model_figures/).
 Figure architecture_figure(const models::ModelConfig& config, int64_t parameters);
 // Seed 001's fig 4: the multi-head split / concat / W_O flow with this model's sizes, for the
 // example's T tokens.
 Figure multi_head_figure(const models::ModelConfig& config, int64_t tokens);
+// Seed 001's fig 3: the scaled dot-product steps on the model's own queries, keys and values
+// (its first self-attention layer, head 1) over `ids` (an encoder-decoder's source, else the
+// ids as the model reads them) labelled `labels`; the caption reports the check of the
+// recomputed weights against the model's (model_figures/model_figures.h).
+Figure attention_steps_figure(const run::ModelFolder& folder, const std::vector<int64_t>& ids,
+                              const std::vector<std::string>& labels);
+// 01_training_curve.svg: loss and validation accuracy per epoch; the caption says what the
+// accuracy of `arch`'s validation measures.
 Figure training_curve_figure(const RunMetrics& metrics, models::Arch arch);
 // 02_positional_encoding.svg: the sinusoidal table (§3.5) for 50 positions of width d_model
 // (at most 128 dimensions shown); the caption names the model's own `positional` kind.

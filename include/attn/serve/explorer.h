@@ -48,9 +48,13 @@ AttentionRequest parse_attention_request(const nlohmann::json& request);
 nlohmann::json model_attention(const run::GenerationFolder& opened, const TextCodec& codec,
                                const AttentionRequest& request);
 
-// GET /v1/figures/NAME.svg: seed 001's figures of the served model (report/model_figures.h):
-// "architecture" (fig 1, from its config) and "multihead" (fig 4, its sizes for `tokens`
-// tokens). Another name is an ApiError 404.
-std::string model_figure(const run::ModelFolder& folder, const std::string& name, int64_t tokens);
+// GET /v1/figures/NAME.svg: seed 001's figures of the served model (model_figures/):
+// "architecture" (fig 1, from its config), "multihead" (fig 4, its sizes for `tokens` tokens)
+// and "steps" (fig 3: the scaled dot-product steps of head 1 of its first self-attention layer
+// over `input`, the ids /v1/attention reads for it, at most model_figures::kStepsMaxTokens; an
+// ApiError 400 without input). Another name is an ApiError 404. "steps" runs the model: call it
+// while nothing else uses it (Engine::with_model).
+std::string model_figure(const run::GenerationFolder& opened, const TextCodec& codec, const std::string& name,
+                         int64_t tokens, const std::optional<std::string>& input = std::nullopt);
 
 }  // namespace attn::serve

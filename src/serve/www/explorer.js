@@ -365,6 +365,7 @@ async function runModel(e) {
     const body = { input };
     if (model.family !== "encoder_only" && text.length) body.output = text;
     model.att = await post("/v1/attention", body);
+    model.input = input;
     setupKinds();
     chooseToken(model.outTokens.length ? 0 : null);
     if ($("model-figures").open) loadFigures();
@@ -482,15 +483,26 @@ async function loadFigures() {
   const body = $("model-figures-body");
   const a = model.att;
   const tokens = a ? (a.source_tokens || a.tokens).length : 8;
-  if (body.dataset.tokens === String(tokens)) return;
-  body.dataset.tokens = String(tokens);
+  // The steps figure (seed 001's fig 3) needs the model's input: drawn once the model has run.
+  const input = a && model.input !== undefined ? model.input : null;
+  const key = tokens + "\u0000" + input;
+  if (body.dataset.key === key) return;
+  body.dataset.key = key;
+  const ALT = {
+    architecture: "this model's architecture",
+    multihead: "multi-head attention with this model's sizes",
+    steps: "scaled dot-product attention step by step on this model's own queries, keys and values",
+  };
+  const names = input !== null ? ["architecture", "multihead", "steps"] : ["architecture", "multihead"];
   const imgs = [];
-  for (const name of ["architecture", "multihead"]) {
+  for (const name of names) {
     try {
-      const res = await fetch("/v1/figures/" + name + ".svg?tokens=" + tokens, { headers: headers() });
+      let url = "/v1/figures/" + name + ".svg?tokens=" + tokens;
+      if (name === "steps") url += "&input=" + encodeURIComponent(input);
+      const res = await fetch(url, { headers: headers() });
       if (!res.ok) throw new Error("figure " + name + ": HTTP " + res.status);
       const img = document.createElement("img");
-      img.alt = name === "architecture" ? "this model's architecture" : "multi-head attention with this model's sizes";
+      img.alt = ALT[name];
       img.dataset.figure = name;
       img.src = URL.createObjectURL(await res.blob());
       imgs.push(img);

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -125,6 +126,124 @@ TEST(CaptureSelfAttention, SingleStackModelsFillTheSelfStack) {
   // An encoder-decoder folder has no single stack to capture.
   const ModelFolder ed = folder_of(tmp, models::Arch::EncoderDecoder);
   EXPECT_THROW(capture_self_attention(ed, pad_batch({{4, 5}}, ed.pad)), Error);
+}
+
+// The steps' chain recomputed here by brute force from the steps' own Q, K and V, and the
+// softmax step compared with the weights of an independent capture of the same pass.
+void expect_steps_chain(const AttentionSteps& s, const AttentionWeights& model_weights, int64_t head) {
+  const int64_t T = s.queries, S = s.keys, Dh = s.head_dim;
+  ASSERT_EQ(s.q.size(), static_cast<size_t>(T * Dh));
+  ASSERT_EQ(s.k.size(), static_cast<size_t>(S * Dh));
+  ASSERT_EQ(s.weights.size(), static_cast<size_t>(T * S));
+  for (int64_t i = 0; i < T; ++i) {
+    std::vector<double> e(static_cast<size_t>(S));
+    double top = -1e300, sum = 0;
+    for (int64_t j = 0; j < S; ++j) {
+      double dot = 0;
+      for (int64_t d = 0; d < Dh; ++d) dot += s.q[static_cast<size_t>(i * Dh + d)] * s.k[static_cast<size_t>(j * Dh + d)];
+      const size_t ij = static_cast<size_t>(i * S + j);
+      EXPECT_NEAR(s.scores[ij], dot, 1e-12);
+      EXPECT_NEAR(s.scaled[ij], dot / std::sqrt(static_cast<double>(Dh)), 1e-12);
+      const bool masked = s.causal && j > i;
+      EXPECT_EQ(s.mask[ij], masked ? 1.0 : 0.0);
+      if (!masked) top = std::max(top, s.scaled[ij]);
+    }
+    for (int64_t j = 0; j < S; ++j) {
+      const size_t ij = static_cast<size_t>(i * S + j);
+      e[static_cast<size_t>(j)] = s.mask[ij] != 0 ? 0.0 : std::exp(s.scaled[ij] - top);
+      sum += e[static_cast<size_t>(j)];
+    }
+    for (int64_t j = 0; j < S; ++j) {
+      const size_t ij = static_cast<size_t>(i * S + j);
+      EXPECT_NEAR(s.weights[ij], e[static_cast<size_t>(j)] / sum, 1e-12);
+      if (s.mask[ij] != 0) {
+        EXPECT_EQ(s.weights[ij], 0.0);
+      }
+      EXPECT_NEAR(s.weights[ij], model_weights.at(0, head, i, j), 1e-12) << "the model's weights, " << i << ", " << j;
+    }
+    for (int64_t d = 0; d < Dh; ++d) {
+      double o = 0;
+      for (int64_t j = 0; j < S; ++j)
+        o += s.weights[static_cast<size_t>(i * S + j)] * s.v[static_cast<size_t>(j * Dh + d)];
+      EXPECT_NEAR(s.out[static_cast<size_t>(i * Dh + d)], o, 1e-12);
+    }
+  }
+  EXPECT_LT(s.max_weight_diff, 1e-12);
+}
+
+// The largest difference between the steps' weights and head h of the model's weights.
+double max_diff(const AttentionSteps& s, const AttentionWeights& w, int64_t h) {
+  double m = 0;
+  for (int64_t i = 0; i < s.queries; ++i)
+    for (int64_t j = 0; j < s.keys; ++j)
+      m = std::max(m, std::fabs(s.weights[static_cast<size_t>(i * s.keys + j)] - w.at(0, h, i, j)));
+  return m;
+}
+
+TEST(AttentionSteps, EncoderDecoderStepsAreTheEncodersFirstLayerHead) {
+  TempDir tmp("attn_run_attention");
+  const ModelFolder f = folder_of(tmp, models::Arch::EncoderDecoder);
+  const std::vector<int64_t> src = {4, 5, 6, 7, 8, 9};
+  const CapturedAttention c = capture_attention(f, pad_batch({src}, f.pad), pad_batch({{f.bos}}, f.pad));
+  for (int64_t head : {0, 1}) {
+    const AttentionSteps s = attention_steps(f, src, head);
+    EXPECT_EQ(s.kind, AttentionKind::EncoderSelf);
+    EXPECT_EQ(s.layer, 0);
+    EXPECT_EQ(s.head, head);
+    EXPECT_EQ(s.queries, 6);
+    EXPECT_EQ(s.keys, 6);
+    EXPECT_EQ(s.head_dim, 4);
+    EXPECT_FALSE(s.causal);
+    expect_steps_chain(s, c.encoder_self[0], head);
+    // Control: the other head's weights, or the second layer's, are not these.
+    EXPECT_GT(max_diff(s, c.encoder_self[0], 1 - head), 1e-3);
+    EXPECT_GT(max_diff(s, c.encoder_self[1], head), 1e-3);
+  }
+  EXPECT_THROW(attention_steps(f, src, 2), Error);   // the model has two heads
+  EXPECT_THROW(attention_steps(f, src, -1), Error);
+  EXPECT_THROW(attention_steps(f, {}, 0), Error);
+}
+
+TEST(AttentionSteps, DecoderOnlyStepsAreCausalAndTakeQueriesAfterRope) {
+  TempDir tmp("attn_run_attention");
+  // RoPE rotates the queries and keys inside the attention: the steps must start from the
+  // rotated ones to give the model's weights. Grouped-query attention: both heads read one K/V.
+  models::ModelConfig c = tiny(models::Arch::DecoderOnly);
+  c.positional = nn::PositionalKind::Rope;
+  c.n_kv_heads = 1;
+  const std::string dir = tmp.file("rope");
+  models::save_model(dir, *models::make_model(c));
+  const ModelFolder f = open_model_folder(dir, "test", false, models::Arch::DecoderOnly);
+  const std::vector<int64_t> ids = {f.bos, 4, 5, 6, 7};
+  const CapturedAttention cap = capture_self_attention(f, pad_batch({ids}, f.pad));
+  for (int64_t head : {0, 1}) {
+    const AttentionSteps s = attention_steps(f, ids, head);
+    EXPECT_TRUE(s.causal);
+    EXPECT_EQ(s.kind, AttentionKind::Self);
+    expect_steps_chain(s, cap.self[0], head);
+  }
+  EXPECT_EQ(attention_steps(f, ids, 0).k, attention_steps(f, ids, 1).k);  // one K/V group
+  EXPECT_NE(attention_steps(f, ids, 0).q, attention_steps(f, ids, 1).q);
+
+  // An ALiBi model's scores carry a bias the steps do not show: refused.
+  models::ModelConfig a = tiny(models::Arch::DecoderOnly);
+  a.positional = nn::PositionalKind::Alibi;
+  const std::string alibi = tmp.file("alibi");
+  models::save_model(alibi, *models::make_model(a));
+  EXPECT_THROW(attention_steps(open_model_folder(alibi, "test", false, models::Arch::DecoderOnly), ids, 0), Error);
+}
+
+TEST(AttentionSteps, EncoderOnlyStepsAreUnmasked) {
+  TempDir tmp("attn_run_attention");
+  const ModelFolder f = folder_of(tmp, models::Arch::EncoderOnly);
+  const std::vector<int64_t> ids = {4, 5, 6, 7};
+  const CapturedAttention cap = capture_self_attention(f, pad_batch({ids}, f.pad));
+  const AttentionSteps s = attention_steps(f, ids, 1);
+  EXPECT_FALSE(s.causal);
+  expect_steps_chain(s, cap.self[0], 1);
+  double above = 0;  // control: not causal
+  for (int64_t j = 1; j < 4; ++j) above += s.weights[static_cast<size_t>(j)];
+  EXPECT_GT(above, 0.0);
 }
 
 }  // namespace

@@ -54,11 +54,16 @@ TEST(RunReport, WritesEveryFigureAndTheReportWithTheSameBytesTwice) {
   const RunReportResult a = write_run_report(dir, o);
   o.out_dir = tmp.file("b");
   const RunReportResult b = write_run_report(dir, o);
-  ASSERT_EQ(a.figure_paths.size(), 7u);  // no metrics.jsonl: no training curve
-  // Seed 001's figures 1 and 4, last: this model's architecture and multi-head flow.
+  ASSERT_EQ(a.figure_paths.size(), 8u);  // no metrics.jsonl: no training curve
+  // Seed 001's figures 1, 4 and 3, last: this model's architecture, multi-head flow and the
+  // scaled dot-product steps on its own Q, K, V.
   EXPECT_EQ(a.figure_paths[5], tmp.file("a") + "/figures/architecture.svg");
   EXPECT_EQ(a.figure_paths[6], tmp.file("a") + "/figures/multi_head.svg");
   EXPECT_NE(io::read_file(a.figure_paths[6]).find("T = 4, D = "), std::string::npos);  // the 4 source tokens
+  EXPECT_EQ(a.figure_paths[7], tmp.file("a") + "/figures/attention_steps.svg");
+  const std::string steps = io::read_file(a.figure_paths[7]);
+  EXPECT_NE(steps.find("Encoder self-attention, layer 1, head 1"), std::string::npos);
+  EXPECT_NE(steps.find("4. softmax"), std::string::npos);
   EXPECT_EQ(a.report_path, tmp.file("a") + "/report.html");
   for (size_t i = 0; i < a.figure_paths.size(); ++i)
     EXPECT_EQ(io::read_file(a.figure_paths[i]), io::read_file(b.figure_paths[i])) << a.figure_paths[i];
@@ -102,7 +107,7 @@ TEST(RunReport, DrawsTheTrainingCurveFromMetricsJsonl) {
   RunReportOptions o;
   o.max_len = 4;
   const RunReportResult r = write_run_report(dir, o);  // example: the run's first validation example
-  ASSERT_EQ(r.figure_paths.size(), 8u);
+  ASSERT_EQ(r.figure_paths.size(), 9u);
   EXPECT_EQ(r.figure_paths[0], dir + "/figures/01_training_curve.svg");
   const std::string html = io::read_file(dir + "/report.html");
   EXPECT_NE(html.find("val_token_acc"), std::string::npos);
