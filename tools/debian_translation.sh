@@ -17,6 +17,8 @@
 #     CKPT_EVERY=10 OUT=runs/dt-smoke tools/debian_translation.sh   # a quick check of the pipeline
 #   SKIP_TORCH=1 tools/debian_translation.sh            # attn only
 #   ONLY_TORCH=1 tools/debian_translation.sh            # the PyTorch side of a finished attn run
+#   RESUME=1 tools/debian_translation.sh                # continue an interrupted attn run (or give it
+#                                                       # more EPOCHS) from its last checkpoint, then go on
 set -euo pipefail
 
 ATTN=${ATTN:-build/attn}
@@ -28,11 +30,12 @@ D_MODEL=${D_MODEL:-256}
 HEADS=${HEADS:-4}
 LAYERS=${LAYERS:-3}            # encoder and decoder layers each
 D_FF=${D_FF:-1024}
-EPOCHS=${EPOCHS:-4}
+EPOCHS=${EPOCHS:-8}
 MAX_TOKENS=${MAX_TOKENS:-4096} # padded tokens per batch
-WARMUP=${WARMUP:-4000}
-CKPT_EVERY=${CKPT_EVERY:-500}
+WARMUP=${WARMUP:-2000}
+CKPT_EVERY=${CKPT_EVERY:-100}
 AVERAGE=${AVERAGE:-5}          # checkpoints averaged
+TORCH_BEAMS=${TORCH_BEAMS:-1,4} # the PyTorch side's decodings (1: greedy); its beam search has no cache
 MAX_TRAIN=${MAX_TRAIN:-0}      # 0: the whole training split; N: its first N pairs (smoke runs)
 MAX_TEST=${MAX_TEST:-0}        # 0: the whole test split; N: its first N pairs (smoke runs only)
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -64,16 +67,23 @@ for s in train valid test; do
   cut -f2 "$D/$s.tsv" > "$D/$s.de"
 done
 if [ "${ONLY_TORCH:-0}" != 1 ]; then
-  log "shared SentencePiece vocabulary: bpe, $SP_SIZE pieces"
-  timed spm_train "$ATTN" vocab train --input "$D/train.en" --input "$D/train.de" --size "$SP_SIZE" --type bpe \
-    --output "$OUT/spm"
+  if [ "${RESUME:-0}" = 1 ]; then
+    [ -f "$OUT/attn/train_config.json" ] || die "RESUME=1: no attn run in $OUT/attn to resume"
+    log "attn: resuming $OUT/attn from its last checkpoint, up to $EPOCHS epochs"
+    # Resuming is exact (docs/training.md): the run ends as an uninterrupted one would.
+    timed attn_resume "$ATTN" train --out "$OUT/attn" --resume --epochs "$EPOCHS" --quiet
+  else
+    log "shared SentencePiece vocabulary: bpe, $SP_SIZE pieces"
+    timed spm_train "$ATTN" vocab train --input "$D/train.en" --input "$D/train.de" --size "$SP_SIZE" --type bpe \
+      --output "$OUT/spm"
 
-  log "attn: D=$D_MODEL, $HEADS heads, $LAYERS+$LAYERS layers, d_ff $D_FF, $EPOCHS epochs, $MAX_TOKENS tokens a batch"
-  timed attn_train "$ATTN" train --data "$D/train.tsv" --valid "$D/valid.tsv" --vocab "$OUT/spm" \
-    --d-model "$D_MODEL" --heads "$HEADS" --encoder-layers "$LAYERS" --decoder-layers "$LAYERS" --d-ff "$D_FF" \
-    --epochs "$EPOCHS" --batch-size 0 --max-tokens "$MAX_TOKENS" --warmup "$WARMUP" \
-    --checkpoint-every "$CKPT_EVERY" --keep "$AVERAGE" --seed 1 --threads "$THREADS" \
-    --out "$OUT/attn" --force --no-report --quiet
+    log "attn: D=$D_MODEL, $HEADS heads, $LAYERS+$LAYERS layers, d_ff $D_FF, $EPOCHS epochs, $MAX_TOKENS tokens a batch"
+    timed attn_train "$ATTN" train --data "$D/train.tsv" --valid "$D/valid.tsv" --vocab "$OUT/spm" \
+      --d-model "$D_MODEL" --heads "$HEADS" --encoder-layers "$LAYERS" --decoder-layers "$LAYERS" --d-ff "$D_FF" \
+      --epochs "$EPOCHS" --batch-size 0 --max-tokens "$MAX_TOKENS" --warmup "$WARMUP" \
+      --checkpoint-every "$CKPT_EVERY" --keep "$AVERAGE" --seed 1 --threads "$THREADS" \
+      --out "$OUT/attn" --force --no-report --quiet
+  fi
   timed attn_average "$ATTN" average --model "$OUT/attn" --last "$AVERAGE" --out "$OUT/attn_avg" --force
   for m in attn attn_avg; do
     timed "${m}_greedy" "$ATTN" eval --model "$OUT/$m" --data "$D/test.tsv" --metric bleu,chrf --json --threads "$THREADS"
@@ -108,8 +118,9 @@ if [ "${SKIP_TORCH:-0}" != 1 ]; then
   timed torch_train "$PYTHON" "$ROOT/bench/torch_translate_train.py" --train "$D/train.ids" --valid "$D/valid.ids" \
     --test "$D/test.en.ids" --out "$OUT/torch" --vocab-size "$V" --seconds "$BUDGET" \
     --d-model "$D_MODEL" --heads "$HEADS" --layers "$LAYERS" --d-ff "$D_FF" --max-tokens "$MAX_TOKENS" \
-    --warmup "$WARMUP" --beams 1,4 --alpha 0.6 --threads "$THREADS" --seed 1
-  for dec in greedy beam4; do
+    --warmup "$WARMUP" --beams "$TORCH_BEAMS" --alpha 0.6 --threads "$THREADS" --seed 1
+  for k in ${TORCH_BEAMS//,/ }; do
+    if [ "$k" -le 1 ]; then dec=greedy; else dec=beam$k; fi
     "$ATTN" vocab decode --vocab "$OUT/spm" < "$OUT/torch.$dec.ids" > "$OUT/torch.$dec.de"
     timed "torch_${dec}_score" "$ATTN" eval --hyp "$OUT/torch.$dec.de" --ref "$D/test.de" --metric bleu,chrf --json
   done

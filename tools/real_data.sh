@@ -10,6 +10,10 @@
 #   ATTN=build/attn OUT=runs/rd JOBS=2 tools/real_data.sh
 #   SUMMARY_ONLY=1 tools/real_data.sh    # rewrite results.md from finished runs
 #   ONLY_SUBWORD=1 tools/real_data.sh    # only the subword translation (SP_SIZE, SP_TYPE, SP_EPOCHS)
+#   ONLY_DEBIAN=1 tools/real_data.sh     # only the sentence translation on Debian's own translations
+#                                        # (tools/debian_translation.sh into $OUT/debian-translation,
+#                                        # attn and PyTorch at equal time; about two hours); it needs
+#                                        # neither FreeDict nor the fortunes
 set -euo pipefail
 
 ATTN=${ATTN:-build/attn}
@@ -27,6 +31,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 
 die() { echo "real_data: $*" >&2; exit 1; }
 [ -x "$ATTN" ] || die "no attn binary at $ATTN (make build, or set ATTN)"
+if [ "${ONLY_DEBIAN:-0}" = 1 ]; then
+  ATTN="$ATTN" OUT="$OUT/debian-translation" PYTHON="$PYTHON" exec "$HERE/debian_translation.sh"
+fi
 [ -f /usr/share/dictd/freedict-eng-deu.index ] && [ -d /usr/share/games/fortunes ] ||
   die "install the corpora first: apt-get install -y dict-freedict-eng-deu fortunes"
 mkdir -p "$OUT"
