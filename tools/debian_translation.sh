@@ -115,7 +115,12 @@ if [ "${SKIP_TORCH:-0}" != 1 ]; then
   done
   "$ATTN" vocab encode --vocab "$OUT/spm" < "$D/test.en" > "$D/test.en.ids"
   V=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['tgt_vocab_size'])" "$OUT/attn/config.json")
-  timed torch_train "$PYTHON" "$ROOT/bench/torch_translate_train.py" --train "$D/train.ids" --valid "$D/valid.ids" \
+  # PyTorch at its fastest on these machines (bench/RESULTS.md, "Configuration"): OpenMP
+  # OpenBLAS with its own core detection, glibc malloc on transparent huge pages.
+  TORCH_LIB=/usr/lib/x86_64-linux-gnu/openblas-openmp
+  TORCH_ENV=(OMP_NUM_THREADS="$THREADS" GLIBC_TUNABLES=glibc.malloc.hugetlb=1)
+  [ -e "$TORCH_LIB/libblas.so.3" ] && TORCH_ENV+=(LD_LIBRARY_PATH="$TORCH_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+  timed torch_train env "${TORCH_ENV[@]}" "$PYTHON" "$ROOT/bench/torch_translate_train.py" --train "$D/train.ids" --valid "$D/valid.ids" \
     --test "$D/test.en.ids" --out "$OUT/torch" --vocab-size "$V" --seconds "$BUDGET" \
     --d-model "$D_MODEL" --heads "$HEADS" --layers "$LAYERS" --d-ff "$D_FF" --max-tokens "$MAX_TOKENS" \
     --warmup "$WARMUP" --beams "$TORCH_BEAMS" --alpha 0.6 --threads "$THREADS" --seed 1
