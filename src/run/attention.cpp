@@ -119,7 +119,7 @@ std::vector<std::vector<HeadWeights>> cross_attention(const ModelFolder& folder,
 
 namespace {
 
-// Row r of head h of a captured [1, heads, rows, Dh] tensor as a float64 [rows, Dh] tensor.
+// Head h of a captured [1, heads, rows, Dh] tensor as a float64 [rows, Dh] tensor.
 Tensor head_rows(const Tensor& t, int64_t h) {
   ATTN_CHECK(t.defined() && t.dim() == 4 && t.size(0) == 1 && h < t.size(1), "attention steps",
              "the model did not capture its queries, keys and values");
