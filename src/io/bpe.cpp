@@ -313,9 +313,13 @@ BpeTokenizer BpeTokenizer::load(const std::string& vocab_path, const std::string
 BpeTokenizer BpeTokenizer::load_folder(const std::string& dir) {
   std::error_code ec;
   ATTN_CHECK(std::filesystem::is_directory(dir, ec), kOp, "'", dir, "': not a folder");
-  const std::string vocab = file_name_or(dir, {"vocab.json", "encoder.json"}, "vocabulary");
-  const std::string merges = file_name_or(dir, {"merges.txt", "vocab.bpe"}, "merges");
+  const auto [vocab, merges] = folder_files(dir);
   return load(vocab, merges);
+}
+
+std::pair<std::string, std::string> BpeTokenizer::folder_files(const std::string& dir) {
+  return {file_name_or(dir, {"vocab.json", kBpeEncoderFileName}, "vocabulary"),
+          file_name_or(dir, {"merges.txt", kBpeMergesFileName}, "merges")};
 }
 
 // ---- encoding and decoding ------------------------------------------------------------------

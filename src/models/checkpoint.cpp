@@ -18,7 +18,9 @@
 
 #include "attn/core/error.h"
 #include "attn/io/atomic_file.h"
+#include "attn/io/bpe.h"
 #include "attn/models/factory.h"
+#include "attn/models/gpt2.h"
 
 #ifndef ATTN_VERSION
 #define ATTN_VERSION "unknown"  // the build defines it from CMake's PROJECT_VERSION
@@ -408,19 +410,35 @@ std::string quantize_model_folder(const std::string& dir, const std::string& out
   std::error_code ec;
   if (fs::exists(out, ec) && fs::exists(dir, ec) && fs::equivalent(out, dir, ec))
     fail(kOp, "the output folder '", out, "' is the model folder itself; choose another --out");
-  const LoadedCheckpoint loaded = load_checkpoint(dir);
-  const Quantization already = loaded.model->config().quantization;
+  // A Hugging Face GPT-2 folder becomes one of our folders (its names and config.json keys
+  // cannot say "quantization"), with the tokenizer under OpenAI's file names (io/bpe.h).
+  const bool gpt2 = is_gpt2_folder(dir);
+  std::shared_ptr<Model> model;
+  std::string weights_path = join_path(dir, io::kWeightsFileName);
+  ExtraFiles extra;
+  if (gpt2) {
+    model = load_gpt2(dir).model;  // the tokenizer is read, and checked against the model, too
+    const auto [vocab, merges] = io::BpeTokenizer::folder_files(dir);
+    extra.emplace_back(io::kBpeEncoderFileName, io::read_file(vocab));
+    extra.emplace_back(io::kBpeMergesFileName, io::read_file(merges));
+  } else {
+    const LoadedCheckpoint loaded = load_checkpoint(dir);
+    model = loaded.model;
+    weights_path = loaded.weights_path;
+  }
+  const Quantization already = model->config().quantization;
   ATTN_CHECK(already == Quantization::None, kOp, "'", dir, "' is quantized already (\"quantization\": \"",
              quantization_name(already), "\"); quantize its float32 model instead");
   try {
-    loaded.model->quantize(q);
+    model->quantize(q);
   } catch (const Error& e) {
-    fail(kOp, "'", loaded.weights_path, "': ", without_tag(e.what()));
+    fail(kOp, "'", weights_path, "': ", without_tag(e.what()));
   }
-  // Every other plain file of the folder comes along (vocab.json, train_config.json, ...).
-  ExtraFiles extra;
+  // Every other plain file of one of our folders comes along (vocab.json, train_config.json,
+  // ...); of a GPT-2 folder, only the tokenizer (its other files describe the Hugging Face layout).
   std::vector<std::string> names;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (gpt2) break;
     const std::string name = entry.path().filename().string();
     if (!entry.is_regular_file() || name.empty() || name[0] == '.') continue;
     if (name == io::kConfigFileName || name == io::kWeightsFileName) continue;
@@ -428,7 +446,7 @@ std::string quantize_model_folder(const std::string& dir, const std::string& out
   }
   std::sort(names.begin(), names.end());
   for (const std::string& name : names) extra.emplace_back(name, io::read_file(join_path(dir, name.c_str())));
-  save_model_folder(out, *loaded.model, extra);
+  save_model_folder(out, *model, extra);
   return out;
 }
 

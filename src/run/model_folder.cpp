@@ -102,7 +102,19 @@ GenerationFolder open_generation_folder(const std::string& dir, const char* comm
   // Without a family asked for, config.json names it (a folder without one fails in
   // open_model_folder with its message about the path).
   if (!arch && fs::exists(fs::path(dir) / io::kConfigFileName, ec)) family = models::load_model_config(dir).arch;
-  g.folder = open_model_folder(dir, command, need_vocab, family);
+  // One of our folders that reads text with GPT-2's BPE (a quantized GPT-2): encoder.json and
+  // vocab.bpe beside config.json; prompts without a <bos> in front, as from the GPT-2 folder.
+  const fs::path encoder = fs::path(dir) / io::kBpeEncoderFileName, merges = fs::path(dir) / io::kBpeMergesFileName;
+  const bool bpe = fs::is_regular_file(encoder, ec) && fs::is_regular_file(merges, ec);
+  g.folder = open_model_folder(dir, command, need_vocab && !bpe, family);
+  if (bpe) {
+    g.bpe = io::BpeTokenizer::load(encoder.string(), merges.string());
+    const int64_t limit = std::min(g.folder.src_vocab_size, g.folder.tgt_vocab_size);
+    if (g.bpe->vocab_size() > limit)
+      fail(command, "'", encoder.string(), "' has ", g.bpe->vocab_size(), " tokens but the model's vocabulary has ",
+           limit, ": the tokenizer does not belong to this model");
+    g.prepend_bos = false;
+  }
   return g;
 }
 

@@ -17,9 +17,16 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace attn::io {
+
+// OpenAI's names for the two files. One of attn's own model folders that reads text with
+// GPT-2's BPE (`attn quantize` of a GPT-2 folder) keeps them under these names, since its
+// vocab.json would be taken for attn's own vocabulary file (io/vocab.h).
+inline constexpr const char* kBpeEncoderFileName = "encoder.json";
+inline constexpr const char* kBpeMergesFileName = "vocab.bpe";
 
 // bytes_to_unicode: the printable bytes '!'..'~', 0xA1..0xAC and 0xAE..0xFF map to the code
 // point of the same value; the other 68 bytes, in increasing order, to U+0100, U+0101, ...
@@ -51,6 +58,9 @@ class BpeTokenizer {
   static BpeTokenizer load(const std::string& vocab_path, const std::string& merges_path);
   // Reads a folder's vocab.json (or encoder.json) and merges.txt (or vocab.bpe).
   static BpeTokenizer load_folder(const std::string& dir);
+  // The two paths load_folder reads: {vocabulary, merges}. A folder without one of them is an
+  // attn::Error naming the names it looked for.
+  static std::pair<std::string, std::string> folder_files(const std::string& dir);
 
   // UTF-8 text -> token ids. With allow_special, each "<|endoftext|>" in the text becomes that
   // token's id; without it (the default, as OpenAI's encoder.py) it is ordinary text.

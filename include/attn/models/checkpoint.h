@@ -79,7 +79,10 @@ std::shared_ptr<Model> load_model(const std::string& dir);
 // `attn quantize`: loads the float32 model folder `dir`, quantizes it (Model::quantize: int8
 // weights with "<name>_scale" F32 scales, or bf16 weights; nn/quantize.h) and saves it into
 // `out` (default: dir + "-int8" / "-bf16") with config.json's "quantization" key; every other
-// plain file of `dir` (vocab.json, train_config.json, ...) is copied. Returns the folder
+// plain file of `dir` (vocab.json, train_config.json, ...) is copied. A Hugging Face GPT-2
+// folder (is_gpt2_folder) is read with load_gpt2 and written as one of our decoder-only
+// folders, its tokenizer files copied under OpenAI's names (io::kBpeEncoderFileName,
+// io::kBpeMergesFileName; run::open_generation_folder reads them). Returns the folder
 // written. Errors: out naming dir itself, a source that is quantized already, an f64 model, a
 // NaN or Inf weight (named), and every load_checkpoint error.
 std::string quantize_model_folder(const std::string& dir, const std::string& out, Quantization q);

@@ -48,13 +48,15 @@ ModelFolder open_model_folder(const std::string& dir, const char* command, bool 
 // own byte-level BPE tokenizer and reads prompts without a <bos> in front.
 struct GenerationFolder {
   ModelFolder folder;                  // GPT-2: vocab empty, src and tgt vocabulary its BPE's size
-  std::optional<io::BpeTokenizer> bpe;  // GPT-2's tokenizer (null for our folders)
-  bool prepend_bos = true;             // false for GPT-2 (run::GenerateSettings::prepend_bos)
+  std::optional<io::BpeTokenizer> bpe;  // GPT-2's tokenizer (null for folders read with vocab.json)
+  bool prepend_bos = true;             // false with GPT-2's BPE (run::GenerateSettings::prepend_bos)
 };
 
 // Opens `dir` as a GPT-2 folder when models::is_gpt2_folder says it is one, else as
 // open_model_folder(dir, command, need_vocab, arch); `arch` unset takes the family the
-// folder's config.json names (attn serve serves every family).
+// folder's config.json names (attn serve serves every family). One of our folders with
+// encoder.json and vocab.bpe (a GPT-2 folder after attn quantize) reads text with that BPE
+// and without <bos>, as the GPT-2 folder did; a BPE larger than the model is an error.
 GenerationFolder open_generation_folder(const std::string& dir, const char* command, bool need_vocab,
                                         std::optional<models::Arch> arch = models::Arch::DecoderOnly);
 
