@@ -19,6 +19,8 @@
 #   ONLY_TORCH=1 tools/debian_translation.sh            # the PyTorch side of a finished attn run
 #   RESUME=1 tools/debian_translation.sh                # continue an interrupted attn run (or give it
 #                                                       # more EPOCHS) from its last checkpoint, then go on
+#   STREAM=1 tools/debian_translation.sh                # attn train --stream: the training split read in
+#                                                       # chunks of CHUNK_LINES pairs, never whole
 set -euo pipefail
 
 ATTN=${ATTN:-build/attn}
@@ -38,6 +40,8 @@ AVERAGE=${AVERAGE:-5}          # checkpoints averaged
 TORCH_BEAMS=${TORCH_BEAMS:-1,4} # the PyTorch side's decodings (1: greedy); its beam search has no cache
 MAX_TRAIN=${MAX_TRAIN:-0}      # 0: the whole training split; N: its first N pairs (smoke runs)
 MAX_TEST=${MAX_TEST:-0}        # 0: the whole test split; N: its first N pairs (smoke runs only)
+STREAM=${STREAM:-0}            # 1: attn train --stream --chunk-lines CHUNK_LINES
+CHUNK_LINES=${CHUNK_LINES:-10000}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 
@@ -66,6 +70,8 @@ for s in train valid test; do
   cut -f1 "$D/$s.tsv" > "$D/$s.en"
   cut -f2 "$D/$s.tsv" > "$D/$s.de"
 done
+STREAM_ARGS=()
+[ "$STREAM" = 1 ] && STREAM_ARGS=(--stream --chunk-lines "$CHUNK_LINES")
 if [ "${ONLY_TORCH:-0}" != 1 ]; then
   if [ "${RESUME:-0}" = 1 ]; then
     [ -f "$OUT/attn/train_config.json" ] || die "RESUME=1: no attn run in $OUT/attn to resume"
@@ -82,7 +88,7 @@ if [ "${ONLY_TORCH:-0}" != 1 ]; then
       --d-model "$D_MODEL" --heads "$HEADS" --encoder-layers "$LAYERS" --decoder-layers "$LAYERS" --d-ff "$D_FF" \
       --epochs "$EPOCHS" --batch-size 0 --max-tokens "$MAX_TOKENS" --warmup "$WARMUP" \
       --checkpoint-every "$CKPT_EVERY" --keep "$AVERAGE" --seed 1 --threads "$THREADS" \
-      --out "$OUT/attn" --force --no-report --quiet
+      ${STREAM_ARGS[@]+"${STREAM_ARGS[@]}"} --out "$OUT/attn" --force --no-report --quiet
   fi
   timed attn_average "$ATTN" average --model "$OUT/attn" --last "$AVERAGE" --out "$OUT/attn_avg" --force
   for m in attn attn_avg; do

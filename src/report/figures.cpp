@@ -515,6 +515,17 @@ std::string positional_encoding_figure(const Matrix& pe, const std::vector<int64
   return b.svg.document(b.width, b.height, default_title("positional encoding", title));
 }
 
+namespace {
+
+// A mask's cells (1 = masked, 0 = allowed) in two colours, annotated in the additive form.
+constexpr Rgb kMaskAllowed{0x43, 0x93, 0xc3}, kMaskMasked{0xd6, 0x60, 0x4d};
+CellRender mask_cell_render() {
+  return {[](double v) { return v != 0 ? kMaskMasked : kMaskAllowed; },
+          [](double v) { return std::string(v != 0 ? "\u2212\u221e" : "0"); }};
+}
+
+}  // namespace
+
 std::string mask_figure(const Matrix& mask, const Matrix& weights, const MaskFigureOptions& o) {
   constexpr const char* op = "report.mask_figure";
   check_finite_matrix(mask, op);
@@ -522,9 +533,8 @@ std::string mask_figure(const Matrix& mask, const Matrix& weights, const MaskFig
   ATTN_CHECK(mask.rows == weights.rows && mask.cols == weights.cols, op, "mask is ", mask.rows, " x ", mask.cols,
              " but weights are ", weights.rows, " x ", weights.cols);
   for (double v : mask.values) ATTN_CHECK(v == 0 || v == 1, op, "mask entries must be 0 or 1, got ", v);
-  const Rgb allowed{0x43, 0x93, 0xc3}, masked{0xd6, 0x60, 0x4d};
-  const CellRender mask_render{[=](double v) { return v != 0 ? masked : allowed; },
-                               [](double v) { return std::string(v != 0 ? "\u2212\u221e" : "0"); }};
+  const Rgb allowed = kMaskAllowed, masked = kMaskMasked;
+  const CellRender mask_render = mask_cell_render();
   HeatmapOptions common{
       .x_title = "key position j", .y_title = "query position i", .row_labels = o.labels, .col_labels = o.labels};
   HeatmapOptions mo = common;
@@ -599,9 +609,7 @@ std::string attention_steps_figure(const AttentionStepsFigure& f) {
       panel(f.scaled, "3. / sqrt(d_k) = / " + detail::format_fixed(std::sqrt(static_cast<double>(dk)), 2), false, ql,
             kl, false)};
   if (!f.mask.empty()) {
-    const Rgb allowed{0x43, 0x93, 0xc3}, masked{0xd6, 0x60, 0x4d};
-    const CellRender mask_render{[=](double v) { return v != 0 ? masked : allowed; },
-                                 [](double v) { return std::string(v != 0 ? "\u2212\u221e" : "0"); }};
+    const CellRender mask_render = mask_cell_render();
     HeatmapOptions mo;
     mo.title = "+ mask";
     mo.row_labels = ql;
