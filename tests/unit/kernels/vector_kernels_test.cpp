@@ -231,10 +231,11 @@ std::vector<NamedCase> row_cases() {
 std::vector<NamedCase> exact_cases() {
   std::vector<NamedCase> cases;
   using Binary = void (*)(float*, const float*, const float*, int64_t);
-  for (auto [name, pick] : {std::pair<const char*, Binary VectorKernels::*>{"add", &VectorKernels::add},
-                            {"sub", &VectorKernels::sub},
-                            {"mul", &VectorKernels::mul}}) {
-    cases.push_back({name, [pick](const VectorKernels& vk, int64_t n, uint64_t seed) {
+  for (const auto& entry : {std::pair<const char*, Binary VectorKernels::*>{"add", &VectorKernels::add},
+                             {"sub", &VectorKernels::sub},
+                             {"mul", &VectorKernels::mul}}) {
+    const Binary VectorKernels::*pick = entry.second;  // a plain variable: lambdas capture no bindings before C++20
+    cases.push_back({entry.first, [pick](const VectorKernels& vk, int64_t n, uint64_t seed) {
                        Rng rng(seed);
                        const auto a = random_floats(n, rng, -3.0, 3.0);
                        const auto b = random_floats(n, rng, -3.0, 3.0);

@@ -554,7 +554,7 @@ TEST(AttentionFlash, GradcheckPaddingBiasAndWindow) {
 
 TEST(AttentionFlash, TheOpUsesFlashUnlessWeightsOrDropoutAreAsked) {
   const int64_t kLong = kernels::kShortAttentionMaxT + 1;
-  auto choose = [kLong](const SdpaOptions& o, int64_t Tq = -1, int64_t Tk = -1, DType dt = DType::F32) {
+  auto choose = [=](const SdpaOptions& o, int64_t Tq = -1, int64_t Tk = -1, DType dt = DType::F32) {
     return detail::choose_sdpa_impl(o, dt, Tq < 0 ? kLong : Tq, Tk < 0 ? kLong : Tk);
   };
   SdpaOptions o;

@@ -213,8 +213,9 @@ TEST(Elementwise, UnaryGradientsPassGradcheck) {
       {"silu", [](const Tensor& t) { return silu(t); }},
       {"tanh", [](const Tensor& t) { return tanh_op(t); }},
   };
-  for (const auto& [name, f] : ops) {
-    SCOPED_TRACE(name);
+  for (const auto& op : ops) {
+    SCOPED_TRACE(op.first);
+    const auto& f = op.second;  // a plain reference: lambdas capture no structured bindings before C++20
     EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& in) { return f(in[0]); }, {x}));
   }
 }
