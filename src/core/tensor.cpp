@@ -4,7 +4,9 @@
 
 #include <cmath>
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "attn/core/autograd.h"
@@ -80,6 +82,15 @@ void strided_copy(T* dst, const Shape& dst_strides, const T* src, const Shape& s
   }
 }
 
+// A double as int64: truncated toward zero, saturated to int64's range, NaN -> 0 (a plain cast
+// of an out-of-range double is undefined behaviour).
+int64_t int64_from_double(double v) {
+  if (std::isnan(v)) return 0;
+  if (v >= 9223372036854775808.0) return INT64_MAX;  // 2^63
+  if (v < -9223372036854775808.0) return INT64_MIN;
+  return static_cast<int64_t>(v);
+}
+
 double load_as_double(const void* base, DType dtype, int64_t off) {
   switch (dtype) {
     case DType::F32: return static_cast<const float*>(base)[off];
@@ -96,7 +107,7 @@ void store_from_double(void* base, DType dtype, int64_t off, double v) {
   switch (dtype) {
     case DType::F32: static_cast<float*>(base)[off] = static_cast<float>(v); break;
     case DType::F64: static_cast<double*>(base)[off] = v; break;
-    case DType::I64: static_cast<int64_t*>(base)[off] = static_cast<int64_t>(v); break;
+    case DType::I64: static_cast<int64_t*>(base)[off] = int64_from_double(v); break;
     case DType::Bool: static_cast<uint8_t*>(base)[off] = v != 0.0; break;
     case DType::I8:  // truncated toward zero as for I64, saturated to [-128, 127], NaN -> 0
       static_cast<int8_t*>(base)[off] = std::isnan(v) ? int8_t{0}
@@ -236,7 +247,13 @@ std::vector<T> Tensor::to_vector() const {
   const void* base = impl().storage->data();
   const DType dt = dtype();
   for_each_offset(shape(), strides(), offset(), [&](int64_t i, int64_t off) {
-    out[static_cast<size_t>(i)] = static_cast<T>(load_as_double(base, dt, off));
+    if constexpr (std::is_same_v<T, int64_t>) {
+      // I64 exactly (a double holds only 53 bits), the rest saturated.
+      out[static_cast<size_t>(i)] = dt == DType::I64 ? static_cast<const int64_t*>(base)[off]
+                                                     : int64_from_double(load_as_double(base, dt, off));
+    } else {
+      out[static_cast<size_t>(i)] = static_cast<T>(load_as_double(base, dt, off));
+    }
   });
   return out;
 }

@@ -27,9 +27,10 @@ struct HeadLayout {
 
   static constexpr HeadLayout packed(int64_t Hs, int64_t T, int64_t D) { return {Hs * T * D, T * D, D}; }
   static constexpr HeadLayout split(int64_t Hs, int64_t T, int64_t D) { return {T * Hs * D, D, Hs * D}; }
-  // Row 0 of head h of batch entry b.
+  // Row 0 of head h of batch entry b. A null base (an empty tensor: no keys or no queries)
+  // stays null: an offset from a null pointer is undefined behaviour even when never read.
   template <class E>
-  E* at(E* base, int64_t b, int64_t h) const { return base + b * batch + h * head; }
+  E* at(E* base, int64_t b, int64_t h) const { return base == nullptr ? base : base + b * batch + h * head; }
 };
 
 // The sizes of one call: q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], v [B, Hkv, Tk, Dv] and out
