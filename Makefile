@@ -1,13 +1,13 @@
 # attn — a thin layer over CMake/CTest.
 #   make demo    install the build dependencies only, build attn, train the default model
-#   make test    install every dependency, build, run every test
+#   make test    install every dependency, build, run every test, then the sanitizer step below
+#                (SANITIZE=0 skips it)
 #   make deps    install every Debian package attn's tests and benchmarks need (apt-get; root)
 #   make deps-demo  install only what building and running attn needs
 #   make build   configure and build in Release under build/
 #   make bench   benchmarks side by side with PyTorch (bench/RESULTS.md)
 #   make sanitize  the unit, property and e2e tests under ASan + UBSan, and every fuzz target's
-#                corpus replayed and fuzzed for 60 s (build-san/, clang; not yet part of make test:
-#                its first run hung on two OpenMP runtimes in one process, docs/fuzzing.md)
+#                corpus replayed and fuzzed for 60 s (build-san/, clang; docs/fuzzing.md)
 #   make fuzz    the long fuzz campaign: FUZZ_SECONDS per target (docs/fuzzing.md)
 BUILD    ?= build
 JOBS     ?= $(shell nproc)
@@ -36,6 +36,8 @@ SAN_CXX         ?= clang++-14
 SAN_LABELS      ?= unit|property|e2e
 FUZZ_CI_SECONDS ?= 60
 FUZZ_SECONDS    ?= 600
+# make test runs the sanitizer step after the normal tests unless SANITIZE=0.
+SANITIZE        ?= 1
 
 .PHONY: all deps deps-demo build test demo bench clean san-build sanitize fuzz
 
@@ -69,8 +71,11 @@ build:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DATTN_WERROR=$(WERROR) -DATTN_BUILD_TESTS=ON
 	cmake --build $(BUILD) -j $(JOBS)
 
+# The sanitizer step runs after the normal tests, never beside them (both take both cores).
 test: deps build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@if [ "$(SANITIZE)" != 0 ]; then $(MAKE) --no-print-directory sanitize; \
+	else echo "attn: SANITIZE=0: the sanitizer step (make sanitize) skipped"; fi
 
 # Configures and builds the sanitizer tree: the CLI, the unit, property and e2e tests, the fuzz
 # targets (nothing else: the other labels do not run there).

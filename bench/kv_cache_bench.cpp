@@ -10,13 +10,15 @@
 //             paged cache holds (shared prefixes once) against the copy-per-beam layout
 //             (every live hypothesis its own T positions), peak and summed over steps; the
 //             outputs of both layouts are checked equal. Deterministic.
+//   lm_beam   the same for a decoder-only model continuing 8 prompts of 64 tokens: the beams of
+//             a prompt share its blocks. Deterministic.
 //   capacity  concurrent sequences of the waste workload's length mix that fit in a memory
 //             budget (--budget-mb): reserve-max vs paged (each sequence its ceil(len/B)
 //             blocks). Computed from the workload, deterministic.
 //   speed     greedy decoding (64 tokens, batch 1 and 8) of the paper's base encoder-decoder,
 //             contiguous vs paged, best of --repeat runs; outputs checked equal. Needs an
 //             idle machine.
-// Usage: kv_cache_bench [--only waste|beam|capacity|speed] [--repeat 3] [--tokens 64]
+// Usage: kv_cache_bench [--only waste|beam|lm_beam|capacity|speed] [--repeat 3] [--tokens 64]
 //                       [--block 16] [--budget-mb 1024] [--requests 64] [--max-len 512]
 #include <algorithm>
 #include <chrono>
@@ -144,10 +146,12 @@ int waste(const Args& a) {
   return 0;
 }
 
-// An IncrementalDecoder that records the cache after every step of the one it wraps.
+// An IncrementalDecoder that records the cache after every step of the one it wraps
+// (a TransformerDecoder or an LmDecoder).
+template <class Decoder>
 class Recording : public decode::IncrementalDecoder {
  public:
-  Recording(decode::TransformerDecoder& d, int64_t per_position) : d_(d), per_position_(per_position) {}
+  Recording(Decoder& d, int64_t per_position) : d_(d), per_position_(per_position) {}
   void start(const Tensor& src) override { d_.start(src); }
   Tensor step(const Tensor& last) override {
     Tensor out = d_.step(last);
@@ -171,7 +175,7 @@ class Recording : public decode::IncrementalDecoder {
         if (t->defined()) b += t->numel() * static_cast<int64_t>(dtype_size(t->dtype()));
     return b;
   }
-  decode::TransformerDecoder& d_;
+  Decoder& d_;
   int64_t per_position_;
 };
 
@@ -198,7 +202,7 @@ int beam(const Args& a) {
   const int64_t per_position = decode::kv_block_bytes(cfg, 1);
   decode::TransformerDecoder plain(model), paged(model);
   paged.set_kv_pool(decode::make_kv_pool(cfg, a.block, int64_t{4} << 30));
-  Recording rp(plain, per_position), rg(paged, per_position);
+  Recording<decode::TransformerDecoder> rp(plain, per_position), rg(paged, per_position);
   const auto h0 = decode::beam_search(rp, src, o);
   const auto h1 = decode::beam_search(rg, src, o);
   bool same = h0.size() == h1.size();
@@ -209,6 +213,39 @@ int beam(const Args& a) {
               static_cast<long long>(a.tokens), static_cast<long long>(a.block), rp.peak / 1048576.0,
               rg.peak / 1048576.0, static_cast<double>(rg.peak) / static_cast<double>(rp.peak), rg.total / rp.total,
               same ? "true" : "false");
+  return same ? 0 : 1;
+}
+
+// Beam search (beam 4) continuing prompts with a decoder-only model: the four beams of a prompt
+// share its blocks, where a copy-per-beam cache holds the prompt four times.
+int lm_beam(const Args& a) {
+  NoGradGuard no_grad;
+  models::ModelConfig cfg = paper(models::Arch::DecoderOnly);
+  models::DecoderOnlyModel model(cfg);
+  model.eval();
+  const int64_t prompt_len = 64;
+  Tensor prompts = sources(8, prompt_len, 11);  // [8, 64]
+  for (int64_t i = 0; i < 8; ++i) prompts.data<int64_t>()[i * prompt_len] = 1;  // <bos> first
+  decode::BeamOptions o;
+  o.beam = 4;
+  o.bos = 1;
+  o.eos = -1;  // every hypothesis runs to the limit
+  o.pad = 0;
+  o.max_len = a.tokens;
+  const int64_t per_position = decode::kv_block_bytes(cfg, 1);
+  decode::LmDecoder plain(model), paged(model);
+  paged.set_kv_pool(decode::make_kv_pool(cfg, a.block, int64_t{4} << 30));
+  Recording<decode::LmDecoder> rp(plain, per_position), rg(paged, per_position);
+  const auto h0 = decode::beam_search(rp, prompts, o);
+  const auto h1 = decode::beam_search(rg, prompts, o);
+  bool same = h0.size() == h1.size();
+  for (size_t i = 0; same && i < h0.size(); ++i) same = h0[i][0].tokens == h1[i][0].tokens;
+  std::printf("{\"figure\": \"lm_beam\", \"prompts\": 8, \"prompt_tokens\": %lld, \"beam\": 4, \"tokens\": %lld, "
+              "\"block\": %lld, \"copy_per_beam_peak_mib\": %.2f, \"paged_peak_mib\": %.2f, \"peak_ratio\": %.3f, "
+              "\"sum_ratio\": %.3f, \"same_output\": %s}\n",
+              static_cast<long long>(prompt_len), static_cast<long long>(a.tokens), static_cast<long long>(a.block),
+              rp.peak / 1048576.0, rg.peak / 1048576.0, static_cast<double>(rg.peak) / static_cast<double>(rp.peak),
+              rg.total / rp.total, same ? "true" : "false");
   return same ? 0 : 1;
 }
 
@@ -289,6 +326,7 @@ int main(int argc, char** argv) {
     int rc = 0;
     if (a.only.empty() || a.only == "waste") rc |= waste(a);
     if (a.only.empty() || a.only == "beam") rc |= beam(a);
+    if (a.only.empty() || a.only == "lm_beam") rc |= lm_beam(a);
     if (a.only.empty() || a.only == "capacity") rc |= capacity(a);
     if (a.only.empty() || a.only == "speed") rc |= speed(a);
     return rc;

@@ -12,7 +12,8 @@
 // the engine's resident memory over many requests. Greedy decoding throughout; the same tokens
 // are generated in every mode (checked).
 //   serve_bench [--model DIR] [--threads N] [--clients C] [--requests R] [--batch B]
-//               [--rss-requests K]
+//               [--rss-requests K] [--kv-cache paged|contiguous]
+// The engine's KV cache is attn serve's default (paged, blocks of 16) unless --kv-cache says.
 // Without --model: the paper's base model with random weights (D=512, 6+6 layers, vocabulary
 // 1000), which is what speed depends on.
 #include <algorithm>
@@ -49,6 +50,16 @@ struct Work {
   int64_t max_tokens = 0;
   double think_s = 0;  // the client's pause before sending it
 };
+
+// The engine's options as `attn serve --max-batch batch` sets them (its KV cache: kv_paged).
+bool kv_paged = true;
+serve::EngineOptions engine_options(int64_t batch) {
+  serve::EngineOptions o;
+  o.max_batch = batch;
+  o.max_queue = 1 << 20;
+  o.kv.paged = kv_paged;
+  return o;
+}
 
 struct Record {
   double submit = 0, first = 0, done = 0;  // seconds since the run began
@@ -265,6 +276,7 @@ int main(int argc, char** argv) {
     else if (a == "--batch") batch = std::atoll(next().c_str());
     else if (a == "--think") think = std::atof(next().c_str());
     else if (a == "--rss-requests") rss_requests = std::atoll(next().c_str());
+    else if (a == "--kv-cache") kv_paged = next() != "contiguous";
     else {
       std::fprintf(stderr, "serve_bench: unknown argument %s\n", a.c_str());
       return 2;
@@ -274,10 +286,11 @@ int main(int argc, char** argv) {
   const run::ModelFolder f = model_dir.empty() ? base_folder() : run::open_model_folder(model_dir, "serve_bench", false);
   const models::ModelConfig& c = f.base->config();
   std::printf("model: %s (D=%lld, layers %lld+%lld, vocabulary %lld), %d threads, %lld clients, %lld requests, "
-              "batch %lld, mean think %.3f s\n",
+              "batch %lld, mean think %.3f s, %s KV cache\n",
               f.dir.c_str(), static_cast<long long>(c.d_model), static_cast<long long>(c.n_encoder_layers),
               static_cast<long long>(c.n_decoder_layers), static_cast<long long>(f.src_vocab_size), threads,
-              static_cast<long long>(clients), static_cast<long long>(requests), static_cast<long long>(batch), think);
+              static_cast<long long>(clients), static_cast<long long>(requests), static_cast<long long>(batch), think,
+              kv_paged ? "paged" : "contiguous");
   const std::vector<Work> work = workload(requests, f.src_vocab_size, think, 42);
 
   std::vector<Row> rows;
@@ -290,7 +303,7 @@ int main(int argc, char** argv) {
       }
   };
   {
-    serve::Engine engine(f, serve::EngineOptions{1, 1 << 20, true, true});
+    serve::Engine engine(f, engine_options(1));
     double s = 0;
     auto rec = drive(work, clients, [&](const Work& w, Record& r, auto now) { via_engine(engine, w, r, now); }, &s);
     for (const Record& r : rec) reference.push_back(r.tokens);
@@ -307,7 +320,7 @@ int main(int argc, char** argv) {
     rows.push_back(summarize("static batching", rec, s));
   }
   {
-    serve::Engine engine(f, serve::EngineOptions{batch, 1 << 20, true, true});
+    serve::Engine engine(f, engine_options(batch));
     double s = 0;
     auto rec = drive(work, clients, [&](const Work& w, Record& r, auto now) { via_engine(engine, w, r, now); }, &s);
     check("continuous", rec);
@@ -353,7 +366,7 @@ int main(int argc, char** argv) {
   // A short request behind long ones: its time to first token alone and behind batch - 1
   // long requests that are already decoding.
   {
-    serve::Engine engine(f, serve::EngineOptions{batch, 1 << 20, true, true});
+    serve::Engine engine(f, engine_options(batch));
     Work shortw = work[0];
     shortw.max_tokens = 8;
     std::vector<double> alone;
@@ -389,7 +402,7 @@ int main(int argc, char** argv) {
   if (rss_requests > 0) {
     // Rounds of 1,000 requests (their records freed after each round); resident memory after the
     // first round and after the last: flat when the engine keeps nothing per request.
-    serve::Engine engine(f, serve::EngineOptions{batch, 1 << 20, true, true});
+    serve::Engine engine(f, engine_options(batch));
     std::vector<Work> round = workload(1000, f.src_vocab_size, 0.0001, 7);
     for (Work& w : round) w.max_tokens = std::min<int64_t>(w.max_tokens, 8);
     const int64_t rounds = std::max<int64_t>(2, rss_requests / 1000);

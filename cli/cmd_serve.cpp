@@ -28,6 +28,7 @@ struct ServeOptions {
   int64_t threads = 0;
   double timeout = 30;
   int64_t max_body = 1 << 20;
+  KvCacheFlags kv;
 };
 
 int run_serve(ServeOptions o) {
@@ -36,6 +37,10 @@ int run_serve(ServeOptions o) {
   ATTN_CHECK(o.max_body >= 1, kCmd, "--max-body must be >= 1, got ", o.max_body);
   if (o.threads > 0) attn::set_num_threads(o.threads);
   o.server.max_body = static_cast<size_t>(o.max_body);
+  const decode::KvCacheOptions kv = o.kv.resolve(kCmd);
+  o.server.kv_paged = kv.paged;
+  o.server.kv_block = kv.block_size;
+  o.server.kv_pool_mb = kv.pool_bytes >> 20;
 
   // SIGINT and SIGTERM are blocked in every thread (the server's and the engine's threads inherit
   // this mask) and taken by sigwait below, so that shutting down runs as ordinary code.
@@ -82,6 +87,8 @@ void register_serve(CLI::App& app, Action* action) {
                   "require 'Authorization: Bearer KEY' on every route but /health");
   cmd->add_option("--timeout", o->timeout, "seconds running requests get to finish after SIGINT/SIGTERM")
       ->capture_default_str();
+  o->kv.layout = "paged";  // serving: blocks as rows grow, prompt prefixes shared (docs/serving.md)
+  o->kv.add(cmd);
   cmd->add_option("--max-body", o->max_body, "largest request body in bytes (larger: 413)")->capture_default_str();
   cmd->callback([o, action] { *action = [o] { return run_serve(*o); }; });
 }

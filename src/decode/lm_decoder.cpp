@@ -96,15 +96,22 @@ void LmDecoder::start_prompts(const std::vector<std::vector<int64_t>>& prompts) 
   started_ = true;
 }
 
-void LmDecoder::join(const std::vector<int64_t>& prefix) {
+void LmDecoder::join(const std::vector<int64_t>& prefix, int64_t share_row, int64_t share_positions) {
   ATTN_CHECK(!model_.is_training(), kOp, "the model is in training mode (dropout on); call eval() before decoding");
   ATTN_CHECK(!first_.defined(), kOp, "join() while start()'s first distribution is pending: step first");
+  const int64_t len = static_cast<int64_t>(prefix.size());
+  ATTN_CHECK(share_positions == 0 || (pool_ && started_ && share_positions > 0 && share_positions <= len), kOp,
+             "join sharing ", share_positions, " positions of a prefix of ", len,
+             ": needs the paged cache, a running batch and 0 < positions <= the prefix's length");
   NoGradGuard no_grad;
   nn::KVCache fresh = model_.init_cache(1);  // one row, no positions yet
   if (pool_) fresh.use_pool(pool_);
-  if (!prefix.empty())
-    model_.forward_cached_hidden(Tensor::from_vector<int64_t>(prefix, {1, static_cast<int64_t>(prefix.size())}),
-                                 fresh);  // [1, L, D], only the cache is kept
+  if (share_positions > 0) fresh.share_prefix(cache_, share_row, share_positions);
+  if (len > share_positions) {
+    const std::vector<int64_t> rest(prefix.begin() + share_positions, prefix.end());
+    model_.forward_cached_hidden(Tensor::from_vector<int64_t>(rest, {1, len - share_positions}),
+                                 fresh);  // [1, L', D], only the cache is kept
+  }
   if (!started_) {
     cache_ = std::move(fresh);
     started_ = true;

@@ -173,7 +173,7 @@ void BlockPool::release(int32_t block) {
 }
 
 int32_t BlockPool::writable(int32_t block) {
-  if (refcount(block) == 1) return block;
+  if (refcount(block) == 1 || !copy_on_write_) return block;
   const int32_t fresh = allocate();
   const int64_t n = kv_heads_ * block_size_ * head_dim_ * static_cast<int64_t>(dtype_size(dtype_));
   for (int64_t l = 0; l < layers_; ++l)
@@ -604,6 +604,47 @@ void KVCache::append_rows(const KVCache& other) {
     for (int64_t r = 0; r < na + nb && identity; ++r) identity = src[static_cast<size_t>(r)] == r;
     row_sources_ = identity ? std::vector<int64_t>() : std::move(src);
   }
+}
+
+void KVCache::share_prefix(const KVCache& from, int64_t row, int64_t positions) {
+  ATTN_CHECK(paged_ && from.paged_ && paged_->pool == from.paged_->pool, kOp,
+             "share_prefix needs two caches paged over the same pool");
+  ATTN_CHECK(self_pad_len_ == 0 && paged_->tables.empty() && rows() <= 1, kOp,
+             "share_prefix into a cache that already holds positions or several rows");
+  ATTN_CHECK(from.num_layers() == num_layers(), kOp, "share_prefix: the caches have ", num_layers(), " and ",
+             from.num_layers(), " layers");
+  ATTN_CHECK(sources() == 0 && from.sources() == 0, kOp, "share_prefix shares self-attention positions only; ",
+             "a cache with cross-attention sources cannot take part");
+  const PagedSelf& po = *from.paged_;
+  const int64_t n = static_cast<int64_t>(po.tables.size()), Bs = po.pool->block_size();
+  ATTN_CHECK(row >= 0 && row < n, kOp, "share_prefix of row ", row, " of a cache of ", n, " rows");
+  const size_t r = static_cast<size_t>(row);
+  const int64_t origin = po.origin[r];
+  const int64_t own = from.self_pad_len_ - origin;  // the row's own positions
+  ATTN_CHECK(positions >= 1 && positions % Bs == 0 && positions <= own, kOp, "share_prefix of ", positions,
+             " positions: must be a positive multiple of the block size ", Bs, " and at most the row's ", own);
+  ATTN_CHECK((from.left_pad_.empty() ? 0 : from.left_pad_[r]) == origin, kOp, "share_prefix: row ", row,
+             "'s cache indices are not its positions (left padding ", from.left_pad_.empty() ? 0 : from.left_pad_[r],
+             ", origin ", origin, ")");
+  for (const LayerKV& l : from.layers_)
+    ATTN_CHECK(l.self.held == from.self_pad_len_, kOp, "share_prefix: a layer holds ", l.self.held, " of ",
+               from.self_pad_len_, " positions (a sliding window dropped the oldest)");
+  for (int64_t t = 0; t < positions; ++t)
+    ATTN_CHECK(from.self_pad_[static_cast<size_t>(row * from.self_pad_len_ + origin + t)] == 0, kOp,
+               "share_prefix: position ", t, " of row ", row, " is padding");
+  ATTN_CHECK(static_cast<int64_t>(po.tables[r].size()) >= positions / Bs, kOp, "share_prefix: row ", row,
+             " has blocks for ", po.tables[r].size() * static_cast<size_t>(Bs), " positions, fewer than ", positions);
+  std::vector<int32_t> table(po.tables[r].begin(), po.tables[r].begin() + positions / Bs);
+  for (int32_t b : table) ATTN_CHECK(b >= 0, kOp, "share_prefix: row ", row, " no longer holds its first positions");
+  for (int32_t b : table) paged_->pool->retain(b);
+  paged_->tables = {std::move(table)};
+  paged_->origin = {0};
+  paged_->length = positions;
+  paged_->rebuild_flat();
+  self_pad_.assign(static_cast<size_t>(positions), 0);
+  self_pad_len_ = positions;
+  left_pad_.assign(1, 0);
+  for (LayerKV& l : layers_) l.self.held = positions;
 }
 
 void KVCache::truncate(int64_t length) {

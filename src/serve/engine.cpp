@@ -117,6 +117,8 @@ struct Engine::Impl {
   struct Running {
     Job job;
     std::vector<Choice> choices;
+    std::vector<int64_t> prefix;  // decoder-only: what join() prefilled (<bos> + prompt but its last token)
+    int64_t kv_blocks = 0;        // paged cache: the blocks reserved for its worst case
     bool first_sent = false;
     int64_t generated = 0;  // tokens sent
     int64_t rows() const {
@@ -135,6 +137,8 @@ struct Engine::Impl {
   std::shared_ptr<models::DecoderOnlyModel> lm;
   std::unique_ptr<decode::TransformerDecoder> seq2seq_decoder;
   std::unique_ptr<decode::LmDecoder> lm_decoder;
+  std::shared_ptr<nn::BlockPool> pool;  // the paged KV cache's, or null
+  bool share_prefixes = false;
 
   mutable std::mutex mu;
   std::mutex model_mu;              // held by the engine thread while it steps, and by with_model()
@@ -163,12 +167,62 @@ struct Engine::Impl {
            models::arch_name(arch));
     }
     folder.base->eval();
+    if (options.kv.paged) {
+      const models::ModelConfig& c = folder.base->config();
+      // Every row's self-attention history is at most max_len positions (Engine::max_new_tokens);
+      // blocks_needed counts one more, so the default pool holds max_batch rows of that.
+      pool = decode::kv_pool_for(c, options.kv, options.max_batch, c.max_len + 1);
+      pool->set_full_hint(options.kv.pool_bytes > 0 ? "raise --kv-pool-mb or lower --max-batch"
+                                                    : "lower --max-batch");
+      share_prefixes = options.prefix_sharing && lm != nullptr && options.batch_invariant && c.sliding_window == 0;
+      stats.kv_blocks = pool->num_blocks();
+    }
     reset_decoder();
   }
 
   void reset_decoder() {
-    if (seq2seq) seq2seq_decoder = std::make_unique<decode::TransformerDecoder>(*seq2seq);
-    if (lm) lm_decoder = std::make_unique<decode::LmDecoder>(*lm);
+    if (seq2seq) {
+      seq2seq_decoder = std::make_unique<decode::TransformerDecoder>(*seq2seq);
+      seq2seq_decoder->set_kv_pool(pool);
+    }
+    if (lm) {
+      lm_decoder = std::make_unique<decode::LmDecoder>(*lm);
+      lm_decoder->set_kv_pool(pool);
+    }
+  }
+
+  // The paged cache's blocks for a request's worst case: every row (beam or choice) with blocks
+  // of its own for its longest self-attention history, one position to spare (decoder-only:
+  // <bos> + prompt + max_tokens - 1 positions, as the last token is never fed back;
+  // encoder-decoder: the target's <bos> + max_tokens - 1). 0 with the contiguous cache.
+  int64_t blocks_needed(int64_t prompt_tokens, const GenerationParams& p) const {
+    if (!pool) return 0;
+    const int64_t rows = p.beam >= 1 ? p.beam : p.n;
+    const int64_t positions = lm ? (options.prepend_bos ? 1 : 0) + prompt_tokens + p.max_tokens : 1 + p.max_tokens;
+    return decode::kv_blocks_for(rows, positions, pool->block_size());
+  }
+
+  // Prefix sharing: the running request whose prefilled prefix shares the most whole blocks
+  // with `prefix`; sets its first decoder row and the positions shared (0: none).
+  void find_shared_prefix(const std::vector<int64_t>& prefix, int64_t& row, int64_t& positions) const {
+    row = -1;
+    positions = 0;
+    const int64_t bs = pool->block_size();
+    int64_t offset = 0;
+    for (const Running& run : running) {
+      const int64_t rows = run.rows();
+      if (rows > 0) {
+        const size_t n = std::min(prefix.size(), run.prefix.size());
+        size_t common = 0;
+        while (common < n && prefix[common] == run.prefix[common]) ++common;
+        const int64_t whole = static_cast<int64_t>(common) / bs * bs;
+        if (whole > positions) {
+          positions = whole;
+          row = offset;
+        }
+      }
+      offset += rows;
+    }
   }
   decode::IncrementalDecoder& decoder() {
     if (seq2seq_decoder) return *seq2seq_decoder;
@@ -236,10 +290,24 @@ struct Engine::Impl {
         run.choices.push_back(std::move(c));
       }
     }
-    if (seq2seq_decoder)
+    run.kv_blocks = blocks_needed(static_cast<int64_t>(prompt.size()), p);
+    if (seq2seq_decoder) {
       seq2seq_decoder->join(Tensor::from_vector<int64_t>(prompt, {1, static_cast<int64_t>(prompt.size())}));
-    else
-      lm_decoder->join(prefix);
+    } else {
+      int64_t share_row = -1, share_positions = 0;
+      if (share_prefixes) find_shared_prefix(prefix, share_row, share_positions);
+      {
+        // With prefix sharing every prompt is prefilled on the batch-invariant kernels, so that
+        // the keys and values a later request takes are the bits it would compute itself.
+        BatchInvariantGuard invariant(share_prefixes);
+        lm_decoder->join(prefix, share_row, share_positions);
+      }
+      if (share_positions > 0) {
+        std::lock_guard<std::mutex> lock(mu);
+        stats.prefix_shared_positions_total += static_cast<uint64_t>(share_positions);
+      }
+      run.prefix = std::move(prefix);
+    }
     if (p.beam < 1) {
       if (p.n > 1) {  // the other choices' rows: copies of the joined row
         std::vector<int64_t> rows(static_cast<size_t>(before));
@@ -423,6 +491,11 @@ struct Engine::Impl {
     running_count = static_cast<int64_t>(running.size());
     stats.running_requests = running_count;
     stats.running_rows = rows_in_use();
+    if (pool) {
+      stats.kv_blocks_used = pool->used_blocks();
+      stats.kv_blocks_reserved = 0;
+      for (const Running& run : running) stats.kv_blocks_reserved += run.kv_blocks;
+    }
     stats.queue_length = static_cast<int64_t>(queue.size());
     if (running.empty() && queue.empty()) idle_cv.notify_all();
   }
@@ -468,13 +541,18 @@ struct Engine::Impl {
           idle_cv.notify_all();
           return;
         }
-        int64_t reserved = 0;
-        for (const Running& run : running) reserved += run.reserved();
+        int64_t reserved = 0, blocks = 0;
+        for (const Running& run : running) {
+          reserved += run.reserved();
+          blocks += run.kv_blocks;
+        }
         while (!queue.empty()) {
           const Job& next = queue.front();
           const int64_t need = next.params.beam >= 1 ? next.params.beam : next.params.n;
-          if (reserved + need > options.max_batch) break;
+          const int64_t need_blocks = blocks_needed(static_cast<int64_t>(next.prompt.size()), next.params);
+          if (reserved + need > options.max_batch || (pool && blocks + need_blocks > pool->num_blocks())) break;
           reserved += need;
+          blocks += need_blocks;
           joining.push_back(std::move(queue.front()));
           queue.pop_front();
         }
@@ -593,6 +671,16 @@ std::shared_ptr<Request> Engine::submit(std::vector<int64_t> prompt, const Gener
     throw RequestError(params.beam >= 1 ? "beam_size" : "n", "invalid_value",
                        str_cat("the request needs ", rows, " decoder rows, more than the server's --max-batch ",
                                impl_->options.max_batch));
+  if (impl_->pool) {
+    const int64_t need = impl_->blocks_needed(n_prompt, params);
+    const nn::BlockPool& pool = *impl_->pool;
+    if (need > pool.num_blocks())
+      throw Unavailable(str_cat("the KV cache pool cannot hold this request: its worst case needs ", need,
+                                " blocks of ", pool.block_size(), " positions, the pool has ", pool.num_blocks(),
+                                " (", pool.num_blocks() * pool.block_bytes() / (1024 * 1024),
+                                " MiB; --kv-pool-mb); ask for fewer tokens or choices"),
+                        "kv_cache_full");
+  }
 
   auto request = std::make_shared<Request>();
   request->prompt_tokens_ = n_prompt;

@@ -85,6 +85,14 @@ std::string prometheus_text(const MetricsSnapshot& m, const std::map<int, uint64
   scalar(out, "attn_running_requests", "gauge", "requests in the running batch", d(m.running_requests));
   scalar(out, "attn_running_rows", "gauge", "decoder rows in the running batch", d(m.running_rows));
   scalar(out, "attn_max_batch", "gauge", "decoder rows per step at most (--max-batch)", d(m.max_batch));
+  scalar(out, "attn_kv_blocks", "gauge", "blocks of the paged KV cache's pool (0: contiguous cache)", d(m.kv_blocks));
+  scalar(out, "attn_kv_blocks_used", "gauge", "KV cache blocks that running rows hold", d(m.kv_blocks_used));
+  scalar(out, "attn_kv_blocks_reserved", "gauge",
+         "KV cache blocks reserved by running requests (each its worst case; a request joins when its own fits)",
+         d(m.kv_blocks_reserved));
+  scalar(out, "attn_prefix_shared_positions_total", "counter",
+         "prompt positions taken from another request's KV cache blocks instead of computed",
+         d(m.prefix_shared_positions_total));
   histogram(out, "attn_batch_rows", "decoder rows per decoding step (batch occupancy)", m.batch_rows);
   histogram(out, "attn_time_to_first_token_seconds", "seconds from submission to a request's first token",
             m.time_to_first_token_seconds);

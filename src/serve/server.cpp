@@ -157,7 +157,9 @@ struct Server::Impl {
       } catch (const RequestError& e) {
         send_error(res, ApiError(400, "invalid_request_error", e.what(), e.field(), e.code()));
       } catch (const Unavailable& e) {
-        send_error(res, unavailable(e.what(), state.load() == State::Draining ? "shutting_down" : "queue_full"));
+        send_error(res, unavailable(e.what(), !e.code().empty()                 ? e.code()
+                                              : state.load() == State::Draining ? "shutting_down"
+                                                                                : "queue_full"));
       } catch (const std::exception& e) {
         send_error(res, ApiError(500, "server_error", str_cat("internal error: ", e.what())));
       }
@@ -780,6 +782,9 @@ void Server::load() {
     e.max_batch = m.options.max_batch;
     e.max_queue = m.options.max_queue;
     e.prepend_bos = m.opened.prepend_bos;
+    e.kv.paged = m.options.kv_paged;
+    e.kv.block_size = m.options.kv_block;
+    e.kv.pool_bytes = m.options.kv_pool_mb << 20;
     m.engine = std::make_unique<Engine>(folder, e);
   }
   m.state.store(State::Ready);

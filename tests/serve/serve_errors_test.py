@@ -7,7 +7,8 @@ Against real `attn serve --port 0` processes on MODELS_DIR/rev (make_serve_model
 malformed JSON, wrong types and out-of-range values answer 400 naming the field as `param`;
 an unknown model 404 (a missing one 400); an unknown route 404 and a wrong method 405; a body
 over --max-body 413; with --api-key a missing or wrong key 401 (/health exempt); a full queue
-503 with Retry-After and x-should-retry: false. 1,000 malformed requests in a row and clients
+503 with Retry-After and x-should-retry: false; a request larger than the paged KV cache's
+pool 503 kv_cache_full. 1,000 malformed requests in a row and clients
 that vanish mid-stream leave the server answering, and the other clients' answers unchanged.
 SIGINT ends the server with status 0.
 """
@@ -15,6 +16,7 @@ import os
 import random
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -188,5 +190,25 @@ with Served(attn, rev, "--max-queue", "0", "--max-batch", "1") as s:
         check.error(r, 503, None, "queue_full", "full queue")
         check.eq(r.headers.get("x-should-retry"), "false", "x-should-retry: false")
         check.true(r.headers.get("Retry-After"), "Retry-After")
+
+# The paged KV cache's pool (--kv-pool-mb): blocks of 1,024 positions of the decoder-only model
+# (2 layers, D=32: 512 KiB each), two in 1 MiB. A request whose worst case needs three blocks
+# (n = 3, one row each) is refused with 503 kv_cache_full; n = 2 fits. A pool that holds no
+# block at all is an error at startup naming the sizes.
+lm = os.path.join(models, "lm")
+with Served(attn, lm, "--kv-block", "1024", "--kv-pool-mb", "1") as s:
+    body = {"model": "lm", "prompt": "abc", "max_tokens": 4, "temperature": 0.5, "seed": 3}
+    r = s.post("/v1/completions", dict(body, n=3))
+    check.error(r, 503, None, "kv_cache_full", "a request larger than the KV pool")
+    check.true("--kv-pool-mb" in r.json()["error"]["message"], "the message names --kv-pool-mb")
+    check.eq(s.post("/v1/completions", dict(body, n=2)).status_code, 200, "a request the pool holds")
+    metrics = s.get("/metrics").text
+    check.true("attn_kv_blocks 2\n" in metrics, "/metrics: attn_kv_blocks 2")
+p = subprocess.run([attn, "serve", "--model", lm, "--port", "0", "--kv-block", "4096", "--kv-pool-mb", "1"],
+                   capture_output=True, text=True, timeout=120)
+check.true(p.returncode != 0 and "attn: error:" in p.stderr, "a pool of no block: an error at startup")
+p = subprocess.run([attn, "serve", "--model", lm, "--port", "0", "--kv-cache", "contiguous", "--kv-pool-mb", "8"],
+                   capture_output=True, text=True, timeout=120)
+check.true(p.returncode != 0 and "--kv-pool-mb needs --kv-cache paged" in p.stderr, "a pool without the paged cache")
 
 check.done()

@@ -58,7 +58,11 @@ class LmDecoder : public IncrementalDecoder {
   // alone; the row's next step takes that last token (as search's BOS) and returns the
   // distribution after it. The other rows keep their state (nn::KVCache::append_rows). Not
   // while a start()'s first distribution is pending.
-  void join(const std::vector<int64_t>& prefix);
+  // Prefix sharing (paged cache only): with share_positions > 0 the row takes the first
+  // share_positions positions of row share_row of the running batch as they are
+  // (nn::KVCache::share_prefix: the caller vouches that they hold this prefix's first tokens,
+  // computed on batch-invariant kernels) and runs only the rest of `prefix`.
+  void join(const std::vector<int64_t>& prefix, int64_t share_row = -1, int64_t share_positions = 0);
   // Drops cached positions that are padding for every row (KVCache::trim_padding).
   int64_t trim_padding() { return cache_.trim_padding(); }
 

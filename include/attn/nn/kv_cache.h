@@ -92,6 +92,9 @@ class BlockPool {
   // `block` itself when this holder is its only one; else a new block with its contents (every
   // layer), and this holder's count moves from `block` to it.
   int32_t writable(int32_t block);
+  // A test's control only: off, writable() hands a shared block out as it is, so that one
+  // holder's write reaches every holder (the bug copy-on-write prevents). On by default.
+  void set_copy_on_write(bool on) { copy_on_write_ = on; }
   // [blocks, Hkv, block_size, Dh]
   const Tensor& k(int64_t layer) const { return k_[static_cast<size_t>(layer)]; }
   const Tensor& v(int64_t layer) const { return v_[static_cast<size_t>(layer)]; }
@@ -103,6 +106,7 @@ class BlockPool {
   std::vector<int32_t> refs_;
   std::vector<int32_t> free_;  // a stack: the lowest free block on top
   int64_t peak_used_ = 0;
+  bool copy_on_write_ = true;
   std::string full_hint_ = "give it more memory or decode fewer rows at once";
 };
 
@@ -208,6 +212,17 @@ class KVCache {
   // rows reading their own sources. A cache without rows takes other's state as it is.
   // Every row's attention sees exactly the keys it saw before (the rest is masked).
   void append_rows(const KVCache& other);
+  // Prefix sharing (serve/engine.h): this cache, paged over `from`'s pool and still empty (no
+  // positions, at most one row),
+  // takes the first `positions` positions of row `row` of `from` as its one row, holding their
+  // blocks once more (nothing is copied); its later positions go to blocks of its own, so the
+  // shared ones are never written. `positions` must be a positive multiple of the block size,
+  // real tokens of that row (no PAD among them), still held by every layer (no sliding window
+  // dropped them), and the row's positions must be its own (cache index = origin + position).
+  // The caller vouches that those positions hold what this row's own tokens would give (the
+  // same tokens, computed on batch-invariant kernels): then this row decodes as if it had
+  // computed them itself. Self-attention only: neither cache may have cross-attention sources.
+  void share_prefix(const KVCache& from, int64_t row, int64_t positions);
   // Drops the leading positions that are padding in every row (after the rows that held them
   // left): T and every row's left_pad shrink by as much; positions are unchanged. Returns the
   // number of positions dropped.

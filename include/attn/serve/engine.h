@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "attn/decode/kv_pool.h"
 #include "attn/run/model_folder.h"
 #include "attn/serve/metrics.h"
 
@@ -65,10 +66,17 @@ class RequestError : public std::runtime_error {
   std::string field_, code_;
 };
 
-// The queue is full (503 with Retry-After), or the engine is draining (503).
+// The queue is full (503 with Retry-After), the engine is draining (503), or the paged KV
+// cache's pool is too small for the request (503, code "kv_cache_full"). `code`: OpenAI's
+// error code when it is not the queue's ("" otherwise).
 class Unavailable : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit Unavailable(const std::string& message, std::string code = "")
+      : std::runtime_error(message), code_(std::move(code)) {}
+  const std::string& code() const { return code_; }
+
+ private:
+  std::string code_;
 };
 
 enum class FinishReason { Stop, Length, Cancelled };  // Stop: EOS; Length: max_tokens
@@ -141,6 +149,18 @@ struct EngineOptions {
   // Decoder-only: the model reads <bos> + prompt (off for GPT-2 checkpoints, which read the
   // prompt as it is, as run::GenerateSettings::prepend_bos).
   bool prepend_bos = true;
+  // The KV cache: contiguous, or paged (decode/kv_pool.h) over one pool of kv.pool_bytes (0:
+  // enough for max_batch rows at the model's max_len). With the paged cache a request joins
+  // only when the pool can hold its worst case (every row at prompt + max_tokens positions, no
+  // block shared) beside the worst cases of the running ones, so a running request never finds
+  // the pool full; one whose worst case exceeds the whole pool is refused (Unavailable).
+  decode::KvCacheOptions kv;
+  // Paged cache, decoder-only models, batch-invariant steps: a joining request takes the
+  // blocks of its prompt's longest block-aligned prefix that a running request's prompt shares
+  // (KVCache::share_prefix) instead of computing them. Prompts are then prefilled on the
+  // batch-invariant kernels too, so the shared keys and values are the bits the request would
+  // have computed itself.
+  bool prefix_sharing = true;
 };
 
 class Engine {
@@ -154,7 +174,8 @@ class Engine {
 
   // Checks the request against the model (ids in range and not PAD, the prompt within the
   // model's context, max_tokens, the parameters: RequestError naming the field) and queues it.
-  // Unavailable when max_queue requests already wait or the engine is draining.
+  // Unavailable when max_queue requests already wait, the engine is draining, or the paged KV
+  // cache's whole pool could not hold the request's worst case.
   std::shared_ptr<Request> submit(std::vector<int64_t> prompt, const GenerationParams& params);
 
   // Stops accepting (submit -> Unavailable), lets running and queued requests finish for up to

@@ -34,6 +34,13 @@ struct MetricsSnapshot {
   int64_t running_requests = 0;
   int64_t running_rows = 0;
   int64_t max_batch = 0;
+  // The paged KV cache (0 with the contiguous one): the pool's blocks, those rows hold now,
+  // those running requests have reserved (each its worst case), and the prompt positions that
+  // joining requests took from a running request's blocks instead of computing them.
+  int64_t kv_blocks = 0;
+  int64_t kv_blocks_used = 0;
+  int64_t kv_blocks_reserved = 0;
+  uint64_t prefix_shared_positions_total = 0;
   Histogram batch_rows;                  // rows per decoding step (occupancy)
   Histogram time_to_first_token_seconds; // submit -> first token (or first result for beam search)
   Histogram time_per_token_seconds;      // between consecutive tokens of a choice

@@ -6,6 +6,9 @@
 // greedy and beam search, speculative rollback and continuous batching give bit-identical
 // outputs with the paged and contiguous layouts, for an encoder-decoder and for decoder-only
 // models with RoPE + GQA + a sliding window, ALiBi and learned positions; beams share blocks.
+// Controls: without copy-on-write beam search no longer matches; a row that takes another
+// row's first blocks (prefix sharing) matches computing them, and taking the blocks of other
+// tokens does not.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,6 +24,7 @@
 #include "attn/decode/lm_decoder.h"
 #include "attn/decode/transformer_decoder.h"
 #include "attn/ops/attention.h"
+#include "attn/ops/batch_invariant.h"
 #include "attn/ops/ops.h"
 #include "unit/decode/mock_decoder.h"
 
@@ -403,6 +407,88 @@ TEST(PagedKVCache, BeamsShareBlocksAndAFullPoolIsAnError) {
     EXPECT_NE(std::string(e.what()).find("pool is full"), std::string::npos) << e.what();
   }
   EXPECT_THROW(make_kv_pool(cfg, 4, 10), Error);
+}
+
+// The control for copy-on-write: with it off (a shared block written in place, reaching every
+// row that holds it), beam search on the paged cache no longer gives the contiguous cache's
+// bits, so the bit-identity tests above would catch a missing copy.
+TEST(PagedKVCache, WithoutCopyOnWriteBeamSearchGoesWrong) {
+  for (const bool cow : {true, false}) {
+    models::ModelConfig cfg = base_config(models::Arch::EncoderDecoder, DType::F32);
+    models::EncoderDecoderModel model(cfg);
+    randomize(model, 17, 0.5);
+    model.eval();
+    auto pool = make_kv_pool(cfg, 4, 64 << 20);
+    pool->set_copy_on_write(cow);
+    bool all_same = true;
+    for (uint64_t seed = 0; seed < 4; ++seed) {
+      const Tensor src = test::padded_batch(random_inputs(seed, 3, 9, false), kPad);
+      TransformerDecoder plain(model), paged(model);
+      paged.set_kv_pool(pool);
+      const auto b0 = beam_search(plain, src, beam_opts(4, 20));
+      const auto b1 = beam_search(paged, src, beam_opts(4, 20));
+      ASSERT_EQ(b0.size(), b1.size());
+      for (size_t s = 0; s < b0.size(); ++s)
+        for (size_t i = 0; i < std::min(b0[s].size(), b1[s].size()); ++i)
+          all_same = all_same && b0[s].size() == b1[s].size() && b0[s][i].tokens == b1[s][i].tokens &&
+                     b0[s][i].logprob == b1[s][i].logprob;
+    }
+    EXPECT_EQ(all_same, cow) << (cow ? "with copy-on-write the paged cache must give the contiguous bits"
+                                     : "without copy-on-write beams overwrite each other's shared blocks");
+  }
+}
+
+// Prefix sharing (attn serve): a row that joins taking the first blocks of a running row with
+// the same first tokens (KVCache::share_prefix) decodes with the same bits as one that
+// computes them, both prefills on the batch-invariant kernels, and holds fewer blocks. The
+// control: taking the blocks of a row whose first tokens differ changes the bits.
+TEST(PagedKVCache, JoinSharingAPrefixIsBitIdenticalToComputingIt) {
+  const std::vector<int64_t> a = {kBos, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  const std::vector<int64_t> b = {kBos, 3, 4, 5, 6, 7, 8, 9, 10, 5, 4, 3, 6, 7};  // a's first 9, then its own
+  const std::vector<int64_t> c = {kBos, 3, 4, 5, 6, 9, 9, 9, 9, 5, 4, 3, 6, 7};   // a's first 5 only
+  for (const std::string variant : {"plain", "alibi_mqa", "learned_f64"}) {
+    const models::ModelConfig cfg = lm_variant(variant);
+    models::DecoderOnlyModel model(cfg);
+    randomize(model, 37, 0.5);
+    model.eval();
+    auto pool = make_kv_pool(cfg, 4, 64 << 20);
+    BatchInvariantGuard invariant;
+    const auto run = [&](const std::vector<int64_t>& second, int64_t shared) {
+      LmDecoder d(model);
+      d.set_kv_pool(pool);
+      d.join(a);
+      d.join(second, shared > 0 ? 0 : -1, shared);
+      std::vector<Tensor> out;
+      for (int64_t i = 0; i < 5; ++i) out.push_back(d.step(Tensor::from_vector<int64_t>({3 + i, 7 + i}, {2})));
+      return std::make_pair(out, d.cache().blocks_held());
+    };
+    const auto own = run(b, 0), shared = run(b, 8);  // 8 = two blocks of 4
+    for (size_t i = 0; i < own.first.size(); ++i)
+      EXPECT_TRUE(same_bits(own.first[i], shared.first[i])) << variant << " step " << i;
+    EXPECT_EQ(shared.second, own.second - 2) << variant << ": the two shared blocks are held once";
+    const auto wrong = run(c, 8), right = run(c, 0);  // c's positions 5..7 are not a's
+    bool any_differs = false;
+    for (size_t i = 0; i < wrong.first.size(); ++i) any_differs = any_differs || !same_bits(wrong.first[i], right.first[i]);
+    EXPECT_TRUE(any_differs) << variant << ": taking another prompt's blocks must show";
+    // Refused: a part of a block, more than the row holds, and the contiguous cache.
+    LmDecoder d(model);
+    d.set_kv_pool(pool);
+    d.join(a);
+    EXPECT_THROW(d.join(b, 0, 6), Error);
+    EXPECT_THROW(d.join(std::vector<int64_t>(a.begin(), a.end()), 0, 12), Error);
+    LmDecoder flat(model);
+    flat.join(a);
+    EXPECT_THROW(flat.join(b, 0, 8), Error);
+  }
+  // A sliding window drops old positions, so a windowed model's rows cannot be shared from.
+  const models::ModelConfig cfg = lm_variant("rope_gqa_window");
+  models::DecoderOnlyModel model(cfg);
+  randomize(model, 41, 0.5);
+  model.eval();
+  LmDecoder d(model);
+  d.set_kv_pool(make_kv_pool(cfg, 4, 64 << 20));
+  d.join(a);
+  EXPECT_THROW(d.join(b, 0, 8), Error);
 }
 
 }  // namespace

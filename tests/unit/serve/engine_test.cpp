@@ -3,8 +3,10 @@
 // each alone (greedy, seeded sampling with n > 1, beam search), for encoder-decoder and
 // decoder-only models; greedy and beam answers equal the run layer's (what `attn translate` and
 // `attn generate` print); cancelled requests leave the others unchanged; bad requests are
-// RequestErrors naming the field; a full queue is Unavailable. Controls: another seed changes a
-// sampled answer, so the equality checks can fail.
+// RequestErrors naming the field; a full queue is Unavailable. The same on the paged KV cache,
+// where decoder-only prompts share their common first blocks and a small pool queues or refuses
+// requests. Controls: another seed changes a sampled answer, so the equality checks can fail;
+// with prefix sharing off nothing is shared.
 #include "attn/serve/engine.h"
 
 #include <gtest/gtest.h>
@@ -50,6 +52,16 @@ run::ModelFolder folder_of(models::Arch arch, uint64_t seed = 3) {
   f.src_vocab_size = 40;
   f.tgt_vocab_size = 40;
   return f;
+}
+
+// max_batch and max_queue; the contiguous KV cache unless `paged` (blocks of `block` positions).
+EngineOptions options_of(int64_t max_batch, int64_t max_queue, bool paged = false, int64_t block = 4) {
+  EngineOptions o;
+  o.max_batch = max_batch;
+  o.max_queue = max_queue;
+  o.kv.paged = paged;
+  o.kv.block_size = block;
+  return o;
 }
 
 // What a reader collects from one request.
@@ -125,23 +137,48 @@ std::vector<Job> mixed_jobs() {
 // Every job alone, then all of them staggered (each submitted once the previous one has sent its
 // first event, so that it joins while that one decodes), on an engine with room for `max_batch`
 // rows: the answers must be identical.
-void expect_batch_invariant(models::Arch arch, int64_t max_batch) {
-  const run::ModelFolder f = folder_of(arch);
-  const std::vector<Job> jobs = mixed_jobs();
-  std::vector<Answer> solo;
-  {
-    Engine engine(f, EngineOptions{max_batch, 64, true, true});
-    for (const Job& j : jobs) solo.push_back(read_all(*engine.submit(j.prompt, j.params), j.params.n));
-  }
-  Engine engine(f, EngineOptions{max_batch, 64, true, true});
+// Each job alone, one after the other.
+std::vector<Answer> run_solo(Engine& engine, const std::vector<Job>& jobs) {
+  std::vector<Answer> out;
+  for (const Job& j : jobs) out.push_back(read_all(*engine.submit(j.prompt, j.params), j.params.n));
+  return out;
+}
+
+// The jobs staggered: each submitted once the previous one has sent its first event, so that it
+// joins while that one decodes.
+std::vector<Answer> run_staggered(Engine& engine, const std::vector<Job>& jobs) {
   std::vector<std::shared_ptr<Request>> handles;
   std::vector<Event> firsts(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) {
     handles.push_back(engine.submit(jobs[i].prompt, jobs[i].params));
-    ASSERT_TRUE(handles[i]->next(firsts[i], 30s));
+    EXPECT_TRUE(handles[i]->next(firsts[i], 30s));
   }
+  std::vector<Answer> out;
+  for (size_t i = 0; i < jobs.size(); ++i) out.push_back(read_all(*handles[i], jobs[i].params.n, &firsts[i]));
+  return out;
+}
+
+// The jobs submitted at once (they join in one admission round, or within a step or two).
+std::vector<Answer> run_together(Engine& engine, const std::vector<Job>& jobs) {
+  std::vector<std::shared_ptr<Request>> handles;
+  for (const Job& j : jobs) handles.push_back(engine.submit(j.prompt, j.params));
+  std::vector<Answer> out;
+  for (size_t i = 0; i < jobs.size(); ++i) out.push_back(read_all(*handles[i], jobs[i].params.n));
+  return out;
+}
+
+// The paged pool's blocks in use once the engine has published its state after the last
+// request (its Done event reaches the reader a moment before the engine drops the rows).
+int64_t blocks_left(const Engine& engine) {
+  for (int i = 0; i < 5000 && engine.metrics().kv_blocks_used != 0; ++i) std::this_thread::sleep_for(1ms);
+  return engine.metrics().kv_blocks_used;
+}
+
+void expect_same_answers(const std::vector<Job>& jobs, const std::vector<Answer>& got, const std::vector<Answer>& solo) {
+  ASSERT_EQ(got.size(), jobs.size());
+  ASSERT_EQ(solo.size(), jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) {
-    const Answer together = read_all(*handles[i], jobs[i].params.n, &firsts[i]);
+    const Answer& together = got[i];
     ASSERT_TRUE(together.done && solo[i].done);
     for (int64_t c = 0; c < jobs[i].params.n; ++c) {
       const size_t k = static_cast<size_t>(c);
@@ -151,6 +188,18 @@ void expect_batch_invariant(models::Arch arch, int64_t max_batch) {
       EXPECT_EQ(together.reasons[k], solo[i].reasons[k]);
     }
   }
+}
+
+void expect_batch_invariant(models::Arch arch, int64_t max_batch, bool paged = false) {
+  const run::ModelFolder f = folder_of(arch);
+  const std::vector<Job> jobs = mixed_jobs();
+  std::vector<Answer> solo;
+  {
+    Engine engine(f, options_of(max_batch, 64, paged));
+    solo = run_solo(engine, jobs);
+  }
+  Engine engine(f, options_of(max_batch, 64, paged));
+  expect_same_answers(jobs, run_staggered(engine, jobs), solo);
   const MetricsSnapshot m = engine.metrics();
   EXPECT_EQ(m.requests_total, jobs.size());
   EXPECT_EQ(m.requests_finished_total, jobs.size());
@@ -165,6 +214,114 @@ TEST(ServeEngine, EncoderDecoderRequestsGiveTheirSoloBitsTogether) {
 TEST(ServeEngine, DecoderOnlyRequestsGiveTheirSoloBitsTogether) {
   expect_batch_invariant(models::Arch::DecoderOnly, 16);
   expect_batch_invariant(models::Arch::DecoderOnly, 3);
+}
+
+// The paged KV cache (blocks of 4 positions): the same invariance; and an encoder-decoder's
+// answers are the contiguous cache's bits (its prompts are sources, so nothing is shared and
+// its prefills run on the same kernels either way).
+TEST(ServeEngine, PagedCacheRequestsGiveTheirSoloBitsTogether) {
+  expect_batch_invariant(models::Arch::EncoderDecoder, 16, true);
+  expect_batch_invariant(models::Arch::EncoderDecoder, 3, true);
+  expect_batch_invariant(models::Arch::DecoderOnly, 16, true);
+  expect_batch_invariant(models::Arch::DecoderOnly, 3, true);
+  const run::ModelFolder f = folder_of(models::Arch::EncoderDecoder);
+  const std::vector<Job> jobs = mixed_jobs();
+  Engine contiguous(f, options_of(16, 64)), paged(f, options_of(16, 64, true));
+  expect_same_answers(jobs, run_solo(paged, jobs), run_solo(contiguous, jobs));
+  EXPECT_GT(paged.metrics().kv_blocks, 0);
+  EXPECT_EQ(blocks_left(paged), 0) << "every block came back";
+  EXPECT_EQ(contiguous.metrics().kv_blocks, 0);
+}
+
+// Decoder-only prompts with common beginnings: a request that joins while one with the same
+// first tokens runs takes its whole blocks instead of computing them, and still gives the bits
+// it gives alone. Control: with prefix sharing off nothing is taken.
+TEST(ServeEngine, DecoderOnlyPromptsShareTheirPrefixBlocksWithTheirSoloBits) {
+  const run::ModelFolder f = folder_of(models::Arch::DecoderOnly);
+  std::vector<int64_t> base;
+  for (int64_t i = 0; i < 19; ++i) base.push_back(3 + (i * 7) % 37);
+  std::vector<Job> jobs(4);
+  jobs[0].prompt = base;
+  jobs[0].params.temperature = 0;
+  jobs[0].params.max_tokens = 40;
+  jobs[1].prompt.assign(base.begin(), base.begin() + 12);
+  jobs[1].prompt.insert(jobs[1].prompt.end(), {30, 31, 5});
+  jobs[1].params.temperature = 0.8;
+  jobs[1].params.seed = 7;
+  jobs[1].params.n = 2;
+  jobs[1].params.max_tokens = 10;
+  jobs[2].prompt = base;
+  jobs[2].prompt.insert(jobs[2].prompt.end(), {8, 9});
+  jobs[2].params.temperature = 0;
+  jobs[2].params.logprobs = 2;
+  jobs[2].params.max_tokens = 12;
+  jobs[3].prompt = {5, 6};
+  jobs[3].params.temperature = 0;
+  jobs[3].params.max_tokens = 8;
+  std::vector<Answer> solo;
+  {
+    Engine engine(f, options_of(16, 64, true));
+    solo = run_solo(engine, jobs);
+    EXPECT_EQ(engine.metrics().prefix_shared_positions_total, 0u) << "one at a time: nothing runs to share from";
+  }
+  ASSERT_GE(solo[0].tokens[0].size(), 20u) << "the first request must still run when the others join";
+  Engine engine(f, options_of(16, 64, true));
+  expect_same_answers(jobs, run_together(engine, jobs), solo);
+  EXPECT_GT(engine.metrics().prefix_shared_positions_total, 0u);
+  EXPECT_EQ(blocks_left(engine), 0) << "every block came back";
+  EngineOptions off = options_of(16, 64, true);
+  off.prefix_sharing = false;
+  Engine unshared(f, off);
+  run_together(unshared, jobs);
+  EXPECT_EQ(unshared.metrics().prefix_shared_positions_total, 0u);
+}
+
+// A pool of 12 blocks of 4 positions: a request whose worst case needs more is Unavailable
+// (503, naming --kv-pool-mb); requests of 6 blocks each run two at a time, the third waiting for
+// room, and give their solo answers.
+TEST(ServeEngine, ASmallKvPoolRefusesWhatCannotFitAndQueuesTheRest) {
+  const run::ModelFolder f = folder_of(models::Arch::DecoderOnly);
+  EngineOptions o = options_of(16, 64, true, 4);
+  o.kv.pool_bytes = 12 * decode::kv_block_bytes(f.base->config(), 4);
+  std::vector<Job> jobs(3);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    jobs[i].prompt = {static_cast<int64_t>(5 + i), 6, 7};
+    jobs[i].params.temperature = 0;
+    jobs[i].params.max_tokens = 20;  // <bos> + 3 + 20 = 24 positions = 6 blocks
+  }
+  std::vector<Answer> solo;
+  {
+    Engine engine(f, o);
+    solo = run_solo(engine, jobs);
+  }
+  Engine engine(f, o);
+  GenerationParams big = jobs[0].params;
+  big.n = 3;  // 18 blocks
+  try {
+    engine.submit({5, 6, 7}, big);
+    ADD_FAILURE() << "a request needing 18 blocks of a 12-block pool was accepted";
+  } catch (const Unavailable& e) {
+    EXPECT_EQ(e.code(), "kv_cache_full");
+    EXPECT_NE(std::string(e.what()).find("--kv-pool-mb"), std::string::npos) << e.what();
+  }
+  std::vector<std::shared_ptr<Request>> handles;
+  for (const Job& j : jobs) handles.push_back(engine.submit(j.prompt, j.params));
+  std::vector<Answer> got(jobs.size());
+  std::thread reader([&] {
+    for (size_t i = 0; i < jobs.size(); ++i) got[i] = read_all(*handles[i], 1);
+  });
+  int64_t most_running = 0;
+  for (int i = 0; i < 2000 && engine.metrics().requests_finished_total < jobs.size(); ++i) {
+    const MetricsSnapshot m = engine.metrics();
+    most_running = std::max(most_running, m.running_requests);
+    EXPECT_LE(m.kv_blocks_reserved, 12);
+    EXPECT_LE(m.kv_blocks_used, m.kv_blocks_reserved);
+    std::this_thread::sleep_for(1ms);
+  }
+  reader.join();
+  EXPECT_LE(most_running, 2);
+  expect_same_answers(jobs, got, solo);
+  EXPECT_EQ(engine.metrics().kv_blocks, 12);
 }
 
 TEST(ServeEngine, SampledChoicesFollowTheirSeed) {
@@ -286,7 +443,7 @@ TEST(ServeEngine, ACancelledChoiceLeavesItsSiblingsUnchanged) {
 
 TEST(ServeEngine, BadRequestsNameTheirField) {
   const run::ModelFolder f = folder_of(models::Arch::EncoderDecoder);
-  Engine engine(f, EngineOptions{4, 64, true, true});
+  Engine engine(f, options_of(4, 64));
   const auto field_of = [&](std::vector<int64_t> prompt, GenerationParams p) -> std::string {
     try {
       engine.submit(std::move(prompt), p);
@@ -325,7 +482,7 @@ TEST(ServeEngine, BadRequestsNameTheirField) {
 
 TEST(ServeEngine, AFullQueueIsUnavailable) {
   const run::ModelFolder f = folder_of(models::Arch::EncoderDecoder);
-  Engine engine(f, EngineOptions{1, 2, true, true});
+  Engine engine(f, options_of(1, 2));
   GenerationParams p;
   p.temperature = 0;
   p.max_tokens = 60;
