@@ -1,14 +1,15 @@
 # attn — a thin layer over CMake/CTest.
 #   make demo    install the build dependencies only, build attn, train the default model
-#   make test    install every dependency, build, run every test; SANITIZE=1 adds the sanitizer
-#                step below (not yet the default: it awaits a timed clean-clone run)
+#   make test    install every dependency, build, run every test, then the sanitizer step
+#                below (make sanitize); SANITIZE=0 leaves that step out
 #   make deps    install every Debian package attn's tests and benchmarks need (apt-get; root)
 #   make deps-demo  install only what building and running attn needs
 #   make build   configure and build in Release under build/
 #   make bench   benchmarks side by side with PyTorch (bench/RESULTS.md)
 #   make sanitize  the unit, property and e2e tests under ASan + UBSan, and every fuzz target's
 #                corpus replayed and fuzzed for 60 s (build-san/, clang; docs/fuzzing.md)
-#   make fuzz    the long fuzz campaign: FUZZ_SECONDS per target (docs/fuzzing.md)
+#   make fuzz    the long fuzz campaign: each target for FUZZ_RUNS executions or FUZZ_SECONDS,
+#                whichever comes first, FUZZ_PARALLEL at once (docs/fuzzing.md)
 BUILD    ?= build
 JOBS     ?= $(shell nproc)
 # Warnings are errors in CI (CI=true) and may be forced with WERROR=ON.
@@ -30,14 +31,18 @@ TEST_PACKAGES := $(DEMO_PACKAGES) libgtest-dev libgmock-dev libbenchmark-dev \
 
 # The sanitizer build (cmake/sanitizers.cmake): its own folder, clang, ASan + UBSan, the fuzz
 # targets. SAN_LABELS: the ctest labels run under the sanitizers; FUZZ_CI_SECONDS: how long
-# make test fuzzes each target; FUZZ_SECONDS: how long make fuzz does.
+# make test fuzzes each target; FUZZ_SECONDS: how long make fuzz fuzzes each at most,
+# FUZZ_RUNS: the executions it stops at (0: no cap), FUZZ_PARALLEL: how many targets it fuzzes
+# at once (one core each).
 SAN_BUILD       ?= build-san
 SAN_CXX         ?= clang++-14
 SAN_LABELS      ?= unit|property|e2e
 FUZZ_CI_SECONDS ?= 60
 FUZZ_SECONDS    ?= 600
-# make test SANITIZE=1 runs the sanitizer step after the normal tests.
-SANITIZE        ?= 0
+FUZZ_RUNS       ?= 1000000
+FUZZ_PARALLEL   ?= 1
+# make test runs the sanitizer step after the normal tests; SANITIZE=0 leaves it out.
+SANITIZE        ?= 1
 
 .PHONY: all deps deps-demo build test demo bench clean san-build sanitize fuzz
 
@@ -75,7 +80,7 @@ build:
 test: deps build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@if [ "$(SANITIZE)" != 0 ]; then $(MAKE) --no-print-directory sanitize; \
-	else echo "attn: the sanitizer step (make sanitize, or make test SANITIZE=1) not run"; fi
+	else echo "attn: the sanitizer step left out (SANITIZE=0; make sanitize runs it)"; fi
 
 # Configures and builds the sanitizer tree: the CLI, the unit, property and e2e tests, the fuzz
 # targets (nothing else: the other labels do not run there).
@@ -95,7 +100,7 @@ fuzz: deps
 	cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=$(SAN_CXX) \
 	  -DATTN_WERROR=$(WERROR) -DATTN_BUILD_TESTS=ON -DATTN_FUZZ=ON -DATTN_FUZZ_SECONDS=$(FUZZ_CI_SECONDS)
 	cmake --build $(SAN_BUILD) -j $(JOBS) --target attn_fuzz_targets
-	bash tests/fuzz/campaign.sh $(SAN_BUILD) $(FUZZ_SECONDS)
+	FUZZ_RUNS=$(FUZZ_RUNS) FUZZ_PARALLEL=$(FUZZ_PARALLEL) bash tests/fuzz/campaign.sh $(SAN_BUILD) $(FUZZ_SECONDS)
 
 # The seed's check that training works: reverse 8 random digits with the default model and
 # recipe (attn train --help), then report.html and a few translations of random inputs.

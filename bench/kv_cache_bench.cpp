@@ -187,37 +187,46 @@ Tensor sources(int64_t batch, int64_t len, uint64_t seed) {
   return src;
 }
 
+// Beam search (beam 4, no EOS: every hypothesis runs to the limit, so the longest sharing has
+// to survive) of `input` through a copy-per-beam cache and a paged one; prints the figure's
+// JSON line (`fields` first) and returns 1 when the two outputs differ.
+template <class Decoder, class Model>
+int compare_beams(const Args& a, const char* figure, const std::string& fields, Model& model,
+                  const models::ModelConfig& cfg, const Tensor& input) {
+  decode::BeamOptions o;
+  o.beam = 4;
+  o.bos = 1;
+  o.eos = -1;
+  o.pad = 0;
+  o.max_len = a.tokens;
+  const int64_t per_position = decode::kv_block_bytes(cfg, 1);
+  Decoder plain(model), paged(model);
+  paged.set_kv_pool(decode::make_kv_pool(cfg, a.block, int64_t{4} << 30));
+  Recording<Decoder> rp(plain, per_position), rg(paged, per_position);
+  const auto h0 = decode::beam_search(rp, input, o);
+  const auto h1 = decode::beam_search(rg, input, o);
+  bool same = h0.size() == h1.size();
+  for (size_t i = 0; same && i < h0.size(); ++i) same = h0[i][0].tokens == h1[i][0].tokens;
+  std::printf("{\"figure\": \"%s\", %s, \"beam\": 4, \"tokens\": %lld, \"block\": %lld, "
+              "\"copy_per_beam_peak_mib\": %.2f, \"paged_peak_mib\": %.2f, \"peak_ratio\": %.3f, "
+              "\"sum_ratio\": %.3f, \"same_output\": %s}\n",
+              figure, fields.c_str(), static_cast<long long>(a.tokens), static_cast<long long>(a.block),
+              rp.peak / 1048576.0, rg.peak / 1048576.0, static_cast<double>(rg.peak) / static_cast<double>(rp.peak),
+              rg.total / rp.total, same ? "true" : "false");
+  return same ? 0 : 1;
+}
+
+// Beam search translating 8 sources of 32 tokens with an encoder-decoder model.
 int beam(const Args& a) {
   NoGradGuard no_grad;
   models::ModelConfig cfg = paper(models::Arch::EncoderDecoder);
   models::EncoderDecoderModel model(cfg);
   model.eval();
-  const Tensor src = sources(8, 32, 3);
-  decode::BeamOptions o;
-  o.beam = 4;
-  o.bos = 1;
-  o.eos = -1;  // every hypothesis runs to the limit: the longest sharing has to survive
-  o.pad = 0;
-  o.max_len = a.tokens;
-  const int64_t per_position = decode::kv_block_bytes(cfg, 1);
-  decode::TransformerDecoder plain(model), paged(model);
-  paged.set_kv_pool(decode::make_kv_pool(cfg, a.block, int64_t{4} << 30));
-  Recording<decode::TransformerDecoder> rp(plain, per_position), rg(paged, per_position);
-  const auto h0 = decode::beam_search(rp, src, o);
-  const auto h1 = decode::beam_search(rg, src, o);
-  bool same = h0.size() == h1.size();
-  for (size_t i = 0; same && i < h0.size(); ++i) same = h0[i][0].tokens == h1[i][0].tokens;
-  std::printf("{\"figure\": \"beam\", \"sources\": 8, \"beam\": 4, \"tokens\": %lld, \"block\": %lld, "
-              "\"copy_per_beam_peak_mib\": %.2f, \"paged_peak_mib\": %.2f, \"peak_ratio\": %.3f, "
-              "\"sum_ratio\": %.3f, \"same_output\": %s}\n",
-              static_cast<long long>(a.tokens), static_cast<long long>(a.block), rp.peak / 1048576.0,
-              rg.peak / 1048576.0, static_cast<double>(rg.peak) / static_cast<double>(rp.peak), rg.total / rp.total,
-              same ? "true" : "false");
-  return same ? 0 : 1;
+  return compare_beams<decode::TransformerDecoder>(a, "beam", "\"sources\": 8", model, cfg, sources(8, 32, 3));
 }
 
-// Beam search (beam 4) continuing prompts with a decoder-only model: the four beams of a prompt
-// share its blocks, where a copy-per-beam cache holds the prompt four times.
+// Beam search continuing 8 prompts of 64 tokens with a decoder-only model: the four beams of a
+// prompt share its blocks, where a copy-per-beam cache holds the prompt four times.
 int lm_beam(const Args& a) {
   NoGradGuard no_grad;
   models::ModelConfig cfg = paper(models::Arch::DecoderOnly);
@@ -226,27 +235,8 @@ int lm_beam(const Args& a) {
   const int64_t prompt_len = 64;
   Tensor prompts = sources(8, prompt_len, 11);  // [8, 64]
   for (int64_t i = 0; i < 8; ++i) prompts.data<int64_t>()[i * prompt_len] = 1;  // <bos> first
-  decode::BeamOptions o;
-  o.beam = 4;
-  o.bos = 1;
-  o.eos = -1;  // every hypothesis runs to the limit
-  o.pad = 0;
-  o.max_len = a.tokens;
-  const int64_t per_position = decode::kv_block_bytes(cfg, 1);
-  decode::LmDecoder plain(model), paged(model);
-  paged.set_kv_pool(decode::make_kv_pool(cfg, a.block, int64_t{4} << 30));
-  Recording<decode::LmDecoder> rp(plain, per_position), rg(paged, per_position);
-  const auto h0 = decode::beam_search(rp, prompts, o);
-  const auto h1 = decode::beam_search(rg, prompts, o);
-  bool same = h0.size() == h1.size();
-  for (size_t i = 0; same && i < h0.size(); ++i) same = h0[i][0].tokens == h1[i][0].tokens;
-  std::printf("{\"figure\": \"lm_beam\", \"prompts\": 8, \"prompt_tokens\": %lld, \"beam\": 4, \"tokens\": %lld, "
-              "\"block\": %lld, \"copy_per_beam_peak_mib\": %.2f, \"paged_peak_mib\": %.2f, \"peak_ratio\": %.3f, "
-              "\"sum_ratio\": %.3f, \"same_output\": %s}\n",
-              static_cast<long long>(prompt_len), static_cast<long long>(a.tokens), static_cast<long long>(a.block),
-              rp.peak / 1048576.0, rg.peak / 1048576.0, static_cast<double>(rg.peak) / static_cast<double>(rp.peak),
-              rg.total / rp.total, same ? "true" : "false");
-  return same ? 0 : 1;
+  return compare_beams<decode::LmDecoder>(a, "lm_beam", "\"prompts\": 8, \"prompt_tokens\": 64", model, cfg,
+                                          prompts);
 }
 
 int capacity(const Args& a) {

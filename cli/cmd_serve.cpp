@@ -37,10 +37,7 @@ int run_serve(ServeOptions o) {
   ATTN_CHECK(o.max_body >= 1, kCmd, "--max-body must be >= 1, got ", o.max_body);
   if (o.threads > 0) attn::set_num_threads(o.threads);
   o.server.max_body = static_cast<size_t>(o.max_body);
-  const decode::KvCacheOptions kv = o.kv.resolve(kCmd);
-  o.server.kv_paged = kv.paged;
-  o.server.kv_block = kv.block_size;
-  o.server.kv_pool_mb = kv.pool_bytes >> 20;
+  o.server.kv = o.kv.resolve(kCmd);
 
   // SIGINT and SIGTERM are blocked in every thread (the server's and the engine's threads inherit
   // this mask) and taken by sigwait below, so that shutting down runs as ordinary code.

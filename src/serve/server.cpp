@@ -782,9 +782,7 @@ void Server::load() {
     e.max_batch = m.options.max_batch;
     e.max_queue = m.options.max_queue;
     e.prepend_bos = m.opened.prepend_bos;
-    e.kv.paged = m.options.kv_paged;
-    e.kv.block_size = m.options.kv_block;
-    e.kv.pool_bytes = m.options.kv_pool_mb << 20;
+    e.kv = m.options.kv;
     m.engine = std::make_unique<Engine>(folder, e);
   }
   m.state.store(State::Ready);

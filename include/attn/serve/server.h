@@ -15,6 +15,8 @@
 #include <memory>
 #include <string>
 
+#include "attn/decode/kv_pool.h"
+
 namespace attn::serve {
 
 struct ServerOptions {
@@ -23,11 +25,9 @@ struct ServerOptions {
   int port = 8080;                  // 0: an ephemeral port (start() returns it)
   int64_t max_batch = 16;           // EngineOptions::max_batch
   int64_t max_queue = 64;           // EngineOptions::max_queue
-  // The KV cache (EngineOptions::kv): paged blocks of kv_block positions from a pool of
-  // kv_pool_mb MiB (0: enough for max_batch rows at the model's context), or contiguous.
-  bool kv_paged = true;
-  int64_t kv_block = 16;
-  int64_t kv_pool_mb = 0;
+  // EngineOptions::kv: paged by default, blocks of 16 positions, a pool for max_batch rows at
+  // the model's context (pool_bytes 0)
+  decode::KvCacheOptions kv{/*paged=*/true, /*block_size=*/16, /*pool_bytes=*/0};
   std::string api_key;              // non-empty: every route but /health needs "Authorization: Bearer KEY"
   size_t max_body = 1 << 20;        // request bodies larger than this are refused (413)
 };
