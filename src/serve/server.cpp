@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <map>
@@ -104,6 +105,7 @@ struct Server::Impl {
   int64_t created = 0;
   httplib::Server http;
   std::thread listener;
+  std::atomic<bool> listener_done{false};  // set when the listening loop has returned
   std::atomic<State> state{State::Loading};
 
   // Set by load(), read only once state is Ready.
@@ -764,7 +766,14 @@ int Server::start() {
     ATTN_CHECK(m.http.bind_to_port(m.options.host, port), kCmd, "cannot bind ", m.options.host, ":", port,
                " (in use, or not an address of this machine)");
   }
-  m.listener = std::thread([&m] { m.http.listen_after_bind(); });
+  m.listener = std::thread([&m] {
+    m.http.listen_after_bind();
+    m.listener_done.store(true);
+  });
+  // httplib's stop() does nothing until the listening loop has begun (is_running()), so a stop
+  // that came first (a model that fails to load right after start) would leave the loop running
+  // for ever: wait for it to begin, or to have ended.
+  while (!m.http.is_running() && !m.listener_done.load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
   return port;
 }
 
