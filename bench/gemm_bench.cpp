@@ -80,8 +80,8 @@ void linear_rows_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"M", "N", "K", "invariant"});
   // The base model's x W^T: in-projection (N = 3 D), FFN up and down.
   for (int64_t invariant : {0, 1})
-    for (const auto& nk : {std::pair<int64_t, int64_t>{1536, 512}, {2048, 512}, {512, 2048}})
-      for (int64_t M : {1, 4, 8, 16}) b->Args({M, nk.first, nk.second, invariant});
+    for (const auto& nk : {std::pair<int64_t, int64_t>{1536, 512}, {2048, 512}, {512, 2048}, {1024, 256}, {256, 1024}})
+      for (int64_t M : {1, 4, 8, 16, 24, 32, 48, 64, 128, 256}) b->Args({M, nk.first, nk.second, invariant});
   b->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 

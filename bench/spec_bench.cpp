@@ -110,7 +110,8 @@ int main(int argc, char** argv) {
     }
     if (prompts.empty()) return bench_error("no prompts in '" + a.prompts + "'");
 
-    // Decodes every prompt, `batch` at a time, `repeat` times; the last repetition's outputs.
+    // Decodes every prompt, `batch` at a time, `repeat` times: the last repetition's outputs and
+    // the fastest repetition's time.
     const auto decode_all = [&](const run::SpeculativeSettings& spec, bool invariant) {
       Result r;
       for (int64_t rep = 0; rep < a.repeat; ++rep) {
@@ -139,7 +140,8 @@ int main(int argc, char** argv) {
           }
           for (const auto& h : found) r.out.push_back(h.front().tokens);
         }
-        r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+        const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+        r.seconds = rep == 0 ? seconds : std::min(r.seconds, seconds);  // the fastest repetition
       }
       return r;
     };
@@ -155,15 +157,18 @@ int main(int argc, char** argv) {
     decode_all({}, false);  // warm-up: first-touch page faults and caches, not timed
     const Result plain = decode_all({}, false);
     const Result plain_inv = decode_all({}, true);
+    // The speedup against plain greedy as `attn generate`/`translate` run it (the default mode),
+    // and against the faster of the two plain greedy modes (the stricter figure).
     const double base = plain.seconds;
-    std::printf("%-22s %9s %9s %10s %11s %8s %s\n", "mode", "seconds", "tokens/s", "acceptance", "tokens/pass",
-                "speedup", "output");
+    const double best = std::min(plain.seconds, plain_inv.seconds);
+    std::printf("%-22s %9s %9s %10s %11s %8s %8s %s\n", "mode", "seconds", "tokens/s", "acceptance", "tokens/pass",
+                "speedup", "vs best", "output");
     const auto row = [&](const std::string& name, const Result& r, bool spec) {
       const bool same = r.out == plain_inv.out;
-      std::printf("%-22s %9.3f %9.1f %10s %11s %7.2fx %s\n", name.c_str(), r.seconds, count(r) / r.seconds,
+      std::printf("%-22s %9.3f %9.1f %10s %11s %7.2fx %7.2fx %s\n", name.c_str(), r.seconds, count(r) / r.seconds,
                   spec ? std::to_string(r.stats.acceptance()).substr(0, 5).c_str() : "-",
                   spec ? std::to_string(r.stats.tokens_per_pass()).substr(0, 5).c_str() : "-", base / r.seconds,
-                  same ? "= greedy" : "DIFFERS from greedy");
+                  best / r.seconds, same ? "= greedy" : "DIFFERS from greedy");
     };
     row("greedy", plain, false);
     row("greedy, invariant", plain_inv, false);

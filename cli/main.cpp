@@ -4,15 +4,41 @@
 // and status 1; --help and --version exit 0. Started by an MPI
 // launcher (mpirun -np N attn train ...), a rank that fails stops the whole job instead
 // (the others would wait for it forever), and a rank that succeeds ends MPI.
+// On a CPU that OpenBLAS does not recognise (attn/ops/threads.h: blas_core_type_fix) the
+// process first executes itself again, once, with OPENBLAS_CORETYPE set to the right kernels.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 
 #include "attn/core/error.h"
 #include "attn/dist/communicator.h"
+#include "attn/ops/threads.h"
 #include "commands.h"
 
+namespace {
+
+// OpenBLAS chose its kernels when it was loaded, before main(); if it fell back to its generic
+// ones on an AVX-512 CPU, run this program again with OPENBLAS_CORETYPE naming the right ones
+// (the same process id, arguments, environment otherwise and open files, so pipes and MPI
+// launchers see nothing). OPENBLAS_CORETYPE being set afterwards, this happens at most once.
+// ATTN_KEEP_BLAS_CORE=1 keeps OpenBLAS's own choice. If the exec fails, the run goes on as is.
+void fix_blas_core(char** argv) {
+  const char* keep = std::getenv("ATTN_KEEP_BLAS_CORE");
+  if (keep != nullptr && std::string(keep) == "1") return;
+  const std::string core = attn::blas_core_type_fix();
+  if (core.empty()) return;
+  if (setenv("OPENBLAS_CORETYPE", core.c_str(), 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  unsetenv("OPENBLAS_CORETYPE");  // the exec failed: nothing changed
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  fix_blas_core(argv);
   CLI::App app{"attn: the Transformer of \"Attention Is All You Need\", from scratch in C++"};
   app.set_version_flag("--version", std::string("attn ") + ATTN_VERSION);
   app.require_subcommand(1);

@@ -17,6 +17,8 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -25,14 +27,34 @@
 #include "kernels/batch_invariant.h"
 #include "kernels/simd/isa.h"
 
-// OpenBLAS's own thread setting (its cblas.h declares it too; other BLAS builds do not).
+// OpenBLAS's own thread setting and the name of the core it chose (its cblas.h declares them
+// too; other BLAS builds do not).
 extern "C" void openblas_set_num_threads(int num_threads);
+extern "C" char* openblas_get_corename(void);
 
 namespace attn::kernels {
 
 void set_num_threads(int n) {
   omp_set_num_threads(n);
   openblas_set_num_threads(n);
+}
+
+std::string blas_core_type_fix() {
+#if defined(__x86_64__)
+  const char* chosen = std::getenv("OPENBLAS_CORETYPE");
+  if (chosen != nullptr && *chosen != '\0') return "";  // the user's (or an earlier fix's) choice
+  const char* core = openblas_get_corename();
+  if (core == nullptr || std::strcmp(core, "Prescott") != 0) return "";
+  // OpenBLAS's SkylakeX kernels need AVX-512 F, CD, BW, DQ and VL; Cooperlake's add AVX512-BF16.
+  // __builtin_cpu_supports also checks that the OS saves the AVX-512 registers.
+  if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vl")))
+    return "";
+  return __builtin_cpu_supports("avx512bf16") ? "Cooperlake" : "SkylakeX";
+#else
+  return "";
+#endif
 }
 
 namespace {

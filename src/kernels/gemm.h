@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace attn::kernels {
 
@@ -14,6 +15,10 @@ namespace attn::kernels {
 // BLAS follows omp_set_num_threads and runs single-threaded inside parallel regions, so one
 // setting drives both.
 void set_num_threads(int n);
+
+// attn::blas_core_type_fix (attn/ops/threads.h): the OPENBLAS_CORETYPE this CPU should have
+// when OpenBLAS fell back to its generic kernels on an AVX-512 CPU, else empty.
+std::string blas_core_type_fix();
 
 // C[M, N] = alpha * op(A)[M, K] * op(B)[K, N] + beta * C. lda/ldb/ldc are row strides of
 // the stored (untransposed) matrices, as in cblas with CblasRowMajor. In the calling thread's

@@ -8,6 +8,8 @@
 
 namespace attn {
 
+std::string blas_core_type_fix() { return kernels::blas_core_type_fix(); }
+
 void set_num_threads(int64_t n) {
   ATTN_CHECK(n >= 0, "set_num_threads", "the thread count must not be negative, got ", n);
   if (n == 0) return;

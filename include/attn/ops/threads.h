@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace attn {
 
@@ -13,5 +14,14 @@ namespace attn {
 // With Debian's OpenMP build of OpenBLAS, BLAS follows omp_set_num_threads and runs single-
 // threaded inside parallel regions, so one setting drives both.
 void set_num_threads(int64_t n);
+
+// OpenBLAS picks its matrix kernels for the CPU it detects, once, when it is loaded. Debian 12's
+// OpenBLAS (0.3.21) does not know some AVX-512 CPUs (Intel family 6 model 207, for one) and falls
+// back to its generic SSE3 kernels ("Prescott"), which run sgemm 3-4x slower there. When that
+// happened and OPENBLAS_CORETYPE is unset, returns the core type this CPU's kernels are:
+// "Cooperlake" with AVX512-BF16, else "SkylakeX"; empty otherwise (nothing to fix, or the user
+// chose). The choice takes effect only in a process that loads OpenBLAS with OPENBLAS_CORETYPE
+// set to it (the command line executes itself again so; see cli/main.cpp).
+std::string blas_core_type_fix();
 
 }  // namespace attn
