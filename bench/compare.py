@@ -9,7 +9,9 @@ torch / attn (time ratio: above 1 means attn is faster; for GFLOP/s and tokens/s
 rate ratio, so the same reading holds), and writes bench/RESULTS.md with the machine's details.
 
 PyTorch runs in the fastest configuration found for it on this kind of machine: OpenBLAS with
-its own core detection (OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset for the torch process only)
+its own core detection (OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset for the torch process only;
+except where that detection falls back to the generic Prescott kernels on an AVX-512 CPU it does
+not know: then both sides get the OPENBLAS_CORETYPE that `attn` would choose, docs/performance.md)
 and glibc malloc on transparent huge pages (GLIBC_TUNABLES=glibc.malloc.hugetlb=1). Debian's
 python3-torch loads whatever libblas.so.3 the alternatives system points at (possibly the 6
 GFLOP/s reference BLAS); this script puts an OpenBLAS directory first on LD_LIBRARY_PATH of the
@@ -111,9 +113,54 @@ def mem_available_bytes():
 
 # ---- environments --------------------------------------------------------------------------------
 
+def blas_core_fix():
+    """The OPENBLAS_CORETYPE that `attn` re-executes itself with (attn::blas_core_type_fix) when
+    OpenBLAS's own detection falls back to Prescott on an AVX-512 CPU, else None. Both sides of
+    the comparison get it then, so that neither runs on the fallback kernels."""
+    import ctypes
+    for path in ("/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0", "libopenblas.so.0"):
+        try:
+            lib = ctypes.CDLL(path)
+            break
+        except OSError:
+            lib = None
+    if lib is None:
+        return None
+    lib.openblas_get_corename.restype = ctypes.c_char_p
+    # This process may have OPENBLAS_CORETYPE already; only a fresh detection counts, so ask a child.
+    env = dict(os.environ)
+    env.pop("OPENBLAS_CORETYPE", None)
+    code = ("import ctypes,sys; l=ctypes.CDLL(sys.argv[1]); l.openblas_get_corename.restype=ctypes.c_char_p; "
+            "print(l.openblas_get_corename().decode())")
+    try:
+        core = subprocess.run([sys.executable, "-c", code, lib._name], env=env, capture_output=True,
+                              text=True, timeout=60).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if core != "Prescott":
+        return None
+    flags = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        return None
+    if not {"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"} <= flags:
+        return None
+    return "Cooperlake" if "avx512_bf16" in flags else "SkylakeX"
+
+
+BLAS_CORE_FIX = None  # set in main()
+
+
 def attn_env(threads):
     env = dict(os.environ)
     env["OMP_NUM_THREADS"] = str(threads)
+    if BLAS_CORE_FIX and not env.get("OPENBLAS_CORETYPE"):
+        env["OPENBLAS_CORETYPE"] = BLAS_CORE_FIX  # what `attn` itself would set; the bench binaries too
     return env
 
 
@@ -121,6 +168,8 @@ def torch_env(threads, blas_dir, hugepages):
     env = dict(os.environ)
     for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):  # let OpenBLAS detect the core itself
         env.pop(k, None)
+    if BLAS_CORE_FIX:
+        env["OPENBLAS_CORETYPE"] = BLAS_CORE_FIX  # ... unless it falls back to its generic kernels
     if blas_dir:
         env["LD_LIBRARY_PATH"] = blas_dir + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     if hugepages:
@@ -468,9 +517,11 @@ def build_report(args, machine, torch_cfg, ours, theirs, mem, train):
               f"- **attn**: Release build (-O2), float32, `--threads={args.threads}` (omp_set_num_threads + "
               "openblas_set_num_threads), the environment as inherited (plus OMP_NUM_THREADS).",
               f"- **PyTorch** ({blas_name}): `LD_LIBRARY_PATH={blas_dir or '(unchanged)'}` so that torch's "
-              f"libblas.so.3 is that OpenBLAS build (no system change; `update-alternatives` untouched), "
-              f"OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (OpenBLAS detects the core itself), {hp}, "
-              f"torch.set_num_threads({args.threads}), OMP_NUM_THREADS={args.threads}. Inference cases run "
+              f"libblas.so.3 is that OpenBLAS build (no system change; `update-alternatives` untouched), " +
+              (f"OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (OpenBLAS detects the core itself), " if not BLAS_CORE_FIX else
+               f"OPENBLAS_CORETYPE={BLAS_CORE_FIX} on both sides (OpenBLAS's own detection falls back to its generic "
+               "Prescott kernels on this CPU; docs/performance.md), ") + f"{hp}, "
+              + f"torch.set_num_threads({args.threads}), OMP_NUM_THREADS={args.threads}. Inference cases run "
               "under torch.inference_mode; the encoder layer's forward runs in eval mode, where torch 1.13 takes "
               "its fused fast path.",
               f"- Choice rule: the OpenMP build of OpenBLAS, unless the pthread build is more than 10% faster on a "
@@ -529,6 +580,10 @@ def main():
     args.reps = args.reps or (1 if q else 3)
     topics = set(args.topics.split(","))
 
+    global BLAS_CORE_FIX
+    BLAS_CORE_FIX = blas_core_fix()
+    if BLAS_CORE_FIX:
+        log(f"OpenBLAS falls back to Prescott on this CPU: OPENBLAS_CORETYPE={BLAS_CORE_FIX} for both sides")
     machine = machine_info(args.build)
     torch_cfg = choose_torch_config(args)
     log(f"torch configuration: {torch_cfg[0]} ({torch_cfg[1] or 'system default'}), "
