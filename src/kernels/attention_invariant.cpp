@@ -82,11 +82,11 @@ struct Rows {
   }
 };
 
-}  // namespace
-
-template <class T>
-void attention_invariant_forward(T* out, T* lse, const T* q, const T* k, const T* v, const AttentionMask<T>& mask,
-                                 const AttentionDims& d, T scale, const AttentionLayout& layout) {
+// The kernel over any key storage: keys_of(b, kh) gives an object whose k(j) and v(j) point at
+// key j's K row [Dh] and V row [Dv] of batch row b, K/V head kh.
+template <class T, class KeysOf>
+void invariant_forward(T* out, T* lse, const T* q, KeysOf keys_of, const AttentionMask<T>& mask,
+                       const AttentionDims& d, T scale, const HeadLayout& q_layout, const HeadLayout& out_layout) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   const Rows<T> rows = Rows<T>::make();
   const int64_t BH = d.B * d.H, group = d.H / d.Hkv, off = d.Tk - d.Tq;
@@ -101,15 +101,14 @@ void attention_invariant_forward(T* out, T* lse, const T* q, const T* k, const T
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < BH; ++bh) {
       const int64_t b = bh / d.H, h = bh % d.H, kh = h / group;
-      const T* qh = layout.q.at(q, b, h);    // [Tq, Dh], rows layout.q.row apart
-      const T* kb = layout.k.at(k, b, kh);   // [Tk, Dh]
-      const T* vb = layout.v.at(v, b, kh);   // [Tk, Dv]
-      T* oh = layout.out.at(out, b, h);      // [Tq, Dv]
+      const T* qh = q_layout.at(q, b, h);     // [Tq, Dh], rows q_layout.row apart
+      const auto keys = keys_of(b, kh);       // K [Tk, Dh] and V [Tk, Dv], row by row
+      T* oh = out_layout.at(out, b, h);       // [Tq, Dv]
       const uint8_t* pad = mask.key_padding ? mask.key_padding + b * d.Tk : nullptr;
       const T slope = mask.alibi ? mask.alibi[h] : T(0);
       for (int64_t i = 0; i < d.Tq; ++i) {
-        const T* qi = qh + i * layout.q.row;
-        T* oi = oh + i * layout.out.row;
+        const T* qi = qh + i * q_layout.row;
+        T* oi = oh + i * out_layout.row;
         const int64_t self = i + off;  // the query's own position among the keys
         const int64_t last = mask.causal ? std::min(self, d.Tk - 1) : d.Tk - 1;
         const int64_t first = mask.window > 0 ? std::max<int64_t>(0, self - mask.window + 1) : 0;
@@ -119,7 +118,7 @@ void attention_invariant_forward(T* out, T* lse, const T* q, const T* k, const T
         for (int64_t j = first; j <= last; ++j) {
           if (pad && pad[j]) continue;
           if (brow && brow[j] == kNegInf) continue;
-          T s = scale * rows.dot(qi, kb + j * layout.k.row, d.Dh);
+          T s = scale * rows.dot(qi, keys.k(j), d.Dh);
           if (brow) s += brow[j];
           if (mask.alibi) s -= slope * static_cast<T>(j > self ? j - self : self - j);
           score[static_cast<size_t>(n)] = s;
@@ -136,13 +135,71 @@ void attention_invariant_forward(T* out, T* lse, const T* q, const T* k, const T
         const T l = rows.exp_shifted_sum(score.data(), m, n);  // score now holds e_j
         std::fill(acc.begin(), acc.end(), T(0));
         for (int64_t t = 0; t < n; ++t)
-          rows.accumulate(acc.data(), vb + key[static_cast<size_t>(t)] * layout.v.row, score[static_cast<size_t>(t)],
-                          d.Dv);
+          rows.accumulate(acc.data(), keys.v(key[static_cast<size_t>(t)]), score[static_cast<size_t>(t)], d.Dv);
         rows.scale(oi, acc.data(), T(1) / l, d.Dv);
         *li = m + std::log(l);
       }
     }
   }
+}
+
+// Keys laid out as a HeadLayout says.
+template <class T>
+struct DenseKeys {
+  const T* kb;
+  const T* vb;
+  int64_t krow, vrow;
+  const T* k(int64_t j) const { return kb + j * krow; }
+  const T* v(int64_t j) const { return vb + j * vrow; }
+};
+
+// Keys in the blocks of a pool (PagedKV): key j of batch row b is the row's position
+// p = first + j - origin[b], in block tables[b][p / Bs], slot p % Bs; a position before the
+// row's origin or without a block reads as zeros, as paged_kv_gather lays it out.
+template <class T>
+struct PagedKeys {
+  const PagedKV<T>* kv;
+  const int32_t* table;
+  int64_t origin, Hkv, kh, Dh, Dv;
+  const T* zeros;
+  int64_t slot(int64_t j) const {  // the pool row of key j, or -1
+    const int64_t p = kv->first + j - origin;
+    if (p < 0 || p / kv->block >= kv->table_stride) return -1;
+    const int64_t blk = table[p / kv->block];
+    if (blk < 0) return -1;
+    return (blk * Hkv + kh) * kv->block + p % kv->block;
+  }
+  const T* k(int64_t j) const {
+    const int64_t r = slot(j);
+    return r < 0 ? zeros : kv->k + r * Dh;
+  }
+  const T* v(int64_t j) const {
+    const int64_t r = slot(j);
+    return r < 0 ? zeros : kv->v + r * Dv;
+  }
+};
+
+}  // namespace
+
+template <class T>
+void attention_invariant_forward(T* out, T* lse, const T* q, const T* k, const T* v, const AttentionMask<T>& mask,
+                                 const AttentionDims& d, T scale, const AttentionLayout& layout) {
+  const auto keys_of = [&](int64_t b, int64_t kh) {
+    return DenseKeys<T>{layout.k.at(k, b, kh), layout.v.at(v, b, kh), layout.k.row, layout.v.row};
+  };
+  invariant_forward<T>(out, lse, q, keys_of, mask, d, scale, layout.q, layout.out);
+}
+
+template <class T>
+void attention_invariant_forward_paged(T* out, T* lse, const T* q, const PagedKV<T>& kv, const AttentionMask<T>& mask,
+                                       const AttentionDims& d, T scale, const HeadLayout& q_layout,
+                                       const HeadLayout& out_layout) {
+  const std::vector<T> zeros(static_cast<size_t>(std::max<int64_t>(d.Dh, d.Dv)), T(0));
+  const auto keys_of = [&](int64_t b, int64_t kh) {
+    const int32_t* table = kv.tables != nullptr ? kv.tables + b * kv.table_stride : nullptr;  // none: no blocks
+    return PagedKeys<T>{&kv, table, kv.origin[b], d.Hkv, kh, d.Dh, d.Dv, zeros.data()};
+  };
+  invariant_forward<T>(out, lse, q, keys_of, mask, d, scale, q_layout, out_layout);
 }
 
 template void attention_invariant_forward<float>(float*, float*, const float*, const float*, const float*,
@@ -151,5 +208,11 @@ template void attention_invariant_forward<float>(float*, float*, const float*, c
 template void attention_invariant_forward<double>(double*, double*, const double*, const double*, const double*,
                                                   const AttentionMask<double>&, const AttentionDims&, double,
                                                   const AttentionLayout&);
+template void attention_invariant_forward_paged<float>(float*, float*, const float*, const PagedKV<float>&,
+                                                       const AttentionMask<float>&, const AttentionDims&, float,
+                                                       const HeadLayout&, const HeadLayout&);
+template void attention_invariant_forward_paged<double>(double*, double*, const double*, const PagedKV<double>&,
+                                                        const AttentionMask<double>&, const AttentionDims&, double,
+                                                        const HeadLayout&, const HeadLayout&);
 
 }  // namespace attn::kernels

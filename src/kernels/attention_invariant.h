@@ -20,6 +20,7 @@
 
 #include <cstdint>
 
+#include "kernels/attention_flash.h"  // PagedKV
 #include "kernels/attention_naive.h"  // AttentionMask, AttentionDims, AttentionLayout
 
 namespace attn::kernels {
@@ -30,5 +31,15 @@ namespace attn::kernels {
 template <class T>
 void attention_invariant_forward(T* out, T* lse, const T* q, const T* k, const T* v, const AttentionMask<T>& mask,
                                  const AttentionDims& d, T scale, const AttentionLayout& layout);
+
+// The same with k and v read in place from the blocks of a pool (PagedKV, as
+// attention_flash_forward_paged reads them): key j of row b is its position first + j - origin[b]
+// in its block table, and a position with no block reads as zeros (paged_kv_gather's layout).
+// Bit-identical to attention_invariant_forward over the gathered keys: the same visits in the
+// same order. q and out lie as q_layout and out_layout say.
+template <class T>
+void attention_invariant_forward_paged(T* out, T* lse, const T* q, const PagedKV<T>& kv, const AttentionMask<T>& mask,
+                                       const AttentionDims& d, T scale, const HeadLayout& q_layout,
+                                       const HeadLayout& out_layout);
 
 }  // namespace attn::kernels

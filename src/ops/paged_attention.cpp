@@ -1,12 +1,14 @@
 // paged_attention (ops/attention.h): attention over the keys and values of a block pool, read
-// in place by the tiled kernel's paged variant (kernels/attention_flash.h), and the gather
-// that lays them out contiguously (tests; the batch-invariant fallback).
+// in place by the tiled kernel's paged variant (kernels/attention_flash.h), or in the
+// batch-invariant mode by the row-wise kernel's (kernels/attention_invariant.h); and the gather
+// that lays them out contiguously (tests).
 #include <algorithm>
 #include <cmath>
 
 #include "attn/core/error.h"
 #include "attn/ops/attention.h"
 #include "kernels/attention_flash.h"
+#include "kernels/attention_invariant.h"
 #include "kernels/batch_invariant.h"
 
 namespace attn {
@@ -106,10 +108,15 @@ Tensor paged_impl(const Tensor& q, const PagedKVRef& kv, int64_t batch, const Sd
   pk.origin = kv.origin;
   pk.first = kv.first;
   pk.block = kv.block;
-  kernels::attention_flash_forward_paged<T>(mem.data<T>(), lse.data(), qc.data<T>(), pk, mask, d,
-                                            static_cast<T>(scale), kernels::FlashTiles{},
-                                            q_layout,
-                                            kernels::HeadLayout::split(H, Tq, d.Dv));
+  if (kernels::batch_invariant())  // the row-wise kernel, reading the blocks in place too
+    kernels::attention_invariant_forward_paged<T>(mem.data<T>(), lse.data(), qc.data<T>(), pk, mask, d,
+                                                  static_cast<T>(scale), q_layout,
+                                                  kernels::HeadLayout::split(H, Tq, d.Dv));
+  else
+    kernels::attention_flash_forward_paged<T>(mem.data<T>(), lse.data(), qc.data<T>(), pk, mask, d,
+                                              static_cast<T>(scale), kernels::FlashTiles{},
+                                              q_layout,
+                                              kernels::HeadLayout::split(H, Tq, d.Dv));
   return mem.transpose(1, 2);  // [B, H, Tq, Dv]
 }
 
@@ -122,10 +129,6 @@ Tensor paged_attention(const Tensor& q, const PagedKVRef& kv, int64_t batch, con
              "paged attention takes key_padding_mask, causal, window, alibi and scale only");
   ATTN_CHECK(options.window >= 0, kOp, "window must be >= 0, got ", options.window);
   check_paged(kv, batch, q.dtype());
-  if (kernels::batch_invariant()) {
-    const auto [k, v] = paged_kv_gather(kv, batch);
-    return scaled_dot_product_attention(q, k, v, options).out;
-  }
   if (q.dtype() == DType::F32) return paged_impl<float>(q, kv, batch, options);
   return paged_impl<double>(q, kv, batch, options);
 }

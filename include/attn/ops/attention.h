@@ -126,12 +126,12 @@ struct PagedKVRef {
 // they lie (kernels/attention_flash.h: attention_flash_forward_paged): bit-identical to the
 // contiguous call on the same keys and values. Inference only (no autograd, no weights, no
 // dropout; attn_mask unsupported: key_padding_mask, causal, window, alibi_slopes and scale
-// are). q [B, H, Tq, Dh] -> [B, H, Tq, Dv]. In batch-invariant mode the keys and values are
-// gathered (paged_kv_gather) and the contiguous op runs, so that mode keeps its kernel.
+// are). q [B, H, Tq, Dh] -> [B, H, Tq, Dv]. In batch-invariant mode the row-wise kernel reads
+// the blocks in place (kernels/attention_invariant.h), bit-identical to that mode's contiguous op.
 Tensor paged_attention(const Tensor& q, const PagedKVRef& kv, int64_t batch, const SdpaOptions& options);
 
 // The keys and values kv holds for `batch` rows, as contiguous k [B, Hkv, Tk, Dh] and
-// v [B, Hkv, Tk, Dv] (zeros where paged_attention reads zeros). For tests and the fallback.
+// v [B, Hkv, Tk, Dv] (zeros where paged_attention reads zeros). For tests.
 std::pair<Tensor, Tensor> paged_kv_gather(const PagedKVRef& kv, int64_t batch);
 
 }  // namespace attn

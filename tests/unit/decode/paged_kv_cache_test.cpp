@@ -148,6 +148,38 @@ TEST(PagedAttention, BitIdenticalToTheContiguousOpOnScatteredBlocks) {
   }
 }
 
+// The batch-invariant mode (what the server and speculative decoding run): the row-wise kernel
+// reads the blocks in place, bit-identical to the mode's contiguous op on the same keys. Control:
+// the mode really changes the kernel (its bits differ from the default mode's in some case), and
+// a wrong block table entry is caught here too.
+TEST(PagedAttention, BitIdenticalInTheBatchInvariantMode) {
+  NoGradGuard no_grad;
+  bool differs_from_default = false;
+  for (size_t i = 0; i < kCases.size(); ++i) {
+    const PagedCase& c = kCases[i];
+    const Scattered s = scatter(c, 100 + i);
+    Rng rng(200 + i);
+    const Tensor q = Tensor::randn({c.B, c.H, c.Tq, c.Dh}, rng, c.dtype);
+    const SdpaOptions o = options_of(c, s);
+    const Tensor plain = paged_attention(q, ref_of(s, c), c.B, o);
+    BatchInvariantGuard invariant(true);
+    const Tensor want = scaled_dot_product_attention(q, s.k, s.v, o).out;
+    const Tensor got = paged_attention(q, ref_of(s, c), c.B, o);
+    EXPECT_TRUE(same_bits(got, want)) << "case " << i;
+    differs_from_default = differs_from_default || !same_bits(got, plain);
+  }
+  EXPECT_TRUE(differs_from_default) << "the batch-invariant mode gave the default mode's bits in every case";
+  const PagedCase& c = kCases[1];
+  Scattered s = scatter(c, 101);
+  Rng rng(201);
+  const Tensor q = Tensor::randn({c.B, c.H, c.Tq, c.Dh}, rng, c.dtype);
+  const SdpaOptions o = options_of(c, s);
+  BatchInvariantGuard invariant(true);
+  const Tensor want = scaled_dot_product_attention(q, s.k, s.v, o).out;
+  std::swap(s.tables[3], s.tables[4]);
+  EXPECT_FALSE(same_bits(paged_attention(q, ref_of(s, c), c.B, o), want));
+}
+
 // Control: the comparison above catches a block table that points one entry at a wrong block.
 TEST(PagedAttention, AWrongBlockTableEntryIsCaught) {
   NoGradGuard no_grad;
