@@ -29,6 +29,7 @@ struct ServeOptions {
   double timeout = 30;
   int64_t max_body = 1 << 20;
   KvCacheFlags kv;
+  bool draft_tokens_given = false;
 };
 
 int run_serve(ServeOptions o) {
@@ -38,6 +39,11 @@ int run_serve(ServeOptions o) {
   if (o.threads > 0) attn::set_num_threads(o.threads);
   o.server.max_body = static_cast<size_t>(o.max_body);
   o.server.kv = o.kv.resolve(kCmd);
+  ATTN_CHECK(!o.draft_tokens_given || !o.server.draft_dir.empty() || o.server.prompt_lookup, kCmd,
+             "--draft-tokens needs --draft DIR or --prompt-lookup");
+  ATTN_CHECK(o.server.draft_tokens >= 1, kCmd, "--draft-tokens must be >= 1, got ", o.server.draft_tokens);
+  ATTN_CHECK(o.server.draft_dir.empty() || !o.server.prompt_lookup, kCmd,
+             "--draft and --prompt-lookup exclude each other (prompt lookup drafts without a model)");
 
   // SIGINT and SIGTERM are blocked in every thread (the server's and the engine's threads inherit
   // this mask) and taken by sigwait below, so that shutting down runs as ordinary code.
@@ -87,7 +93,18 @@ void register_serve(CLI::App& app, Action* action) {
   o->kv.layout = "paged";  // serving: blocks as rows grow, prompt prefixes shared (docs/serving.md)
   o->kv.add(cmd);
   cmd->add_option("--max-body", o->max_body, "largest request body in bytes (larger: 413)")->capture_default_str();
-  cmd->callback([o, action] { *action = [o] { return run_serve(*o); }; });
+  cmd->add_option("--draft", o->server.draft_dir,
+                  "speculative decoding: a smaller model folder of the same family and vocabulary drafts tokens "
+                  "while one greedy request runs alone (answers unchanged; docs/serving.md)");
+  cmd->add_flag("--prompt-lookup", o->server.prompt_lookup,
+                "speculative decoding without a draft model: draft the tokens that followed the last n-gram's "
+                "latest earlier occurrence in the prompt and output");
+  cmd->add_option("--draft-tokens", o->server.draft_tokens, "speculative decoding: tokens drafted per model pass")
+      ->capture_default_str();
+  cmd->callback([o, action, cmd] {
+    o->draft_tokens_given = cmd->count("--draft-tokens") > 0;
+    *action = [o] { return run_serve(*o); };
+  });
 }
 
 }  // namespace attn::cli

@@ -39,6 +39,8 @@ void set_num_threads(int n) {
   openblas_set_num_threads(n);
 }
 
+int num_threads() { return omp_get_max_threads(); }
+
 std::string blas_core_type_fix() {
 #if defined(__x86_64__)
   const char* chosen = std::getenv("OPENBLAS_CORETYPE");

@@ -15,6 +15,7 @@ namespace attn::kernels {
 // BLAS follows omp_set_num_threads and runs single-threaded inside parallel regions, so one
 // setting drives both.
 void set_num_threads(int n);
+int num_threads();  // omp_get_max_threads() of the calling thread
 
 // attn::blas_core_type_fix (attn/ops/threads.h): the OPENBLAS_CORETYPE this CPU should have
 // when OpenBLAS fell back to its generic kernels on an AVX-512 CPU, else empty.

@@ -16,4 +16,6 @@ void set_num_threads(int64_t n) {
   kernels::set_num_threads(static_cast<int>(n));
 }
 
+int64_t num_threads() { return kernels::num_threads(); }
+
 }  // namespace attn

@@ -13,10 +13,12 @@
 #include "attn/core/error.h"
 #include "attn/decode/lm_decoder.h"
 #include "attn/decode/source_search.h"
+#include "attn/decode/speculative.h"
 #include "attn/decode/transformer_decoder.h"
 #include "attn/models/decoder_only.h"
 #include "attn/models/encoder_decoder.h"
 #include "attn/ops/batch_invariant.h"
+#include "attn/ops/threads.h"
 
 namespace attn::serve {
 
@@ -113,11 +115,13 @@ struct Engine::Impl {
     Clock::time_point last_token;
     int64_t sent = 0;  // Token events sent
     bool over = false;
+    std::vector<int64_t> out;  // greedy and sampling: the tokens sent so far (speculation's history)
   };
   struct Running {
     Job job;
     std::vector<Choice> choices;
     std::vector<int64_t> prefix;  // decoder-only: what join() prefilled (<bos> + prompt but its last token)
+    int64_t first_input = 0;      // the token its first step feeds (<bos>; decoder-only: the prompt's last)
     int64_t kv_blocks = 0;        // paged cache: the blocks reserved for its worst case
     bool first_sent = false;
     int64_t generated = 0;  // tokens sent
@@ -139,6 +143,15 @@ struct Engine::Impl {
   std::unique_ptr<decode::LmDecoder> lm_decoder;
   std::shared_ptr<nn::BlockPool> pool;  // the paged KV cache's, or null
   bool share_prefixes = false;
+  // Speculative decoding with a draft model: its decoder (contiguous cache) holds one row, that
+  // of the request `draft_for`, fed the first `draft_fed` tokens of its history (its first
+  // input, then its output).
+  std::shared_ptr<models::EncoderDecoderModel> draft_seq2seq;
+  std::shared_ptr<models::DecoderOnlyModel> draft_lm;
+  std::unique_ptr<decode::TransformerDecoder> draft_seq2seq_decoder;
+  std::unique_ptr<decode::LmDecoder> draft_lm_decoder;
+  std::shared_ptr<Request> draft_for;
+  int64_t draft_fed = 0;
 
   mutable std::mutex mu;
   std::mutex model_mu;              // held by the engine thread while it steps, and by with_model()
@@ -152,6 +165,7 @@ struct Engine::Impl {
   bool cancel_all = false;  // cancel every running and waiting request (drain's deadline, shutdown)
   MetricsSnapshot stats;
   std::thread thread;
+  int64_t threads = 0;  // OpenMP/BLAS threads of the engine thread and of with_model()'s callers
 
   Impl(const run::ModelFolder& f, EngineOptions o) : folder(f), options(o), stats(empty_metrics(o.max_batch)) {
     ATTN_CHECK(folder.base != nullptr, "serve", "no model loaded");
@@ -177,7 +191,42 @@ struct Engine::Impl {
       share_prefixes = options.prefix_sharing && lm != nullptr && options.batch_invariant && c.sliding_window == 0;
       stats.kv_blocks = pool->num_blocks();
     }
+    if (options.speculation.enabled()) open_draft();
     reset_decoder();
+  }
+
+  void open_draft() {
+    const SpeculationOptions& so = options.speculation;
+    ATTN_CHECK(so.draft_tokens >= 1, "serve", "the draft tokens per round must be >= 1, got ", so.draft_tokens);
+    ATTN_CHECK(so.ngram_min >= 1 && so.ngram_max >= so.ngram_min, "serve",
+               "prompt lookup's n-gram sizes need 1 <= ngram_min <= ngram_max, got ", so.ngram_min, " and ", so.ngram_max);
+    ATTN_CHECK(so.draft == nullptr || !so.lookup, "serve",
+               "a draft model and prompt lookup exclude each other (prompt lookup drafts without a model)");
+    // Rounds take rejected positions back, which a sliding window's cache cannot once it has
+    // dropped positions.
+    ATTN_CHECK(folder.base->config().sliding_window == 0, "serve", "the model in '", folder.dir,
+               "' has a sliding window, so speculative decoding cannot take rejected tokens back");
+    if (so.draft == nullptr) return;
+    const run::ModelFolder& d = *so.draft;
+    ATTN_CHECK(d.base != nullptr, "serve", "no draft model loaded");
+    const models::Arch darch = d.base->config().arch;
+    ATTN_CHECK(darch == arch, "serve", "the draft model in '", d.dir, "' is ", models::arch_name(darch),
+               " and the served model in '", folder.dir, "' ", models::arch_name(arch),
+               ": speculative decoding needs a draft of the same family");
+    ATTN_CHECK(d.tgt_vocab_size == folder.tgt_vocab_size && d.src_vocab_size == folder.src_vocab_size, "serve",
+               "the draft model in '", d.dir, "' has vocabularies of ", d.src_vocab_size, " (source) and ",
+               d.tgt_vocab_size, " (target) tokens and the served model in '", folder.dir, "' ", folder.src_vocab_size,
+               " and ", folder.tgt_vocab_size, ": speculative decoding needs the same vocabulary (the same ids)");
+    ATTN_CHECK(d.base->config().sliding_window == 0, "serve", "the draft model in '", d.dir,
+               "' has a sliding window, so it cannot take rejected tokens back");
+    d.base->eval();
+    if (arch == models::Arch::EncoderDecoder) {
+      draft_seq2seq = std::dynamic_pointer_cast<models::EncoderDecoderModel>(d.base);
+      ATTN_CHECK(draft_seq2seq != nullptr, "serve", "the draft model in '", d.dir, "' is not an encoder-decoder model");
+    } else {
+      draft_lm = std::dynamic_pointer_cast<models::DecoderOnlyModel>(d.base);
+      ATTN_CHECK(draft_lm != nullptr, "serve", "the draft model in '", d.dir, "' is not a decoder-only model");
+    }
   }
 
   void reset_decoder() {
@@ -290,6 +339,7 @@ struct Engine::Impl {
         run.choices.push_back(std::move(c));
       }
     }
+    run.first_input = bos;
     run.kv_blocks = blocks_needed(static_cast<int64_t>(prompt.size()), p);
     if (seq2seq_decoder) {
       seq2seq_decoder->join(Tensor::from_vector<int64_t>(prompt, {1, static_cast<int64_t>(prompt.size())}));
@@ -370,6 +420,170 @@ struct Engine::Impl {
     stats.time_to_first_token_seconds.observe(seconds_between(run.job.submitted, Clock::now()));
   }
 
+  // Hands one choice its rows' log-probabilities [rows, v]; a greedy or sampling choice sends
+  // its token (EOS is not sent), a choice that ends sends its Finish. Returns the search's
+  // parents (advance()).
+  std::vector<int64_t> advance(Running& run, Choice& c, const double* row, int64_t v, Clock::time_point now,
+                               int64_t& sent) {
+    std::vector<int64_t> parents = c.search->advance(row, v);
+    if (c.chain != nullptr && c.chain->last_token() != folder.eos) {
+      Event e;
+      e.kind = Event::Kind::Token;
+      e.choice = c.index;
+      e.token = c.chain->last_token();
+      e.logprob = c.chain->last_logprob();
+      if (run.job.params.logprobs >= 1) e.top = top_tokens(row, v, run.job.params.logprobs);
+      c.out.push_back(e.token);
+      note_first(run);
+      run.job.request->push(std::move(e));
+      ++sent;
+      ++run.generated;
+      if (c.sent > 0) {  // the time between this choice's consecutive tokens
+        std::lock_guard<std::mutex> lock(mu);
+        stats.time_per_token_seconds.observe(seconds_between(c.last_token, now));
+      }
+      ++c.sent;
+      c.last_token = now;
+    }
+    if (c.search->done()) {
+      if (c.chain == nullptr) note_first(run);
+      finish_choice(run, c, FinishReason::Stop, false);
+    }
+    return parents;
+  }
+
+  // Speculation applies while the batch is one greedy choice (one row).
+  bool speculation_applies() const {
+    if (!options.speculation.enabled() || running.size() != 1) return false;
+    const Running& run = running.front();
+    if (run.choices.size() != 1 || run.job.params.beam >= 1 || run.job.params.temperature != 0) return false;
+    const Choice& c = run.choices.front();
+    return c.chain != nullptr && !c.over && c.search->next_tokens().size() == 1;
+  }
+
+  decode::IncrementalDecoder& draft_decoder() {
+    if (draft_seq2seq_decoder) return *draft_seq2seq_decoder;
+    return *draft_lm_decoder;
+  }
+
+  // The draft model's k greedy tokens after `history` (the request's first input and output;
+  // the last one not yet fed to the served model). The draft decoder keeps the request's row
+  // between rounds and is fed only what it has not seen.
+  std::vector<int64_t> draft_tokens(const Running& run, const std::vector<int64_t>& history, int64_t k) {
+    if (draft_for != run.job.request) {
+      const std::vector<int64_t>& prompt = run.job.prompt;
+      if (draft_seq2seq) {
+        draft_seq2seq_decoder = std::make_unique<decode::TransformerDecoder>(*draft_seq2seq);
+        draft_seq2seq_decoder->join(Tensor::from_vector<int64_t>(prompt, {1, static_cast<int64_t>(prompt.size())}));
+      } else {
+        draft_lm_decoder = std::make_unique<decode::LmDecoder>(*draft_lm);
+        draft_lm_decoder->join(run.prefix);
+      }
+      draft_for = run.job.request;
+      draft_fed = 0;
+    }
+    decode::IncrementalDecoder& d = draft_decoder();
+    const int64_t v = d.vocab_size();
+    std::vector<int64_t> chunk(history.begin() + draft_fed, history.end());
+    std::vector<int64_t> out;
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t w = static_cast<int64_t>(chunk.size());
+      const Tensor lp = d.step_many(Tensor::from_vector<int64_t>(chunk, {1, w}));  // [1, w, V]
+      const std::vector<double> last = lp.slice(1, w - 1, w).to_vector<double>();  // the last position's [V]
+      int64_t best = 0;
+      for (int64_t t = 1; t < v; ++t)
+        if (last[static_cast<size_t>(t)] > last[static_cast<size_t>(best)]) best = t;
+      out.push_back(best);
+      chunk.assign(1, best);
+    }
+    draft_fed = static_cast<int64_t>(history.size()) + k - 1;  // its drafts but the last were fed
+    return out;
+  }
+
+  // One round of speculative decoding for the one running greedy choice: up to K drafted
+  // tokens, the served model scores the choice's last token and the drafts in one pass, the
+  // choice advances on each position's log-probabilities while its token equals the draft
+  // (what plain steps would have given, bit for bit), and the positions after the first
+  // mismatch are taken back. Falls back to a plain step when nothing can be drafted.
+  void speculate() {
+    Running& run = running.front();
+    Choice& c = run.choices.front();
+    const SpeculationOptions& so = options.speculation;
+    std::vector<int64_t> history{run.first_input};
+    history.insert(history.end(), c.out.begin(), c.out.end());
+    const int64_t g = static_cast<int64_t>(c.out.size());
+    // A round yields up to k + 1 tokens: k stays below what the choice may still generate, so
+    // the model is never fed past its worst case (the paged pool's reservation, the positions).
+    int64_t k = std::min(so.draft_tokens, run.job.params.max_tokens - g - 1);
+    std::vector<int64_t> drafts;
+    Tensor lp;
+    {
+      NoGradGuard no_grad;
+      BatchInvariantGuard invariant(options.batch_invariant);
+      if (k >= 1 && so.draft != nullptr) {
+        drafts = draft_tokens(run, history, k);
+      } else if (k >= 1) {
+        std::vector<int64_t> context = run.job.prompt;
+        context.insert(context.end(), c.out.begin(), c.out.end());
+        drafts = decode::lookup_draft(context, k, so.ngram_max, so.ngram_min);
+        const int64_t v = decoder().vocab_size();
+        for (size_t j = 0; j < drafts.size(); ++j)
+          if (drafts[j] < 0 || drafts[j] >= v) {  // a source id outside the target vocabulary
+            drafts.resize(j);
+            break;
+          }
+      }
+      if (drafts.empty()) {
+        step();
+        return;
+      }
+      k = static_cast<int64_t>(drafts.size());
+      std::vector<int64_t> verify{history.back()};
+      verify.insert(verify.end(), drafts.begin(), drafts.end());
+      lp = decoder().step_many(Tensor::from_vector<int64_t>(verify, {1, k + 1}));  // [1, k + 1, V]
+    }
+    const int64_t v = lp.size(2);
+    const std::vector<double> values = lp.to_vector<double>();
+    const auto now = Clock::now();
+    int64_t sent = 0, used = 0, matched = 0, slack = so.test_accept_offset;
+    for (int64_t j = 0; j <= k; ++j) {
+      advance(run, c, values.data() + j * v, v, now, sent);
+      used = j + 1;
+      if (c.search->done() || j == k) break;
+      if (c.chain->last_token() == drafts[static_cast<size_t>(j)]) {
+        if (matched == j) ++matched;
+      } else if (slack > 0) {
+        --slack;  // the test hook: a wrong rule that goes on past a mismatch
+      } else {
+        break;
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++stats.steps_total;
+      ++stats.speculative_rounds_total;
+      stats.draft_tokens_total += static_cast<uint64_t>(k);
+      stats.draft_accepted_total += static_cast<uint64_t>(matched);
+      stats.batch_rows.observe(1);
+      stats.completion_tokens_total += static_cast<uint64_t>(sent);
+    }
+    if (c.over) {
+      close(run, false);
+      running.clear();
+      draft_for.reset();
+      reorder_or_reset({});
+      return;
+    }
+    // The model keeps the last token and the drafts it used; the draft model the drafts that
+    // agree with the output.
+    decoder().rollback(k + 1 - used);
+    if (so.draft != nullptr) {
+      const int64_t keep = g + 1 + std::min(matched, k - 1);
+      draft_decoder().rollback(draft_fed - keep);
+      draft_fed = keep;
+    }
+  }
+
   // One decoding step of every live row; requests that end leave the batch.
   void step() {
     std::vector<int64_t> tokens;
@@ -392,37 +606,11 @@ struct Engine::Impl {
     int64_t offset = 0, sent = 0;
     std::vector<Running> still;
     for (Running& run : running) {
-      const int64_t top_k = run.job.params.logprobs;
       for (Choice& c : run.choices) {
         const int64_t k = static_cast<int64_t>(c.search->next_tokens().size());
         if (k == 0) continue;
-        const double* row = values.data() + offset * v;
-        const int64_t new_first = static_cast<int64_t>(rows.size());
-        for (int64_t parent : c.search->advance(row, v)) rows.push_back(offset + parent);
-        (void)new_first;
-        if (c.chain != nullptr && c.chain->last_token() != folder.eos) {
-          Event e;
-          e.kind = Event::Kind::Token;
-          e.choice = c.index;
-          e.token = c.chain->last_token();
-          e.logprob = c.chain->last_logprob();
-          if (top_k >= 1) e.top = top_tokens(row, v, top_k);
-          note_first(run);
-          run.job.request->push(std::move(e));
-          ++sent;
-          ++run.generated;
-          if (c.sent > 0) {  // the time between this choice's consecutive tokens
-            std::lock_guard<std::mutex> lock(mu);
-            stats.time_per_token_seconds.observe(seconds_between(c.last_token, now));
-          }
-          ++c.sent;
-          c.last_token = now;
-        }
+        for (int64_t parent : advance(run, c, values.data() + offset * v, v, now, sent)) rows.push_back(offset + parent);
         offset += k;
-        if (c.search->done()) {
-          if (c.chain == nullptr) note_first(run);
-          finish_choice(run, c, FinishReason::Stop, false);
-        }
       }
       bool over = true;
       for (const Choice& c : run.choices) over = over && c.over;
@@ -585,7 +773,8 @@ struct Engine::Impl {
         }
         drop_cancelled();
         publish();
-        if (!running.empty()) step();
+        if (speculation_applies()) speculate();
+        else if (!running.empty()) step();
         publish();
       } catch (const std::exception& e) {
         fail_all(e.what());
@@ -599,7 +788,17 @@ Engine::Engine(const run::ModelFolder& folder, EngineOptions options) {
   ATTN_CHECK(options.max_batch >= 1, "serve", "--max-batch must be >= 1, got ", options.max_batch);
   ATTN_CHECK(options.max_queue >= 0, "serve", "--max-queue must be >= 0, got ", options.max_queue);
   impl_ = std::make_unique<Impl>(folder, options);
-  impl_->thread = std::thread([this] { impl_->loop(); });
+  // The engine thread decodes with the thread count of the thread that made the engine
+  // (attn serve --threads), not OpenMP's default for new threads.
+  impl_->threads = attn::num_threads();
+  impl_->thread = std::thread([this] {
+    attn::set_num_threads(impl_->threads);
+    {
+      std::lock_guard<std::mutex> lock(impl_->mu);
+      impl_->stats.engine_threads = attn::num_threads();  // as this thread sees it
+    }
+    impl_->loop();
+  });
 }
 
 Engine::~Engine() {
@@ -713,6 +912,7 @@ void Engine::drain(std::chrono::milliseconds timeout) {
 
 void Engine::with_model(const std::function<void()>& f) {
   std::lock_guard<std::mutex> lock(impl_->model_mu);
+  attn::set_num_threads(impl_->threads);  // the caller may be a thread of OpenMP's default size
   f();
 }
 

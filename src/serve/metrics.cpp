@@ -85,6 +85,8 @@ std::string prometheus_text(const MetricsSnapshot& m, const std::map<int, uint64
   scalar(out, "attn_running_requests", "gauge", "requests in the running batch", d(m.running_requests));
   scalar(out, "attn_running_rows", "gauge", "decoder rows in the running batch", d(m.running_rows));
   scalar(out, "attn_max_batch", "gauge", "decoder rows per step at most (--max-batch)", d(m.max_batch));
+  scalar(out, "attn_engine_threads", "gauge", "OpenMP/BLAS threads the decoding engine runs on (--threads)",
+         d(m.engine_threads));
   scalar(out, "attn_kv_blocks", "gauge", "blocks of the paged KV cache's pool (0: contiguous cache)", d(m.kv_blocks));
   scalar(out, "attn_kv_blocks_used", "gauge", "KV cache blocks that running rows hold", d(m.kv_blocks_used));
   scalar(out, "attn_kv_blocks_reserved", "gauge",
@@ -93,6 +95,10 @@ std::string prometheus_text(const MetricsSnapshot& m, const std::map<int, uint64
   scalar(out, "attn_prefix_shared_positions_total", "counter",
          "prompt positions taken from another request's KV cache blocks instead of computed",
          d(m.prefix_shared_positions_total));
+  scalar(out, "attn_speculative_rounds_total", "counter",
+         "speculative decoding rounds (one model pass checking the drafted tokens)", d(m.speculative_rounds_total));
+  scalar(out, "attn_draft_tokens_total", "counter", "tokens drafted for speculative decoding", d(m.draft_tokens_total));
+  scalar(out, "attn_draft_accepted_total", "counter", "drafted tokens the model confirmed", d(m.draft_accepted_total));
   histogram(out, "attn_batch_rows", "decoder rows per decoding step (batch occupancy)", m.batch_rows);
   histogram(out, "attn_time_to_first_token_seconds", "seconds from submission to a request's first token",
             m.time_to_first_token_seconds);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "attn/core/error.h"
+#include "attn/ops/threads.h"
 #include "attn/run/fill_mask.h"
 #include "attn/run/model_folder.h"
 #include "attn/serve/api.h"
@@ -110,10 +111,14 @@ struct Server::Impl {
 
   // Set by load(), read only once state is Ready.
   run::GenerationFolder opened;
+  std::optional<run::GenerationFolder> draft;  // --draft's folder
   std::unique_ptr<TextCodec> codec;
   std::unique_ptr<Engine> engine;
   models::Arch arch = models::Arch::EncoderDecoder;
   std::mutex fill_mu;  // encoder-only: one fill-mask pass at a time
+  // The thread count of the thread that made the server (attn serve --threads): HTTP worker
+  // threads take it before they run the model (OpenMP's default for new threads is every core).
+  const int64_t threads = attn::num_threads();
 
   mutable std::mutex stats_mu;
   std::map<int, uint64_t> responses;  // HTTP status -> responses sent
@@ -542,6 +547,7 @@ struct Server::Impl {
     std::vector<std::vector<run::MaskPrediction>> found;
     {
       std::lock_guard<std::mutex> lock(fill_mu);
+      attn::set_num_threads(threads);
       try {
         found = run::fill_masks(folder, seqs, 1);
       } catch (const Error& e) {
@@ -616,6 +622,7 @@ struct Server::Impl {
       engine->with_model(run);
     } else {
       std::lock_guard<std::mutex> lock(fill_mu);
+      attn::set_num_threads(threads);
       run();
     }
     out["model"] = model_id;
@@ -645,6 +652,7 @@ struct Server::Impl {
       engine->with_model(run);
     } else {
       std::lock_guard<std::mutex> lock(fill_mu);
+      attn::set_num_threads(threads);
       run();
     }
     res.status = 200;
@@ -784,6 +792,8 @@ void Server::load() {
   m.arch = folder.base->config().arch;
   m.codec = std::make_unique<TextCodec>(folder, m.opened.bpe ? &*m.opened.bpe : nullptr);
   if (m.arch == models::Arch::EncoderOnly) {
+    ATTN_CHECK(m.options.draft_dir.empty() && !m.options.prompt_lookup, kCmd, "the encoder-only model in '",
+               folder.dir, "' does not decode: --draft and --prompt-lookup need a model that generates");
     ATTN_CHECK(folder.vocab && folder.vocab->has_mask(), kCmd, "the encoder-only model in '", folder.dir,
                "' has no vocabulary with a ", io::Vocab::kMaskToken, " token, so it cannot fill masks");
   } else {
@@ -792,6 +802,15 @@ void Server::load() {
     e.max_queue = m.options.max_queue;
     e.prepend_bos = m.opened.prepend_bos;
     e.kv = m.options.kv;
+    e.speculation.lookup = m.options.prompt_lookup;
+    e.speculation.draft_tokens = m.options.draft_tokens;
+    if (!m.options.draft_dir.empty()) {
+      m.draft = run::open_generation_folder(m.options.draft_dir, kCmd, false, std::nullopt);
+      ATTN_CHECK(m.draft->prepend_bos == m.opened.prepend_bos, kCmd, "the draft model in '", m.options.draft_dir,
+                 "' reads prompts ", m.draft->prepend_bos ? "with" : "without", " a <bos> in front and the served one ",
+                 m.opened.prepend_bos ? "with" : "without", ": they need the same tokenizer");
+      e.speculation.draft = &m.draft->folder;
+    }
     m.engine = std::make_unique<Engine>(folder, e);
   }
   m.state.store(State::Ready);

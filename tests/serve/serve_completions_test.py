@@ -11,7 +11,7 @@ seed gives the same text; temperature 0 under 1, 2, 4 and 8 concurrent requests 
 request its solo answer, and a grid of (max batch, requests) gives each seeded sampled request
 its solo text and log-probabilities; token-id prompts read as their text; usage counts are exact;
 /tokenize round trips; /metrics is well-formed Prometheus text; encoder-only models fill
-masks; SIGTERM ends the server with status 0.
+masks; SIGTERM ends the server with status 0; the engine decodes with --threads threads.
 """
 import os
 import re
@@ -258,5 +258,33 @@ with Served(attn, mlm, checks=check) as s:
     events, done = s.stream({"model": "mlm", "prompt": "aa[MASK]a"})
     check.eq(streamed_texts(events)[0], {0: "aaaa"}, "fill-mask streamed")
     check.error(s.post("/v1/completions", {"model": "mlm", "prompt": "aaaa"}), 400, "prompt", None, "no mask")
+
+# ---- --threads --------------------------------------------------------------------------------
+# The engine thread decodes with --threads (OpenMP keeps the team size per thread, and a thread
+# that attn starts has the runtime's default: every core). /metrics reports the count as the
+# engine thread sees it; with --threads 1 decoding starts no OpenMP worker thread. Control: the
+# count follows --threads (2 and 1 differ), so a server that ignored it would fail one of them.
+
+
+def process_threads(s):
+    return len(os.listdir("/proc/%d/task" % s.proc.pid))
+
+
+def engine_threads(s):
+    m = re.search(r"^attn_engine_threads (\S+)$", s.get("/metrics").text, re.M)
+    return float(m.group(1)) if m else None
+
+
+for threads in ("1", "2"):
+    served = Served(attn, rev, checks=check)
+    served.cmd[served.cmd.index("--threads") + 1] = threads
+    with served as s:
+        check.eq(engine_threads(s), float(threads), "--threads %s: the engine decodes on %s" % (threads, threads))
+        before = process_threads(s)
+        for src in ("01234", "54321", "2403"):
+            s.complete({"model": "rev", "prompt": src, "temperature": 0})
+            s.complete({"model": "rev", "prompt": src, "beam_size": 4})
+        if threads == "1":
+            check.eq(process_threads(s) - before, 0, "--threads 1: decoding starts no OpenMP worker thread")
 
 check.done()

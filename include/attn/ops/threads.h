@@ -14,6 +14,11 @@ namespace attn {
 // With Debian's OpenMP build of OpenBLAS, BLAS follows omp_set_num_threads and runs single-
 // threaded inside parallel regions, so one setting drives both.
 void set_num_threads(int64_t n);
+// The OpenMP team size the calling thread's operations use now. OpenMP keeps it per thread: a
+// thread started with std::thread has the runtime's default again (all cores), whatever
+// set_num_threads chose on the thread that started it. Code that starts threads which run
+// operations passes this count on: set_num_threads(num_threads_of_creator) on the new thread.
+int64_t num_threads();
 
 // OpenBLAS picks its matrix kernels for the CPU it detects, once, when it is loaded. Debian 12's
 // OpenBLAS (0.3.21) does not know some AVX-512 CPUs (Intel family 6 model 207, for one) and falls

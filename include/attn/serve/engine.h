@@ -142,6 +142,22 @@ class Request {
   int64_t prompt_tokens_ = 0;
 };
 
+// Speculative decoding in the engine: a draft model or prompt lookup (neither: off).
+struct SpeculationOptions {
+  // A smaller model of the same family and vocabulary (the folder must outlive the engine), or
+  // null. With prepend_bos it reads <bos> + prompt as the served model does.
+  const run::ModelFolder* draft = nullptr;
+  // Prompt lookup (decode::lookup_draft): the tokens that followed the latest earlier
+  // occurrence of the last n-gram of prompt + output. Not with a draft model.
+  bool lookup = false;
+  int64_t draft_tokens = 4;  // K, drafted per round (>= 1)
+  int64_t ngram_max = 3, ngram_min = 1;
+  // Test hook, 0 in real use: this many rejected draft tokens per round are taken as accepted
+  // (a wrong acceptance rule that the tests must catch).
+  int64_t test_accept_offset = 0;
+  bool enabled() const { return draft != nullptr || lookup; }
+};
+
 struct EngineOptions {
   int64_t max_batch = 16;  // decoder rows per step at most (choices x beams of running requests)
   int64_t max_queue = 64;  // requests waiting to join at most; beyond that submit() is Unavailable
@@ -161,6 +177,12 @@ struct EngineOptions {
   // batch-invariant kernels too, so the shared keys and values are the bits the request would
   // have computed itself.
   bool prefix_sharing = true;
+  // Speculative decoding (decode/speculative.h, docs/serving.md): while the running batch is
+  // one greedy choice (the case where a step leaves the machine idle), each step drafts up to
+  // speculation.draft_tokens tokens and the model checks them in one pass. The answer is token
+  // for token, log-probability for log-probability, the one plain steps give (batch-invariant
+  // steps, which make a position's bits the same whether scored alone or with the drafts).
+  SpeculationOptions speculation;
 };
 
 class Engine {

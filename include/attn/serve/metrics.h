@@ -34,6 +34,7 @@ struct MetricsSnapshot {
   int64_t running_requests = 0;
   int64_t running_rows = 0;
   int64_t max_batch = 0;
+  int64_t engine_threads = 0;            // OpenMP/BLAS threads the engine thread decodes with
   // The paged KV cache (0 with the contiguous one): the pool's blocks, those rows hold now,
   // those running requests have reserved (each its worst case), and the prompt positions that
   // joining requests took from a running request's blocks instead of computing them.
@@ -41,6 +42,11 @@ struct MetricsSnapshot {
   int64_t kv_blocks_used = 0;
   int64_t kv_blocks_reserved = 0;
   uint64_t prefix_shared_positions_total = 0;
+  // Speculative decoding: rounds run (each one model pass), tokens drafted, and drafted tokens
+  // the model confirmed.
+  uint64_t speculative_rounds_total = 0;
+  uint64_t draft_tokens_total = 0;
+  uint64_t draft_accepted_total = 0;
   Histogram batch_rows;                  // rows per decoding step (occupancy)
   Histogram time_to_first_token_seconds; // submit -> first token (or first result for beam search)
   Histogram time_per_token_seconds;      // between consecutive tokens of a choice

@@ -30,6 +30,11 @@ struct ServerOptions {
   decode::KvCacheOptions kv{/*paged=*/true, /*block_size=*/16, /*pool_bytes=*/0};
   std::string api_key;              // non-empty: every route but /health needs "Authorization: Bearer KEY"
   size_t max_body = 1 << 20;        // request bodies larger than this are refused (413)
+  // Speculative decoding (EngineOptions::speculation): a draft model folder of the same family
+  // and vocabulary, or prompt lookup; neither by default.
+  std::string draft_dir;
+  bool prompt_lookup = false;
+  int64_t draft_tokens = 4;
 };
 
 class Server {

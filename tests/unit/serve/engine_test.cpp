@@ -502,5 +502,125 @@ TEST(ServeEngine, AFullQueueIsUnavailable) {
   EXPECT_THROW(engine.submit({5}, p), Unavailable);  // draining refuses
 }
 
+// Speculative decoding in the engine: while one greedy request runs alone, rounds of drafted
+// tokens checked in one pass give the plain steps' tokens and log-probability bits; mixed
+// workloads (the engine going in and out of speculation as requests join and leave) give every
+// request its solo bits. Drafters: the model itself (every draft accepted), another model (few
+// accepted) and prompt lookup. Control: a wrong acceptance rule changes answers.
+std::vector<Job> greedy_jobs() {
+  std::vector<Job> jobs;
+  const std::vector<std::vector<int64_t>> prompts = {{5, 6, 7, 8, 9}, {10, 4}, {3, 12, 11, 6, 7, 9, 4, 20, 31},
+                                                     {17}, {8, 8, 9, 30, 22, 5}, {13, 14, 15, 13, 14}};
+  const std::vector<int64_t> lengths = {1, 2, 40, 17, 33, 25};  // 1 and 2: nothing or one token to draft
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Job j;
+    j.prompt = prompts[i];
+    j.params.temperature = 0;
+    j.params.max_tokens = lengths[i];
+    j.params.logprobs = 2;
+    jobs.push_back(j);
+  }
+  return jobs;
+}
+
+EngineOptions speculative_options(const run::ModelFolder* draft, bool lookup, bool paged, int64_t k = 4) {
+  EngineOptions o = options_of(16, 64, paged);
+  o.speculation.draft = draft;
+  o.speculation.lookup = lookup;
+  o.speculation.draft_tokens = k;
+  return o;
+}
+
+void expect_speculation_exact(models::Arch arch, bool paged) {
+  SCOPED_TRACE(std::string(models::arch_name(arch)) + (paged ? ", paged" : ", contiguous"));
+  const run::ModelFolder f = folder_of(arch);
+  const run::ModelFolder other = folder_of(arch, 11);
+  const std::vector<Job> jobs = greedy_jobs(), mixed = mixed_jobs();
+  std::vector<Answer> solo, mixed_solo;
+  {
+    Engine plain(f, options_of(16, 64, paged));
+    solo = run_solo(plain, jobs);
+    mixed_solo = run_solo(plain, mixed);
+    EXPECT_EQ(plain.metrics().speculative_rounds_total, 0u);
+  }
+  {
+    Engine self(f, speculative_options(&f, false, paged));
+    expect_same_answers(jobs, run_solo(self, jobs), solo);
+    const MetricsSnapshot m = self.metrics();
+    EXPECT_GT(m.speculative_rounds_total, 0u);
+    EXPECT_GT(m.draft_tokens_total, 0u);
+    EXPECT_EQ(m.draft_accepted_total, m.draft_tokens_total) << "the model drafting for itself is always right";
+    EXPECT_LT(m.steps_total, m.completion_tokens_total) << "rounds yield several tokens";
+    expect_same_answers(mixed, run_staggered(self, mixed), mixed_solo);
+  }
+  for (int64_t k : {1, 3, 8}) {
+    Engine foreign(f, speculative_options(&other, false, paged, k));
+    expect_same_answers(jobs, run_solo(foreign, jobs), solo);
+    expect_same_answers(mixed, run_together(foreign, mixed), mixed_solo);
+    const MetricsSnapshot m = foreign.metrics();
+    EXPECT_GT(m.speculative_rounds_total, 0u);
+    EXPECT_LT(m.draft_accepted_total, m.draft_tokens_total) << "another model's drafts are rejected at times";
+  }
+  {
+    Engine lookup(f, speculative_options(nullptr, true, paged));
+    expect_same_answers(jobs, run_solo(lookup, jobs), solo);
+    EXPECT_GT(lookup.metrics().speculative_rounds_total, 0u);
+  }
+  if (paged) {
+    Engine self(f, speculative_options(&f, false, paged));
+    run_solo(self, jobs);
+    EXPECT_EQ(blocks_left(self), 0) << "rolled-back positions returned their blocks";
+  }
+}
+
+TEST(ServeEngine, SpeculativeRoundsGiveThePlainStepsBits) {
+  for (models::Arch arch : {models::Arch::EncoderDecoder, models::Arch::DecoderOnly})
+    for (bool paged : {false, true}) expect_speculation_exact(arch, paged);
+}
+
+// Control: a rule that takes one rejected draft per round as accepted must change answers.
+TEST(ServeEngine, AWrongAcceptanceRuleIsCaught) {
+  for (models::Arch arch : {models::Arch::EncoderDecoder, models::Arch::DecoderOnly}) {
+    const run::ModelFolder f = folder_of(arch);
+    const run::ModelFolder other = folder_of(arch, 11);
+    const std::vector<Job> jobs = greedy_jobs();
+    std::vector<Answer> solo;
+    {
+      Engine plain(f, options_of(16, 64));
+      solo = run_solo(plain, jobs);
+    }
+    EngineOptions o = speculative_options(&other, false, false);
+    o.speculation.test_accept_offset = 1;
+    Engine wrong(f, o);
+    const std::vector<Answer> got = run_solo(wrong, jobs);
+    int64_t differ = 0;
+    for (size_t i = 0; i < jobs.size(); ++i) differ += got[i].tokens[0] != solo[i].tokens[0] ? 1 : 0;
+    EXPECT_GT(differ, 0) << models::arch_name(arch);
+  }
+}
+
+TEST(ServeEngine, ADraftOfAnotherVocabularyOrFamilyIsRefused) {
+  const run::ModelFolder f = folder_of(models::Arch::DecoderOnly);
+  run::ModelFolder small = folder_of(models::Arch::DecoderOnly);
+  small.src_vocab_size = 30;
+  small.tgt_vocab_size = 30;
+  EXPECT_THROW(
+      {
+        try {
+          Engine e(f, speculative_options(&small, false, false));
+        } catch (const Error& err) {
+          EXPECT_NE(std::string(err.what()).find("same vocabulary"), std::string::npos) << err.what();
+          throw;
+        }
+      },
+      Error);
+  const run::ModelFolder seq2seq = folder_of(models::Arch::EncoderDecoder);
+  EXPECT_THROW(Engine(f, speculative_options(&seq2seq, false, false)), Error);
+  EXPECT_THROW(Engine(f, speculative_options(&f, true, false)), Error);  // a model and lookup
+  EngineOptions zero = speculative_options(&f, false, false);
+  zero.speculation.draft_tokens = 0;
+  EXPECT_THROW(Engine(f, zero), Error);
+}
+
 }  // namespace
 }  // namespace attn::serve
