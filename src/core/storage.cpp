@@ -239,6 +239,14 @@ std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, std::shared_pt
   return s;
 }
 
+void Storage::materialize() {
+  if (data_ != nullptr || nbytes_ == 0 || owner_ != nullptr) return;
+  size_t capacity = storage_size_class(nbytes_);
+  data_ = StorageCache::get().take(capacity);
+  capacity_ = capacity;
+  std::memset(data_, 0, nbytes_);
+}
+
 Storage::~Storage() {
   if (capacity_) StorageCache::get().give(data_, capacity_);
 }

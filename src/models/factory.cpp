@@ -29,6 +29,10 @@ void check_fits_in_memory(const ModelConfig& config) {
 std::shared_ptr<Model> build(const ModelConfig& config, ModelInit init) {
   std::optional<nn::SkipInitGuard> skip;
   if (init == ModelInit::None) skip.emplace();
+  // A quantized model for a loader: its float copies of the weights that quantization replaces
+  // get no memory (nn::QuantizedLayoutGuard), so loading holds only the quantized bytes.
+  std::optional<nn::QuantizedLayoutGuard> layout;
+  if (init == ModelInit::None && config.quantization != Quantization::None) layout.emplace();
   std::shared_ptr<Model> model;
   switch (config.arch) {
     case Arch::EncoderDecoder: model = std::make_shared<EncoderDecoderModel>(config); break;

@@ -57,7 +57,7 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_model, int64_t n_heads, double 
   ATTN_CHECK(!(options.rope && options.alibi), kOp, "RoPE and ALiBi are alternatives; choose one");
   ATTN_CHECK(options.window >= 0, kOp, "window must be >= 0 (0 = none), got ", options.window);
   const int64_t D = d_model_, rows = D + 2 * n_kv_heads_ * head_dim_;  // 3D without grouping
-  in_proj_weight_ = register_parameter("in_proj_weight", Tensor::zeros({rows, D}, dtype));  // [D + 2*Hkv*Dh, D]
+  in_proj_weight_ = register_parameter("in_proj_weight", quantizable_weight({rows, D}, dtype));  // [D + 2*Hkv*Dh, D]
   in_proj_bias_ = register_parameter("in_proj_bias", Tensor::zeros({rows}, dtype));        // [D + 2*Hkv*Dh]
   out_proj_ = register_module("out_proj", std::make_shared<Linear>(D, D, true, dtype, rng));
   // nn.MultiheadAttention._reset_parameters: xavier on the packed matrix, zero biases.

@@ -13,7 +13,7 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, DType dtype, Rng& rng,
   ATTN_CHECK(num_embeddings > 0 && dim > 0, "Embedding", "sizes must be positive, got V ",
              num_embeddings, ", D ", dim);
   ATTN_CHECK(is_floating(dtype), "Embedding", "dtype must be f32 or f64, got ", dtype_name(dtype));
-  weight_ = register_parameter("weight", Tensor::zeros({num_, dim_}, dtype));  // [V, D]
+  weight_ = register_parameter("weight", quantizable_weight({num_, dim_}, dtype));  // [V, D]
   normal_(weight_, 0.0, init_std, rng);
 }
 

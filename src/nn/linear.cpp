@@ -15,7 +15,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, DType dtype
   ATTN_CHECK(in_features > 0 && out_features > 0, "Linear", "sizes must be positive, got in ",
              in_features, ", out ", out_features);
   ATTN_CHECK(is_floating(dtype), "Linear", "dtype must be f32 or f64, got ", dtype_name(dtype));
-  weight_ = register_parameter("weight", Tensor::zeros({out_, in_}, dtype));  // [Out, In]
+  weight_ = register_parameter("weight", quantizable_weight({out_, in_}, dtype));  // [Out, In]
   linear_weight_uniform_(weight_, rng);
   if (bias) {
     bias_ = register_parameter("bias", Tensor::zeros({out_}, dtype));  // [Out]

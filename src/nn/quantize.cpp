@@ -6,6 +6,19 @@
 
 namespace attn::nn {
 
+namespace {
+thread_local bool quantized_layout = false;
+}  // namespace
+
+QuantizedLayoutGuard::QuantizedLayoutGuard() : previous_(quantized_layout) { quantized_layout = true; }
+QuantizedLayoutGuard::~QuantizedLayoutGuard() { quantized_layout = previous_; }
+
+Tensor quantizable_weight(const Shape& shape, DType dtype) {
+  if (!quantized_layout) return Tensor::zeros(shape, dtype);
+  const ShapesOnlyGuard no_memory;
+  return Tensor::zeros(shape, dtype);
+}
+
 const QuantizedWeight& QuantizeContext::get(const Tensor& w, const std::string& what) {
   ATTN_CHECK(w.defined() && w.dtype() == DType::F32, "quantize", "'", what,
              "' must be an f32 weight to quantize, got ", w.defined() ? w.str() : "undefined",
@@ -37,6 +50,10 @@ void run_pass(Module& root, Quantization q, bool compute) {
 
 void quantize_module(Module& root, Quantization q) { run_pass(root, q, true); }
 
-void prepare_quantized_module(Module& root, Quantization q) { run_pass(root, q, false); }
+void prepare_quantized_module(Module& root, Quantization q) {
+  run_pass(root, q, false);
+  if (shapes_only()) return;
+  for (auto& [name, t] : root.named_parameters()) t.impl_ptr()->storage->materialize();
+}
 
 }  // namespace attn::nn

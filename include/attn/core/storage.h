@@ -28,6 +28,9 @@ class Storage {
 
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
+  // A storage made under a ShapesOnlyGuard (attn/core/tensor.h: a byte count, no memory) gets
+  // its memory, zero-filled; every view of it sees it. Any other storage is left as it is.
+  void materialize();
 
  private:
   void* data_ = nullptr;

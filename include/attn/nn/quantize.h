@@ -38,10 +38,33 @@ class QuantizeContext {
   std::map<const TensorImpl*, std::pair<Tensor, QuantizedWeight>> done_;  // float tensor kept alive
 };
 
+// While a QuantizedLayoutGuard lives on this thread, the float weights that
+// prepare_quantized_module replaces (Linear and Embedding "weight", MultiHeadAttention
+// "in_proj_weight", made with quantizable_weight) get no memory (ShapesOnlyGuard tensors), so
+// that a quantized model laid out for a loader never holds their float32 copies: they would be
+// zero-filled, then freed into the storage cache and stay resident (2x a bf16 model's bytes,
+// 4x an int8 model's). models::make_model sets it for a quantized config it does not
+// initialise; such a module must go through prepare_quantized_module before it is used.
+class QuantizedLayoutGuard {
+ public:
+  QuantizedLayoutGuard();
+  ~QuantizedLayoutGuard();
+  QuantizedLayoutGuard(const QuantizedLayoutGuard&) = delete;
+  QuantizedLayoutGuard& operator=(const QuantizedLayoutGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+// A float weight that quantization may replace: Tensor::zeros(shape, dtype), without memory
+// under a QuantizedLayoutGuard.
+Tensor quantizable_weight(const Shape& shape, DType dtype);
+
 // Quantizes every quantizable weight of `root` (see above) from its current float32 values.
 // Errors: a module that is already quantized, an f64 model, a NaN or Inf weight (named).
 void quantize_module(Module& root, Quantization q);
 // The same layout with zero values, for a loader that fills every tensor from a file next.
+// Parameters still without memory afterwards (float weights that stay float, made under a
+// QuantizedLayoutGuard) get theirs, zero-filled; under a ShapesOnlyGuard nothing gets memory.
 void prepare_quantized_module(Module& root, Quantization q);
 
 }  // namespace attn::nn

@@ -241,5 +241,27 @@ TEST(StorageCache, WrappedMemoryIsNotCached) {
   EXPECT_EQ(after.cached_bytes, before.cached_bytes);
 }
 
+// A ShapesOnlyGuard tensor's storage gets memory on materialize(), zero-filled, and a view of
+// it sees the same memory; a storage with memory is left alone.
+TEST(Storage, MaterializeGivesAShapesOnlyStorageZeroedMemorySharedByItsViews) {
+  Tensor t;
+  {
+    const ShapesOnlyGuard no_memory;
+    t = Tensor::zeros({4, 1000}, DType::F32);
+  }
+  const Tensor view = t.slice(0, 2, 4);
+  ASSERT_EQ(t.impl_ptr()->storage->data(), nullptr);
+  t.impl_ptr()->storage->materialize();
+  ASSERT_NE(t.impl_ptr()->storage->data(), nullptr);
+  const std::vector<float> all = t.to_vector<float>();
+  EXPECT_TRUE(std::all_of(all.begin(), all.end(), [](float x) { return x == 0.0f; }));
+  t.fill(2.5);
+  EXPECT_EQ(view.to_vector<float>().front(), 2.5f) << "the view shares the materialized memory";
+  void* const data = t.impl_ptr()->storage->data();
+  t.impl_ptr()->storage->materialize();
+  EXPECT_EQ(t.impl_ptr()->storage->data(), data) << "a storage with memory is left alone";
+  EXPECT_EQ(t.to_vector<float>().back(), 2.5f);
+}
+
 }  // namespace
 }  // namespace attn

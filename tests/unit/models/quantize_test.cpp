@@ -10,11 +10,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "attn/core/autograd.h"
+#include "attn/core/storage.h"
 #include "attn/io/atomic_file.h"
 #include "attn/models/decoder_only.h"
 #include "attn/models/encoder_decoder.h"
@@ -160,6 +162,50 @@ TEST(QuantizedModel, LayoutNamesDtypesAndTiedWeights) {
   bf->quantize(Quantization::BF16);
   EXPECT_EQ(bf->parameter("src_embedding.weight").dtype(), DType::BF16);
   EXPECT_THROW(bf->parameter("src_embedding.weight_scale"), Error);
+}
+
+// A quantized layout for a loader (make_model with ModelInit::None, what loading a quantized
+// folder builds) never allocates the float32 copies of the weights it quantizes: the storage
+// cache, where freed blocks wait, does not grow by their bytes, every parameter has its memory,
+// and the tensors are those of the old layout, value for value. Control: the same layout made the old
+// way (a float model, then prepare_quantized_module) frees at least those bytes into the cache.
+TEST(QuantizedModel, ALoaderLayoutAllocatesNoFloatCopyOfTheQuantizedWeights) {
+  for (Arch arch : {Arch::EncoderDecoder, Arch::DecoderOnly, Arch::EncoderOnly})
+    for (Quantization q : {Quantization::Int8, Quantization::BF16}) {
+      SCOPED_TRACE(std::string(arch_name(arch)) + " " + quantization_name(q));
+      ModelConfig c = small(arch);
+      c.d_model = 256;  // weights large enough to dwarf any other block
+      c.d_ff = 1024;
+      c.quantization = q;
+      int64_t quantized_float_bytes = 0;  // what their float32 copies would take
+      release_cached_memory();  // an empty cache: every block freed from here on stays in it
+      const size_t before = storage_cache_stats().cached_bytes;
+      auto model = make_model(c, ModelInit::None);
+      const size_t grew = storage_cache_stats().cached_bytes - std::min(before, storage_cache_stats().cached_bytes);
+      for (auto& [name, t] : model->named_parameters()) {
+        ASSERT_NE(t.impl_ptr()->storage->data(), nullptr) << name << " has no memory";
+        if (t.dtype() == DType::I8 || t.dtype() == DType::BF16) quantized_float_bytes += t.numel() * 4;
+      }
+      ASSERT_GT(quantized_float_bytes, 4 << 20);
+      EXPECT_LT(static_cast<int64_t>(grew), quantized_float_bytes / 8) << "float copies were made and freed";
+
+      ModelConfig f = c;
+      f.quantization = Quantization::None;
+      release_cached_memory();
+      const size_t before_old = storage_cache_stats().cached_bytes;
+      auto old_way = make_model(f, ModelInit::None);
+      nn::prepare_quantized_module(*old_way, q);
+      const size_t grew_old = storage_cache_stats().cached_bytes - std::min(before_old, storage_cache_stats().cached_bytes);
+      EXPECT_GE(static_cast<int64_t>(grew_old), quantized_float_bytes) << "control: the float copies land in the cache";
+      // Both layouts hold the same tensors with the same values (zeros, norms' ones, scales' ones).
+      std::map<std::string, Tensor> old_params;
+      for (auto& [name, t] : old_way->named_parameters()) old_params[name] = t;
+      for (auto& [name, t] : model->named_parameters()) {
+        ASSERT_EQ(old_params.count(name), 1u) << name;
+        EXPECT_EQ(t.dtype(), old_params.at(name).dtype()) << name;
+        EXPECT_EQ(t.to_vector<double>(), old_params.at(name).to_vector<double>()) << name;
+      }
+    }
 }
 
 TEST(QuantizedModel, FolderRoundTripGivesTheSameLogitsBitForBit) {
