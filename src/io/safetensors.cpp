@@ -552,6 +552,14 @@ Tensor SafetensorsFile::get_tensor(const std::string& name, bool reduced) const 
   return Tensor::from_storage(std::move(storage), 0, info.shape, dtype);
 }
 
+void SafetensorsFile::release(const std::string& name) const {
+  const SafetensorsTensorInfo& info = this->info(name);
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t base = reinterpret_cast<uintptr_t>(mapping_->addr) + 8 + header_size_;
+  const uintptr_t first = (base + info.begin + page - 1) / page * page, last = (base + info.end) / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 const void* SafetensorsFile::mapped_data() const { return mapping_ ? mapping_->addr : nullptr; }
 size_t SafetensorsFile::mapped_size() const { return mapping_ ? mapping_->size : 0; }
 

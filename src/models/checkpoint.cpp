@@ -373,9 +373,13 @@ LoadedCheckpoint read_checkpoint(const std::string& dir, bool layout_only) {
   out.sources = source_of;
   if (layout_only) return out;
 
-  nn::NamedTensors state;
-  for (const auto& [canonical, source] : source_of) state.emplace_back(canonical, file.get_stored(source));
-  out.model->load_state_dict(state, /*strict=*/true);  // cannot fail after the checks above
+  // One tensor at a time (the checks above matched every name, shape and dtype), each one's
+  // mapped pages released once copied: loading holds the model and one tensor's pages, not
+  // the model and the whole file's.
+  for (const auto& [canonical, source] : source_of) {
+    out.model->load_state_dict(nn::NamedTensors{{canonical, file.get_stored(source)}}, /*strict=*/false);
+    file.release(source);
+  }
   // Quantized weights: values the kernels rely on (int8 in [-127, 127], finite scales; bf16
   // finite, subnormals flushed in place).
   for (const auto& [name, t] : own) {

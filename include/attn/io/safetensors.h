@@ -114,6 +114,11 @@ class SafetensorsFile {
   // The same for callers that handle reduced-precision weights: also I8 and BF16 tensors
   // (BF16 as its raw uint16 bits), never converted.
   Tensor get_stored(const std::string& name) const;
+  // Lets the kernel drop the mapped pages that lie wholly inside `name`'s bytes (madvise
+  // MADV_DONTNEED): a later read faults them in from the file again, the same bytes. For a
+  // loader that copies each tensor out once, so that loading never holds the whole file's
+  // pages beside the copies. Only for tensors nothing has written through a view of the map.
+  void release(const std::string& name) const;
   // The "__metadata__" map (empty when absent).
   const SafetensorsMetadata& metadata() const { return metadata_; }
   // N, the header length in bytes; the byte buffer starts at file offset 8 + N.
