@@ -452,9 +452,10 @@ struct Engine::Impl {
     return parents;
   }
 
-  // Speculation applies while the batch is one greedy choice (one row).
+  // Speculation applies while the batch is one greedy choice (one row), on batch-invariant
+  // steps (where a position's bits do not depend on how many positions a pass scores).
   bool speculation_applies() const {
-    if (!options.speculation.enabled() || running.size() != 1) return false;
+    if (!options.speculation.enabled() || !options.batch_invariant || running.size() != 1) return false;
     const Running& run = running.front();
     if (run.choices.size() != 1 || run.job.params.beam >= 1 || run.job.params.temperature != 0) return false;
     const Choice& c = run.choices.front();

@@ -181,7 +181,8 @@ struct EngineOptions {
   // one greedy choice (the case where a step leaves the machine idle), each step drafts up to
   // speculation.draft_tokens tokens and the model checks them in one pass. The answer is token
   // for token, log-probability for log-probability, the one plain steps give (batch-invariant
-  // steps, which make a position's bits the same whether scored alone or with the drafts).
+  // steps, which make a position's bits the same whether scored alone or with the drafts;
+  // with batch_invariant off, speculation is off too).
   SpeculationOptions speculation;
 };
 

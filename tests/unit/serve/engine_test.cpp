@@ -599,6 +599,19 @@ TEST(ServeEngine, AWrongAcceptanceRuleIsCaught) {
   }
 }
 
+// Without batch-invariant steps a pass of K + 1 positions need not give a single step's bits,
+// so the engine does not speculate there. Control: the same engine with them does.
+TEST(ServeEngine, SpeculationNeedsBatchInvariantSteps) {
+  const run::ModelFolder f = folder_of(models::Arch::DecoderOnly);
+  for (bool invariant : {false, true}) {
+    EngineOptions o = speculative_options(&f, false, false);
+    o.batch_invariant = invariant;
+    Engine engine(f, o);
+    run_solo(engine, greedy_jobs());
+    EXPECT_EQ(engine.metrics().speculative_rounds_total > 0, invariant) << "batch_invariant " << invariant;
+  }
+}
+
 TEST(ServeEngine, ADraftOfAnotherVocabularyOrFamilyIsRefused) {
   const run::ModelFolder f = folder_of(models::Arch::DecoderOnly);
   run::ModelFolder small = folder_of(models::Arch::DecoderOnly);
