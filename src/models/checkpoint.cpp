@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <system_error>
 
+#include "attn/core/autograd.h"
 #include "attn/core/error.h"
 #include "attn/io/atomic_file.h"
 #include "attn/io/bpe.h"
@@ -376,9 +377,12 @@ LoadedCheckpoint read_checkpoint(const std::string& dir, bool layout_only) {
   // One tensor at a time (the checks above matched every name, shape and dtype), each one's
   // mapped pages released once copied: loading holds the model and one tensor's pages, not
   // the model and the whole file's.
-  for (const auto& [canonical, source] : source_of) {
-    out.model->load_state_dict(nn::NamedTensors{{canonical, file.get_stored(source)}}, /*strict=*/false);
-    file.release(source);
+  {
+    NoGradGuard no_grad;
+    for (const auto& [canonical, source] : source_of) {
+      param.at(canonical).copy_from(file.get_stored(source));
+      file.release(source);
+    }
   }
   // Quantized weights: values the kernels rely on (int8 in [-127, 127], finite scales; bf16
   // finite, subnormals flushed in place).
