@@ -141,7 +141,7 @@ void quantized_rows(benchmark::State& state) {
 void quantized_rows_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"M", "N", "K", "dtype"});
   for (const auto& nk : {std::pair<int64_t, int64_t>{1536, 512}, {2048, 512}, {512, 2048}})
-    for (int64_t M : {1, 4, 16})
+    for (int64_t M : {1, 4, 16, 64, 256, 1024})
       for (int64_t dtype : {0, 1, 2}) b->Args({M, nk.first, nk.second, dtype});
   b->Unit(benchmark::kMicrosecond)->UseRealTime();
 }

@@ -15,6 +15,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -561,6 +562,297 @@ ATTN_AVX512_VNNI void s8_block_vnni(int32_t* acc, int64_t ld, const int8_t* x, i
   }
 }
 
+// ---- bf16 on packed weight panels (many activation rows) ------------------------------------
+// The header's order written with the outputs across the vector lanes instead of the lanes of
+// one output's sum: a weight panel of 64 rows is packed so that one vector holds, for 16
+// outputs, the same pair of k positions (panel[((i C + c) 4 + j) 16 + l] = the dword
+// (w[n][k0], w[n][k0 + 1]), n = n0 + 16 j + l, k0 = 32 c + 2 i, C = ceil(K / 32); zeros past N
+// and K). Then vdpbf16ps with the activation pair broadcast does for 16 outputs what the header
+// does in lane i of one output: for lane class i (0..15), an accumulator starts at +0 and takes
+// the pairs k0 = 32 c + 2 i for c = 0, 1, ..., C - 1 in order, zeros past K included. The 16
+// lane classes are stored and added as the header's tree, one vector addition per pair of
+// lanes: t8 = P[q] + P[q + 8], and so on. Each output therefore sees exactly the header's
+// operations and its bits do not depend on the kernel (the tests compare with the scalar
+// emulation bit for bit). No horizontal sums, and an activation pair feeds 64 outputs.
+constexpr int64_t kPanelRows = 64;       // weight rows (outputs) per packed panel: 4 vectors of 16
+constexpr int kPanelMR = 6;              // activation rows per register tile
+constexpr int64_t kPanelMinRows = 32;    // activation rows from which the bf16 products pack panels
+constexpr int64_t kS8PanelMinRows = 16;  // and the int8 products
+constexpr int64_t kPanelParallelMin = int64_t{1} << 18;  // multiply-adds below which one thread works
+
+// A number per panel product, so that a thread reuses the panel it packed last only within the
+// same call (weights change between calls at the same address while training).
+std::atomic<uint64_t> g_panel_call{0};
+
+// How a panel product is split: `parts` ranges of `rows_per` activation rows per panel (a
+// multiple of mr), over `threads` threads, so that every thread has work.
+struct PanelSplit {
+  int threads;
+  int64_t parts, rows_per;
+};
+
+PanelSplit panel_split(int64_t M, int64_t N, int64_t K, int mr) {
+  const int64_t panels = (N + kPanelRows - 1) / kPanelRows;
+  PanelSplit s{!omp_in_parallel() && M * N * K >= kPanelParallelMin ? omp_get_max_threads() : 1, 1, 0};
+  while (panels * s.parts < 2 * s.threads && M / (2 * s.parts) >= 8 * mr) s.parts *= 2;
+  s.rows_per = ((M + s.parts - 1) / s.parts + mr - 1) / mr * mr;
+  return s;
+}
+
+
+ATTN_AVX512 void pack_bf16_panel(uint32_t* panel, const uint16_t* w, int64_t ldw, int64_t n0, int64_t N, int64_t K) {
+  const int64_t C = (K + 31) / 32;
+  const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32(static_cast<int>(ldw / 2)));
+  for (int j = 0; j < 4; ++j) {
+    const int64_t nb = n0 + 16 * j;
+    const int64_t live = std::clamp<int64_t>(N - nb, 0, 16);
+    const __mmask16 rows = static_cast<__mmask16>(live == 16 ? 0xFFFF : (1u << live) - 1);
+    for (int64_t c = 0; c < C; ++c)
+      for (int i = 0; i < 16; ++i) {
+        const int64_t k0 = 32 * c + 2 * i;
+        __m512i v = _mm512_setzero_si512();
+        if (rows != 0 && k0 < K) v = _mm512_mask_i32gather_epi32(v, rows, idx, w + nb * ldw + k0, 4);
+        _mm512_storeu_si512(panel + ((i * C + c) * 4 + j) * 16, v);
+      }
+  }
+}
+
+// The 16 lane-class accumulators of MR activation rows against a packed panel:
+// part[((i MR + m) 4 + j) 16 + l]. Row m's pairs are packed by lane class too: xr[m][i C + c] is
+// the dword (x[k0], x[k0 + 1]), k0 = 32 c + 2 i, so that a lane class reads consecutive words.
+template <int MR>
+ATTN_AVX512_BF16 void bf16_panel_classes(float* part, const uint32_t* const* xr, const uint32_t* panel, int64_t C) {
+  for (int i = 0; i < 16; ++i) {
+    __m512 a[MR][4];
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m)
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) a[m][j] = _mm512_setzero_ps();
+    const uint32_t* p = panel + i * C * 64;
+    for (int64_t c = 0; c < C; ++c, p += 64) {
+      __m512i b[4];
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) b[j] = _mm512_loadu_si512(p + 16 * j);
+#pragma GCC unroll 8
+      for (int m = 0; m < MR; ++m) {
+        const __m512i xv = _mm512_set1_epi32(static_cast<int>(xr[m][i * C + c]));
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) a[m][j] = _mm512_dpbf16_ps(a[m][j], (__m512bh)xv, (__m512bh)b[j]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m)
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) _mm512_storeu_ps(part + ((i * MR + m) * 4 + j) * 16, a[m][j]);
+  }
+}
+
+// The tree of the lane classes and the epilogue for MR rows of one panel: y = sum (+ bias), or
+// y + sum when accumulating; rows past `rows` and columns past N are not stored.
+template <int MR>
+ATTN_AVX512 void bf16_panel_finish(const float* part, int rows, float* y, int64_t ldy, int64_t n0, int64_t N,
+                                   const float* bias, bool accumulate) {
+  for (int m = 0; m < rows; ++m)
+    for (int j = 0; j < 4; ++j) {
+      const int64_t nb = n0 + 16 * j;
+      if (nb >= N) break;
+      const int64_t live = std::min<int64_t>(N - nb, 16);
+      const __mmask16 mask = static_cast<__mmask16>(live == 16 ? 0xFFFF : (1u << live) - 1);
+      const float* pj = part + (m * 4 + j) * 16;  // lane class i at pj + i * MR * 64
+      __m512 t8[8], t4[4];
+      for (int q = 0; q < 8; ++q)
+        t8[q] = _mm512_add_ps(_mm512_loadu_ps(pj + q * MR * 64), _mm512_loadu_ps(pj + (q + 8) * MR * 64));
+      for (int q = 0; q < 4; ++q) t4[q] = _mm512_add_ps(t8[q], t8[q + 4]);
+      const __m512 s = _mm512_add_ps(_mm512_add_ps(t4[0], t4[2]), _mm512_add_ps(t4[1], t4[3]));
+      float* out = y + m * ldy + nb;
+      __m512 v = s;
+      if (accumulate)
+        v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, out), s);
+      else if (bias != nullptr)
+        v = _mm512_add_ps(s, _mm512_maskz_loadu_ps(mask, bias + nb));
+      _mm512_mask_storeu_ps(out, mask, v);
+    }
+}
+
+// y[m, n] = sum (+ bias[n]), or y[m, n] + sum when accumulating, for the bf16 products of M
+// activation rows xb (bf16, row stride ldb >= 32 ceil(K / 32), zeros from K on) and the weight
+// rows w [N, K] (row stride ldw, even), on packed panels (path Avx512Bf16). Work items are
+// panels times ranges of rows; a thread packs a panel once and runs its rows against it.
+void bf16_panels(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ldb, const uint16_t* w, int64_t ldw,
+                 const float* bias, bool accumulate, float* y, int64_t ldy) {
+  const int64_t C = (K + 31) / 32, panels = (N + kPanelRows - 1) / kPanelRows;
+  const PanelSplit split = panel_split(M, N, K, kPanelMR);
+  const int64_t items = panels * split.parts;
+  const uint64_t call = g_panel_call.fetch_add(1, std::memory_order_relaxed) + 1;
+  // The activation pairs by lane class (bf16_panel_classes), C * 16 words per row.
+  thread_local std::vector<uint32_t> xl;
+  if (xl.size() < static_cast<size_t>(M * C * 16)) xl.resize(static_cast<size_t>(M * C * 16));
+  for (int64_t m = 0; m < M; ++m) {
+    uint32_t* out = xl.data() + m * C * 16;
+    const uint16_t* row = xb + m * ldb;
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < 16; ++i) {
+        uint32_t pair;
+        std::memcpy(&pair, row + 32 * c + 2 * i, sizeof pair);
+        out[i * C + c] = pair;
+      }
+  }
+  const uint32_t* xp = xl.data();
+#pragma omp parallel for schedule(static) if (split.threads > 1 && items > 1)
+  for (int64_t item = 0; item < items; ++item) {
+    thread_local std::vector<uint32_t> panel;  // reused: a fresh page costs more than packing
+    thread_local uint64_t packed_call = 0;
+    thread_local int64_t packed_panel = -1;
+    const int64_t p = item / split.parts, m0 = (item % split.parts) * split.rows_per;
+    const int64_t m1 = std::min(M, m0 + split.rows_per);
+    if (m0 >= m1) continue;
+    if (packed_call != call || packed_panel != p) {
+      if (panel.size() < static_cast<size_t>(C * 16 * 64)) panel.resize(static_cast<size_t>(C * 16 * 64));
+      pack_bf16_panel(panel.data(), w, ldw, p * kPanelRows, N, K);
+      packed_call = call;
+      packed_panel = p;
+    }
+    alignas(64) float part[16 * kPanelMR * 4 * 16];
+    for (int64_t m = m0; m < m1; m += kPanelMR) {
+      const uint32_t* xr[kPanelMR];
+      for (int r = 0; r < kPanelMR; ++r) xr[r] = xp + std::min(m + r, m1 - 1) * C * 16;
+      bf16_panel_classes<kPanelMR>(part, xr, panel.data(), C);
+      bf16_panel_finish<kPanelMR>(part, static_cast<int>(std::min<int64_t>(kPanelMR, m1 - m)), y + m * ldy, ldy,
+                                  p * kPanelRows, N, bias, accumulate);
+    }
+  }
+}
+
+// ---- int8 on packed weight panels (many activation rows) ------------------------------------
+// Integer sums are exact in any order, so the panel kernel may walk K as it likes: a panel of
+// 64 weight rows holds, per group of four k positions q, one vector per 16 rows,
+// panel[(q 4 + j) 16 + l] = the bytes w[n][4 q .. 4 q + 3] + 128 (n = n0 + 16 j + l; rows past N
+// hold weight 0), and vpdpbusd takes the activation's four bytes broadcast: one activation
+// word feeds 64 outputs and no lane sums are left to add. The shift is taken back as in
+// s8_rows_vnni. Needs K % 4 == 0 (whole words).
+constexpr int kS8PanelMR = 6;                // activation rows per register tile: 24 accumulators
+constexpr int64_t kS8PanelQBlock = 128;      // words of K per block: 64 rows x 512 bytes = 32 KiB of panel
+constexpr int64_t kS8RowChunk = 16 * kS8PanelMR;  // activation rows whose accumulators are kept across blocks
+
+ATTN_AVX512_VNNI void pack_s8_panel(uint32_t* panel, const int8_t* w, int64_t n0, int64_t N, int64_t K) {
+  const int64_t Q = K / 4;
+  const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32(static_cast<int>(Q)));
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int j = 0; j < 4; ++j) {
+    const int64_t nb = n0 + 16 * j;
+    const int64_t live = std::clamp<int64_t>(N - nb, 0, 16);
+    const __mmask16 rows = static_cast<__mmask16>(live == 16 ? 0xFFFF : (1u << live) - 1);
+    for (int64_t q = 0; q < Q; ++q) {
+      __m512i v = _mm512_setzero_si512();
+      if (rows != 0) v = _mm512_mask_i32gather_epi32(v, rows, idx, w + nb * K + 4 * q, 4);
+      _mm512_storeu_si512(panel + (q * 4 + j) * 16, _mm512_xor_si512(v, flip));
+    }
+  }
+}
+
+// out[(j MR + m) 16 + l] = sum_k w[n][k] x[m][k] for MR activation rows xr (s8, K = 4 Q bytes
+// each) against a packed panel: the shifted weights' sums less x_shift[m] (mod 2^32), so that
+// each block of 16 weight rows is a tile of the layout s8_driver hands out (row stride kNBlock).
+// K may come in blocks (Q words each, xr and panel at the block's start): the first block starts
+// from zeros, later ones from out, and only the last takes the shift back.
+template <int MR>
+ATTN_AVX512_VNNI void s8_panel_rows(int32_t* out, bool first, bool last, const int8_t* const* xr,
+                                    const uint32_t* x_shift, const uint32_t* panel, int64_t Q) {
+  __m512i a[MR][4];
+#pragma GCC unroll 8
+  for (int m = 0; m < MR; ++m)
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j)
+      a[m][j] = first ? _mm512_setzero_si512() : _mm512_loadu_si512(out + (j * MR + m) * 16);
+  const uint32_t* p = panel;
+  for (int64_t q = 0; q < Q; ++q, p += 64) {
+    __m512i b[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) b[j] = _mm512_loadu_si512(p + 16 * j);
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m) {
+      int32_t word;
+      std::memcpy(&word, xr[m] + 4 * q, sizeof word);
+      const __m512i xv = _mm512_set1_epi32(word);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) a[m][j] = _mm512_dpbusd_epi32(a[m][j], b[j], xv);
+    }
+  }
+#pragma GCC unroll 8
+  for (int m = 0; m < MR; ++m) {
+    const __m512i shift = _mm512_set1_epi32(last ? static_cast<int>(x_shift[m]) : 0);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) _mm512_storeu_si512(out + (j * MR + m) * 16, _mm512_sub_epi32(a[m][j], shift));
+  }
+}
+
+// 128 sum_k x[k] (mod 2^32) of an s8 row: vpdpbusd with bytes of 1 as the unsigned operand.
+ATTN_AVX512_VNNI uint32_t s8_shift_vnni(const int8_t* x, int64_t K) {
+  const __m512i ones = _mm512_set1_epi8(1);
+  __m512i acc = _mm512_setzero_si512();
+  for (int64_t k = 0; k < K; k += 64) acc = _mm512_dpbusd_epi32(acc, ones, _mm512_maskz_loadu_epi8(tail_mask64(K - k), x + k));
+  return 128u * static_cast<uint32_t>(_mm512_reduce_add_epi32(acc));
+}
+
+// The exact accumulators of M activation rows xq (s8, row stride K) against weight rows w [N, K]
+// on packed panels, handed to out(m0, rows, n0, n1, acc) 16 weight rows at a time
+// (acc[(m - m0) kNBlock + (n - n0)]), as s8_driver does.
+template <class Out>
+void s8_panels(const int8_t* xq, int64_t M, const int8_t* w, int64_t N, int64_t K, const uint32_t* x_shift,
+               const Out& out) {
+  const int64_t Q = K / 4, panels = (N + kPanelRows - 1) / kPanelRows;
+  const PanelSplit split = panel_split(M, N, K, kS8PanelMR);
+  const int64_t items = panels * split.parts;
+  const uint64_t call = g_panel_call.fetch_add(1, std::memory_order_relaxed) + 1;
+#pragma omp parallel for schedule(static) if (split.threads > 1 && items > 1)
+  for (int64_t item = 0; item < items; ++item) {
+    thread_local std::vector<uint32_t> panel;  // reused: a fresh page costs more than packing
+    thread_local uint64_t packed_call = 0;
+    thread_local int64_t packed_panel = -1;
+    const int64_t p = item / split.parts, m0 = (item % split.parts) * split.rows_per;
+    const int64_t m1 = std::min(M, m0 + split.rows_per);
+    if (m0 >= m1) continue;
+    if (packed_call != call || packed_panel != p) {
+      if (panel.size() < static_cast<size_t>(Q * 64)) panel.resize(static_cast<size_t>(Q * 64));
+      pack_s8_panel(panel.data(), w, p * kPanelRows, N, K);
+      packed_call = call;
+      packed_panel = p;
+    }
+    static_assert(kNBlock == 16, "a tile of s8_panel_rows is 16 weight rows wide");
+    constexpr int64_t kTile = 4 * kS8PanelMR * kNBlock;  // one tile's accumulators
+    int32_t acc[kS8RowChunk / kS8PanelMR * kTile];
+    // Rows in chunks, K in blocks inside a chunk: the panel's block stays in L1 while the
+    // chunk's tiles run over it.
+    for (int64_t mc = m0; mc < m1; mc += kS8RowChunk) {
+      const int64_t mce = std::min(m1, mc + kS8RowChunk);
+      for (int64_t q0 = 0; q0 < Q; q0 += kS8PanelQBlock) {
+        const int64_t qb = std::min(kS8PanelQBlock, Q - q0);
+        for (int64_t m = mc; m < mce; m += kS8PanelMR) {
+          const int8_t* xr[kS8PanelMR];
+          uint32_t shift[kS8PanelMR];
+          for (int r = 0; r < kS8PanelMR; ++r) {
+            const int64_t row = std::min(m + r, mce - 1);
+            xr[r] = xq + row * K + 4 * q0;
+            shift[r] = x_shift[row];
+          }
+          s8_panel_rows<kS8PanelMR>(acc + (m - mc) / kS8PanelMR * kTile, q0 == 0, q0 + qb == Q, xr, shift,
+                                    panel.data() + q0 * 64, qb);
+        }
+      }
+      for (int64_t m = mc; m < mce; m += kS8PanelMR) {
+        const int rows = static_cast<int>(std::min<int64_t>(kS8PanelMR, mce - m));
+        for (int j = 0; j < 4; ++j) {
+          const int64_t nb = p * kPanelRows + 16 * j;
+          if (nb >= N) break;
+          out(m, rows, nb, std::min(N, nb + 16), acc + (m - mc) / kS8PanelMR * kTile + j * kS8PanelMR * kNBlock);
+        }
+      }
+    }
+  }
+}
+
 #endif  // __x86_64__
 
 bool cpu_supports(QuantPath path) {
@@ -623,12 +915,16 @@ void s8_driver(const int8_t* xq, int64_t M, const int8_t* w, int64_t N, int64_t 
   std::vector<uint32_t> x_shift;
   if (path == QuantPath::Avx512Vnni) {  // 128 sum_k xq[m][k], taken back from the shifted weights' sums
     x_shift.assign(static_cast<size_t>(M), 0u);
-    for (int64_t m = 0; m < M; ++m) {
-      uint32_t s = 0;
-      for (int64_t k = 0; k < K; ++k) s += static_cast<uint32_t>(static_cast<int32_t>(xq[m * K + k]));
-      x_shift[static_cast<size_t>(m)] = 128u * s;
-    }
+#if defined(__x86_64__)
+    for (int64_t m = 0; m < M; ++m) x_shift[static_cast<size_t>(m)] = s8_shift_vnni(xq + m * K, K);
+#endif
   }
+#if defined(__x86_64__)
+  if (path == QuantPath::Avx512Vnni && M >= kS8PanelMinRows && K > 0 && K % 4 == 0) {
+    s8_panels(xq, M, w, N, K, x_shift.data(), out);
+    return;
+  }
+#endif
   for_row_blocks(N, K, [&](int64_t n0, int64_t n1) {
     int32_t acc[kMChunk * kNBlock];
     for (int64_t m0 = 0; m0 < M; m0 += kMChunk) {
@@ -777,6 +1073,12 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, con
   const int64_t ldb = std::max<int64_t>(32, (K + 31) / 32 * 32);
   std::vector<uint16_t> xb(static_cast<size_t>(M * ldb), 0);
   for (int64_t m = 0; m < M; ++m) f32_to_bf16(xb.data() + m * ldb, x + m * ldx, K, path);
+#if defined(__x86_64__)
+  if (path == QuantPath::Avx512Bf16 && M >= kPanelMinRows && K % 2 == 0) {
+    bf16_panels(M, N, K, xb.data(), ldb, w, K, bias, false, y, ldy);
+    return;
+  }
+#endif
   for_row_blocks(N, K, [&](int64_t n0, int64_t n1) {
     float sums[kMChunk * kNBlock];
     for (int64_t m0 = 0; m0 < M; m0 += kMChunk) {
@@ -844,6 +1146,12 @@ void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   pack_bf16_rows(ab.data(), lda_b, A, M, K, trans_a ? 1 : lda, trans_a ? lda : 1, path);
   // op(B)[k, n] = B[k * ldb + n], or B[n * ldb + k] when transposed: row n of the packed B.
   pack_bf16_rows(bb.data(), K, B, N, K, trans_b ? ldb : 1, trans_b ? 1 : ldb, path);
+#if defined(__x86_64__)
+  if (path == QuantPath::Avx512Bf16 && M >= kPanelMinRows && K % 2 == 0) {
+    bf16_panels(M, N, K, ab.data(), lda_b, bb.data(), K, nullptr, accumulate, C, ldc);
+    return;
+  }
+#endif
   const int64_t n_blocks = (N + kNBlock - 1) / kNBlock, m_chunks = (M + kMChunk - 1) / kMChunk;
   const int64_t items = n_blocks * m_chunks;
   const bool parallel =

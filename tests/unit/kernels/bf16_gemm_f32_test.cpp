@@ -144,8 +144,8 @@ TEST_P(Bf16F32Path, EveryTranspositionGivesTheHeadersBitsWithinItsBound) {
   int checked = 0;
   for (bool ta : {false, true})
     for (bool tb : {false, true})
-      for (int64_t M : {1, 3, 4, 33})
-        for (int64_t N : {1, 7, 16, 17})
+      for (int64_t M : {1, 3, 4, 33, 70})  // 33 and 70 rows with an even K: packed panels (BF16 path)
+        for (int64_t N : {1, 7, 16, 17, 70})
           for (int64_t K : {1, 2, 31, 32, 33, 70})
             for (bool acc : {false, true}) {
               const Case c = make_case(ta, tb, M, N, K, rng);
@@ -159,23 +159,25 @@ TEST_P(Bf16F32Path, EveryTranspositionGivesTheHeadersBitsWithinItsBound) {
                 for (int64_t n = N; n < c.ldc; ++n) ASSERT_EQ(got[m * c.ldc + n], c.c0[m * c.ldc + n]);
               ++checked;
             }
-  EXPECT_EQ(checked, 2 * 2 * 4 * 4 * 6 * 2);
+  EXPECT_EQ(checked, 2 * 2 * 5 * 5 * 6 * 2);
 }
 
 TEST_P(Bf16F32Path, EqualsTheInferenceProductOnTheSameOperands) {
   // gemm_bf16 with x = op(A) and the weight bf16(op(B)^T): the same kernels, the same bits.
   Rng rng(43);
-  const Case c = make_case(true, false, 21, 45, 77, rng);
-  const auto got = run(c, GetParam(), false);
-  std::vector<float> x(static_cast<size_t>(c.M * c.K));
-  std::vector<uint16_t> w(static_cast<size_t>(c.N * c.K));
-  for (int64_t m = 0; m < c.M; ++m)
-    for (int64_t k = 0; k < c.K; ++k) x[m * c.K + k] = c.opa(m, k);
-  for (int64_t n = 0; n < c.N; ++n)
-    for (int64_t k = 0; k < c.K; ++k) w[n * c.K + k] = bf16_from_float(c.opb(k, n));
-  std::vector<float> y = c.c0;
-  gemm_bf16(c.M, c.N, c.K, x.data(), c.K, w.data(), nullptr, y.data(), c.ldc, GetParam());
-  EXPECT_TRUE(same_bits(got, y));
+  for (int64_t M : {21, 40}) {  // 40 rows: packed panels on the BF16 path
+    const Case c = make_case(true, false, M, 45, 78, rng);
+    const auto got = run(c, GetParam(), false);
+    std::vector<float> x(static_cast<size_t>(c.M * c.K));
+    std::vector<uint16_t> w(static_cast<size_t>(c.N * c.K));
+    for (int64_t m = 0; m < c.M; ++m)
+      for (int64_t k = 0; k < c.K; ++k) x[m * c.K + k] = c.opa(m, k);
+    for (int64_t n = 0; n < c.N; ++n)
+      for (int64_t k = 0; k < c.K; ++k) w[n * c.K + k] = bf16_from_float(c.opb(k, n));
+    std::vector<float> y = c.c0;
+    gemm_bf16(c.M, c.N, c.K, x.data(), c.K, w.data(), nullptr, y.data(), c.ldc, GetParam());
+    EXPECT_TRUE(same_bits(got, y)) << M;
+  }
 }
 
 TEST_P(Bf16F32Path, ThreadsChangeNoBits) {

@@ -206,8 +206,10 @@ class Int8Path : public ::testing::TestWithParam<QuantPath> {
 
 TEST_P(Int8Path, AccumulatorsEqualTheScalarLoopForEveryTail) {
   Rng rng(5);
-  for (int64_t M : {1, 2, 3, 5, 33})
-    for (int64_t N : {1, 3, 4, 5, 17, 33})
+  // M >= 16 with K % 4 == 0 takes the VNNI path's packed panels (64 weight rows, 6 activation
+  // rows per tile): N and M cover partial panels and tiles.
+  for (int64_t M : {1, 2, 3, 5, 16, 33})
+    for (int64_t N : {1, 3, 4, 5, 17, 33, 70, 129})
       for (int64_t K : {1, 31, 32, 33, 63, 64, 65, 100, 257}) {
         const auto x = random_s8(M * K, rng), w = random_s8(N * K, rng);
         std::vector<int32_t> want(static_cast<size_t>(M * N)), got(want.size(), -7);
@@ -217,21 +219,39 @@ TEST_P(Int8Path, AccumulatorsEqualTheScalarLoopForEveryTail) {
       }
 }
 
+TEST_P(Int8Path, ManyRowsAndALongKEqualTheScalarLoop) {
+  // On VNNI: several chunks of activation rows (96 each, the last partial) and blocks of K (512
+  // bytes each, the last partial) on two panels of weight rows, the second partial.
+  Rng rng(7);
+  const int64_t M = 200, N = 130, K = 1028;
+  const auto x = random_s8(M * K, rng), w = random_s8(N * K, rng);
+  std::vector<int32_t> want(static_cast<size_t>(M * N)), got(want.size(), -7);
+  gemm_s8_accumulate(want.data(), x.data(), M, w.data(), N, K, QuantPath::Scalar);
+  gemm_s8_accumulate(got.data(), x.data(), M, w.data(), N, K, GetParam());
+  EXPECT_EQ(got, want);
+}
+
 TEST_P(Int8Path, ExtremeValuesDoNotSaturate) {
   // 127 * 127 + 127 * 127 = 32,258 per pair fits s16; (-127) * 127 as well; the sums need int32.
-  const int64_t M = 2, N = 3, K = 2000;
-  std::vector<int8_t> x(static_cast<size_t>(M * K)), w(static_cast<size_t>(N * K));
-  for (int64_t k = 0; k < K; ++k) {
-    x[k] = 127;
-    x[K + k] = -127;
-    w[k] = 127;
-    w[K + k] = -127;
-    w[2 * K + k] = static_cast<int8_t>(k % 2 ? 127 : -127);
+  // 2 activation rows take the row kernels, 20 the packed panels (on VNNI).
+  const int64_t N = 3, K = 2000;
+  for (int64_t M : {2, 20}) {
+    std::vector<int8_t> x(static_cast<size_t>(M * K)), w(static_cast<size_t>(N * K));
+    for (int64_t k = 0; k < K; ++k) {
+      for (int64_t m = 0; m < M; ++m) x[m * K + k] = static_cast<int8_t>(m % 2 ? -127 : 127);
+      w[k] = 127;
+      w[K + k] = -127;
+      w[2 * K + k] = static_cast<int8_t>(k % 2 ? 127 : -127);
+    }
+    std::vector<int32_t> got(static_cast<size_t>(M * N));
+    gemm_s8_accumulate(got.data(), x.data(), M, w.data(), N, K, GetParam());
+    const int32_t big = 127 * 127 * static_cast<int32_t>(K);
+    for (int64_t m = 0; m < M; ++m) {
+      const int32_t sign = m % 2 ? -1 : 1;
+      const std::vector<int32_t> row(got.begin() + m * N, got.begin() + (m + 1) * N);
+      EXPECT_EQ(row, (std::vector<int32_t>{sign * big, -sign * big, 0})) << "M " << M << " row " << m;
+    }
   }
-  std::vector<int32_t> got(static_cast<size_t>(M * N));
-  gemm_s8_accumulate(got.data(), x.data(), M, w.data(), N, K, GetParam());
-  const int32_t big = 127 * 127 * static_cast<int32_t>(K);
-  EXPECT_EQ(got, (std::vector<int32_t>{big, -big, 0, -big, big, 0}));
 }
 
 // y = x W^T + b with padded strides; the padding of y must stay untouched.
@@ -280,9 +300,9 @@ double int8_excess(const Int8Case& c, const std::vector<float>& y, int64_t scale
 
 TEST_P(Int8Path, ProductEqualsScalarBitsAndTheDequantizedFloat64Product) {
   Rng rng(9);
-  for (int64_t M : {1, 2, 4, 7, 40})
-    for (int64_t N : {1, 5, 16, 37})
-      for (int64_t K : {1, 33, 64, 130}) {
+  for (int64_t M : {1, 2, 4, 7, 16, 40, 70})
+    for (int64_t N : {1, 5, 16, 37, 70})
+      for (int64_t K : {1, 33, 64, 130, 132}) {
         const Int8Case c = make_int8_case(M, N, K, rng);
         const auto got = run_int8(c, GetParam());
         const auto want = run_int8(c, QuantPath::Scalar);
@@ -304,22 +324,26 @@ TEST(Int8Product, ControlAWrongScaleIndexFailsTheCheck) {
 
 TEST_P(Int8Path, ARowGivesTheSameBitsAloneAsInABatch) {
   Rng rng(17);
-  const Int8Case c = make_int8_case(37, 70, 150, rng);
-  const auto all = run_int8(c, GetParam());
-  for (int64_t m : {0, 5, 36}) {
-    std::vector<float> one(static_cast<size_t>(c.N));
-    gemm_s8(1, c.N, c.K, c.x.data() + m * c.ldx, c.ldx, c.w.data(), c.w_scale.data(), c.bias.data(), one.data(),
-            c.N, GetParam());
-    ASSERT_EQ(std::memcmp(one.data(), all.data() + m * c.ldy, one.size() * sizeof(float)), 0) << m;
+  for (int64_t K : {150, 152}) {  // 37 rows of 152 take the packed panels (VNNI), one row never does
+    const Int8Case c = make_int8_case(37, 70, K, rng);
+    const auto all = run_int8(c, GetParam());
+    for (int64_t m : {0, 5, 36}) {
+      std::vector<float> one(static_cast<size_t>(c.N));
+      gemm_s8(1, c.N, c.K, c.x.data() + m * c.ldx, c.ldx, c.w.data(), c.w_scale.data(), c.bias.data(), one.data(),
+              c.N, GetParam());
+      ASSERT_EQ(std::memcmp(one.data(), all.data() + m * c.ldy, one.size() * sizeof(float)), 0) << K << " " << m;
+    }
   }
 }
 
 TEST_P(Int8Path, LargeWeightSplitOverThreadsAndNoBias) {
   Rng rng(19);
-  const Int8Case c = make_int8_case(3, 600, 257, rng);  // N * K above the threading threshold
-  const auto got = run_int8(c, GetParam(), false);
-  const auto want = run_int8(c, QuantPath::Scalar, false);
-  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+  for (int64_t M : {3, 50}) {  // N * K above the threading threshold; 50 rows on panels (VNNI)
+    const Int8Case c = make_int8_case(M, 600, 256, rng);
+    const auto got = run_int8(c, GetParam(), false);
+    const auto want = run_int8(c, QuantPath::Scalar, false);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << M;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, Int8Path, ::testing::ValuesIn(kInt8Paths),
@@ -378,8 +402,10 @@ double bf16_excess(const Bf16Case& c, const std::vector<float>& y, int64_t row_s
 
 TEST_P(Bf16Path, ProductEqualsTheScalarEmulationBitsAndTheFloat64Product) {
   Rng rng(23);
-  for (int64_t M : {1, 2, 4, 7, 40})
-    for (int64_t N : {1, 5, 16, 37})
+  // M >= 32 with an even K takes the BF16 path's packed panels (64 weight rows, 4 activation
+  // rows per tile, the lane classes added as the tree): N and M cover partial panels and tiles.
+  for (int64_t M : {1, 2, 4, 7, 40, 70})
+    for (int64_t N : {1, 5, 16, 37, 70, 129})
       for (int64_t K : {1, 2, 31, 32, 33, 64, 130}) {
         const Bf16Case c = make_bf16_case(M, N, K, rng);
         const auto got = run_bf16(c, GetParam());
@@ -422,13 +448,15 @@ TEST_P(Bf16Path, SubnormalSumsFlushToZeroAsVdpbf16psDoes) {
 TEST_P(Bf16Path, CancellationAndLargeRangesKeepTheScalarBits) {
   // Mixed magnitudes make the rounding of every step matter: any other order shows up.
   Rng rng(31);
-  const int64_t M = 3, N = 6, K = 333;
-  Bf16Case c = make_bf16_case(M, N, K, rng);
-  for (size_t i = 0; i < c.x.size(); ++i) c.x[i] *= std::ldexp(1.0f, static_cast<int>(i % 23) - 11);
-  const auto got = run_bf16(c, GetParam());
-  const auto want = run_bf16(c, QuantPath::Scalar);
-  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
-  EXPECT_LE(bf16_excess(c, got, 0), 1.0);
+  for (int64_t M : {3, 35})  // 35 rows of an even K take the packed panels
+    for (int64_t K : {333, 334}) {
+      Bf16Case c = make_bf16_case(M, 6, K, rng);
+      for (size_t i = 0; i < c.x.size(); ++i) c.x[i] *= std::ldexp(1.0f, static_cast<int>(i % 23) - 11);
+      const auto got = run_bf16(c, GetParam());
+      const auto want = run_bf16(c, QuantPath::Scalar);
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << M << " " << K;
+      EXPECT_LE(bf16_excess(c, got, 0), 1.0) << M << " " << K;
+    }
 }
 
 TEST_P(Bf16Path, ARowGivesTheSameBitsAloneAsInABatchAndThreadsChangeNothing) {
