@@ -140,6 +140,25 @@ def encoder_layer_cases(min_time, reps):
             layer(x)
     out.append(("encoder_layer_forward", time_it(fwd, min_time, reps)))
 
+    # Reduced-precision inference (encoder_layer_bench's forward with int8 / bf16 weights):
+    # quantize_dynamic on the layer's nn.Linear modules (linear1, linear2; the attention's
+    # projections are not nn.Linear to it and stay float32) and torch.autocast bf16, both through
+    # the layer's own unfused post-norm steps (_sa_block, _ff_block), which torch 1.13's fused
+    # fast path would otherwise refuse (quantized weights) or fail on (autocast).
+    qlayer = torch.ao.quantization.quantize_dynamic(copy.deepcopy(layer), {torch.nn.Linear}, dtype=torch.qint8)
+
+    def fwd_int8():  # the layer's own post-norm steps: its fast path cannot take quantized weights
+        with torch.inference_mode():
+            h = qlayer.norm1(x + qlayer._sa_block(x, None, None))
+            qlayer.norm2(h + qlayer._ff_block(h))
+    out.append(("encoder_layer_forward_int8_weights", time_it(fwd_int8, min_time, reps)))
+
+    def fwd_bf16():  # the same steps: the fused fast path refuses autocast's bf16 tensors
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+            h = layer.norm1(x + layer._sa_block(x, None, None))
+            layer.norm2(h + layer._ff_block(h))
+    out.append(("encoder_layer_forward_bf16_weights", time_it(fwd_bf16, min_time, reps)))
+
     layer.train()
 
     def fwd_bwd():

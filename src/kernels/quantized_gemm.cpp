@@ -67,13 +67,19 @@ inline void dequantize_row(float* y, const int32_t* acc, float x_scale, const fl
 
 // ---- bf16 scalar pieces --------------------------------------------------------------------
 
-// vdpbf16ps's output flush: a subnormal float becomes a zero of its sign.
-inline float flush_subnormal(float v) {
-  uint32_t u;
-  std::memcpy(&u, &v, sizeof u);
-  if ((u & 0x7F800000u) == 0) u &= 0x80000000u;
-  std::memcpy(&v, &u, sizeof v);
-  return v;
+// One of vdpbf16ps's float32 steps, acc + a b rounded once, with its output flush: the result
+// becomes a zero of its sign when the exact value is tiny (|v| < 2^-126) before rounding, as
+// x86's flush-to-zero decides, even where it rounds up to 2^-126. a and b are bf16 values, so
+// a b is exact in double, and TwoSum gives the exact sum as s + e to compare with 2^-126.
+inline float dp_step(float a, float b, float acc) {
+  const float r = std::fma(a, b, acc);
+  const float tiny = 0x1p-126f;
+  if (!(std::fabs(r) <= tiny)) return r;                       // normal, infinite or NaN
+  if (std::fabs(r) < tiny) return std::copysign(0.0f, r);       // subnormal or zero
+  const double p = static_cast<double>(a) * static_cast<double>(b), c = acc;
+  const double sum = c + p, bv = sum - c, err = (c - (sum - bv)) + (p - bv);  // sum + err == c + p
+  const bool below = std::fabs(sum) < 0x1p-126 || (err != 0.0 && std::signbit(err) != std::signbit(sum));
+  return below ? std::copysign(0.0f, r) : r;
 }
 
 // vdpbf16ps's input treatment: a subnormal bf16 reads as a zero of its sign.
@@ -96,8 +102,8 @@ float dot_bf16_scalar(const uint16_t* x, const uint16_t* w, int64_t K) {
       const int64_t k0 = c + 2 * i;
       const float xo = k0 + 1 < K ? bf16_operand(x[k0 + 1]) : 0.0f, wo = k0 + 1 < K ? bf16_operand(w[k0 + 1]) : 0.0f;
       const float xe = k0 < K ? bf16_operand(x[k0]) : 0.0f, we = k0 < K ? bf16_operand(w[k0]) : 0.0f;
-      lanes[i] = flush_subnormal(std::fma(xo, wo, lanes[i]));
-      lanes[i] = flush_subnormal(std::fma(xe, we, lanes[i]));
+      lanes[i] = dp_step(xo, wo, lanes[i]);
+      lanes[i] = dp_step(xe, we, lanes[i]);
     }
   }
   return lane_tree(lanes);
@@ -155,6 +161,22 @@ void f32_to_bf16_scalar(uint16_t* out, const float* x, int64_t n) {
 
 // ---- AVX2 ----------------------------------------------------------------------------------
 
+// MXCSR's flush-to-zero (bit 15) and denormals-are-zero (bit 6) while it lives (or until
+// restore()): the float32 FMAs that emulate vdpbf16ps then flush what it flushes, a result tiny
+// before rounding and a subnormal operand. The thread's own MXCSR; kernels set it around their
+// accumulation loops only (the tree's additions do not flush).
+class FlushToZero {
+ public:
+  FlushToZero() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | 0x8040u); }
+  ~FlushToZero() { restore(); }
+  FlushToZero(const FlushToZero&) = delete;
+  FlushToZero& operator=(const FlushToZero&) = delete;
+  void restore() { _mm_setcsr(saved_); }
+
+ private:
+  unsigned saved_;
+};
+
 #define ATTN_AVX2 __attribute__((target("avx2,fma")))
 
 ATTN_AVX2 inline __m256i bf16_rne_avx2(__m256i u) {
@@ -183,14 +205,6 @@ ATTN_AVX2 void f32_to_bf16_avx2(uint16_t* out, const float* x, int64_t n) {
   f32_to_bf16_scalar(out + i, x + i, n - i);
 }
 
-ATTN_AVX2 inline __m256 flush_avx2(__m256 v) {
-  const __m256i u = _mm256_castps_si256(v);
-  const __m256i small =
-      _mm256_cmpeq_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7F800000)), _mm256_setzero_si256());
-  return _mm256_castsi256_ps(
-      _mm256_blendv_epi8(u, _mm256_and_si256(u, _mm256_set1_epi32(static_cast<int>(0x80000000u))), small));
-}
-
 // t8 = lo + hi, then the 8 -> 1 part of lane_tree.
 ATTN_AVX2 inline float tree_avx2(__m256 lo, __m256 hi) {
   const __m256 t8 = _mm256_add_ps(lo, hi);
@@ -199,18 +213,21 @@ ATTN_AVX2 inline float tree_avx2(__m256 lo, __m256 hi) {
   return _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps(t2, t2, 1)));
 }
 
-// One emulated vdpbf16ps step on 8 lanes: 16 bf16 of x and w (8 dwords each).
+// One emulated vdpbf16ps step on 8 lanes: 16 bf16 of x and w (8 dwords each). The caller runs
+// it under MXCSR's flush-to-zero and denormals-are-zero (FlushToZero), which flush what
+// vdpbf16ps flushes.
 ATTN_AVX2 inline __m256 dp_step_avx2(__m256 acc, __m256i x, __m256i w) {
   const __m256i hi_mask = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
-  acc = flush_avx2(_mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(x, hi_mask)),
-                                   _mm256_castsi256_ps(_mm256_and_si256(w, hi_mask)), acc));
-  return flush_avx2(_mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(x, 16)),
-                                    _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)), acc));
+  acc = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(x, hi_mask)),
+                        _mm256_castsi256_ps(_mm256_and_si256(w, hi_mask)), acc);
+  return _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(x, 16)),
+                         _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)), acc);
 }
 
 // MR activation rows (x padded with zeros to a multiple of 32) against one weight row.
 template <int MR>
 ATTN_AVX2 void bf16_rows_avx2(float* sums, int64_t ld, const uint16_t* const* xr, const uint16_t* w, int64_t K) {
+  FlushToZero ftz;
   __m256 lo[MR], hi[MR];
   for (int i = 0; i < MR; ++i) lo[i] = hi[i] = _mm256_setzero_ps();
   for (int64_t k = 0; k < K; k += 32) {
@@ -229,6 +246,7 @@ ATTN_AVX2 void bf16_rows_avx2(float* sums, int64_t ld, const uint16_t* const* xr
       hi[i] = dp_step_avx2(hi[i], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[i] + k + 16)), w1);
     }
   }
+  ftz.restore();  // the tree adds as lane_tree does, without flushing
   for (int i = 0; i < MR; ++i) sums[i * ld] = tree_avx2(lo[i], hi[i]);
 }
 
@@ -385,13 +403,6 @@ ATTN_AVX512 void dequantize_row_avx512(float* y, const int32_t* acc, float x_sca
   _mm512_mask_storeu_ps(y + n0, mask, v);
 }
 
-ATTN_AVX512 inline __m512 flush_avx512(__m512 v) {
-  const __m512i u = _mm512_castps_si512(v);
-  const __mmask16 small = _mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7F800000));
-  return _mm512_castsi512_ps(
-      _mm512_mask_mov_epi32(u, small, _mm512_and_si512(u, _mm512_set1_epi32(static_cast<int>(0x80000000u)))));
-}
-
 inline __mmask32 tail_mask32(int64_t left) { return left >= 32 ? ~__mmask32{0} : (__mmask32{1} << left) - 1; }
 inline __mmask64 tail_mask64(int64_t left) { return left >= 64 ? ~__mmask64{0} : (__mmask64{1} << left) - 1; }
 
@@ -416,7 +427,7 @@ ATTN_AVX512 inline __m128 trees4_avx512(__m512 a0, __m512 a1, __m512 a2, __m512 
 }
 
 // MR activation rows against NR weight rows of bf16 sums: with vdpbf16ps (kNative) or its
-// AVX-512F emulation (bf16 widened by a shift or a mask, two FMAs, the flush). Both are
+// AVX-512F emulation (bf16 widened by a shift or a mask, two FMAs under FlushToZero). Both are
 // compiled for the BF16 target; the emulation uses no BF16 instruction (the Avx512 path runs
 // it on CPUs without them, and the tests force that path).
 template <int MR, int NR, bool kNative>
@@ -424,6 +435,8 @@ ATTN_AVX512_BF16 void bf16_rows_avx512(float* sums, int64_t ld, const uint16_t* 
                                        int64_t K) {
   static_assert(NR % 4 == 0, "weight rows go in groups of four");
   const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  const unsigned mxcsr = _mm_getcsr();
+  if constexpr (!kNative) _mm_setcsr(mxcsr | 0x8040u);  // as FlushToZero, for the emulation only
   __m512 a[MR][NR];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
@@ -447,12 +460,13 @@ ATTN_AVX512_BF16 void bf16_rows_avx512(float* sums, int64_t ld, const uint16_t* 
         for (int j = 0; j < NR; ++j) {
           const __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(w[j], hi_mask));
           const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(w[j], 16));
-          a[i][j] = flush_avx512(_mm512_fmadd_ps(xo, wo, a[i][j]));
-          a[i][j] = flush_avx512(_mm512_fmadd_ps(xe, we, a[i][j]));
+          a[i][j] = _mm512_fmadd_ps(xo, wo, a[i][j]);
+          a[i][j] = _mm512_fmadd_ps(xe, we, a[i][j]);
         }
       }
     }
   }
+  if constexpr (!kNative) _mm_setcsr(mxcsr);  // the tree adds without flushing
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
@@ -575,7 +589,7 @@ ATTN_AVX512_VNNI void s8_block_vnni(int32_t* acc, int64_t ld, const int8_t* x, i
 // operations and its bits do not depend on the kernel (the tests compare with the scalar
 // emulation bit for bit). No horizontal sums, and an activation pair feeds 64 outputs.
 constexpr int64_t kPanelRows = 64;       // weight rows (outputs) per packed panel: 4 vectors of 16
-constexpr int kPanelMR = 6;              // activation rows per register tile
+constexpr int kPanelMR = 4;              // activation rows per register tile
 constexpr int64_t kPanelMinRows = 32;    // activation rows from which the bf16 products pack panels
 constexpr int64_t kS8PanelMinRows = 16;  // and the int8 products
 constexpr int64_t kPanelParallelMin = int64_t{1} << 18;  // multiply-adds below which one thread works
@@ -619,10 +633,17 @@ ATTN_AVX512 void pack_bf16_panel(uint32_t* panel, const uint16_t* w, int64_t ldw
 }
 
 // The 16 lane-class accumulators of MR activation rows against a packed panel:
-// part[((i MR + m) 4 + j) 16 + l]. Row m's pairs are packed by lane class too: xr[m][i C + c] is
-// the dword (x[k0], x[k0 + 1]), k0 = 32 c + 2 i, so that a lane class reads consecutive words.
+// part[((i MR + m) 4 + j) 16 + l]. Each vdpbf16ps step is done as its two float32 FMAs, odd
+// position first (exact products of bf16 values, one rounding each), under MXCSR's flush-to-zero
+// and denormals-are-zero, which flush what vdpbf16ps flushes: a result that is tiny before
+// rounding, and subnormal operands (the bits are checked against vdpbf16ps in the tests). Here
+// this CPU's float32 FMAs outrun vdpbf16ps with its operands from memory (docs/quantization.md).
+// Row m's pairs come widened to floats and packed by lane class: xr[m][2 (i C + c)] = x[k0] and
+// xr[m][2 (i C + c) + 1] = x[k0 + 1], k0 = 32 c + 2 i, so that a lane class reads consecutively.
 template <int MR>
-ATTN_AVX512_BF16 void bf16_panel_classes(float* part, const uint32_t* const* xr, const uint32_t* panel, int64_t C) {
+ATTN_AVX512 void bf16_panel_classes(float* part, const float* const* xr, const uint32_t* panel, int64_t C) {
+  FlushToZero ftz;
+  const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
   for (int i = 0; i < 16; ++i) {
     __m512 a[MR][4];
 #pragma GCC unroll 8
@@ -631,14 +652,22 @@ ATTN_AVX512_BF16 void bf16_panel_classes(float* part, const uint32_t* const* xr,
       for (int j = 0; j < 4; ++j) a[m][j] = _mm512_setzero_ps();
     const uint32_t* p = panel + i * C * 64;
     for (int64_t c = 0; c < C; ++c, p += 64) {
-      __m512i b[4];
+      __m512 bo[4], be[4];
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) b[j] = _mm512_loadu_si512(p + 16 * j);
+      for (int j = 0; j < 4; ++j) {
+        const __m512i b = _mm512_loadu_si512(p + 16 * j);
+        bo[j] = _mm512_castsi512_ps(_mm512_and_si512(b, hi_mask));
+        be[j] = _mm512_castsi512_ps(_mm512_slli_epi32(b, 16));
+      }
 #pragma GCC unroll 8
       for (int m = 0; m < MR; ++m) {
-        const __m512i xv = _mm512_set1_epi32(static_cast<int>(xr[m][i * C + c]));
+        const __m512 xe = _mm512_set1_ps(xr[m][2 * (i * C + c)]);
+        const __m512 xo = _mm512_set1_ps(xr[m][2 * (i * C + c) + 1]);
 #pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) a[m][j] = _mm512_dpbf16_ps(a[m][j], (__m512bh)xv, (__m512bh)b[j]);
+        for (int j = 0; j < 4; ++j) {
+          a[m][j] = _mm512_fmadd_ps(xo, bo[j], a[m][j]);
+          a[m][j] = _mm512_fmadd_ps(xe, be[j], a[m][j]);
+        }
       }
     }
 #pragma GCC unroll 8
@@ -685,20 +714,19 @@ void bf16_panels(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ld
   const PanelSplit split = panel_split(M, N, K, kPanelMR);
   const int64_t items = panels * split.parts;
   const uint64_t call = g_panel_call.fetch_add(1, std::memory_order_relaxed) + 1;
-  // The activation pairs by lane class (bf16_panel_classes), C * 16 words per row.
-  thread_local std::vector<uint32_t> xl;
-  if (xl.size() < static_cast<size_t>(M * C * 16)) xl.resize(static_cast<size_t>(M * C * 16));
+  // The activation pairs widened and packed by lane class (bf16_panel_classes), C * 32 per row.
+  thread_local std::vector<float> xl;
+  if (xl.size() < static_cast<size_t>(M * C * 32)) xl.resize(static_cast<size_t>(M * C * 32));
   for (int64_t m = 0; m < M; ++m) {
-    uint32_t* out = xl.data() + m * C * 16;
+    float* out = xl.data() + m * C * 32;
     const uint16_t* row = xb + m * ldb;
     for (int64_t c = 0; c < C; ++c)
       for (int64_t i = 0; i < 16; ++i) {
-        uint32_t pair;
-        std::memcpy(&pair, row + 32 * c + 2 * i, sizeof pair);
-        out[i * C + c] = pair;
+        out[2 * (i * C + c)] = float_from_bf16(row[32 * c + 2 * i]);
+        out[2 * (i * C + c) + 1] = float_from_bf16(row[32 * c + 2 * i + 1]);
       }
   }
-  const uint32_t* xp = xl.data();
+  const float* xp = xl.data();
 #pragma omp parallel for schedule(static) if (split.threads > 1 && items > 1)
   for (int64_t item = 0; item < items; ++item) {
     thread_local std::vector<uint32_t> panel;  // reused: a fresh page costs more than packing
@@ -715,8 +743,8 @@ void bf16_panels(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ld
     }
     alignas(64) float part[16 * kPanelMR * 4 * 16];
     for (int64_t m = m0; m < m1; m += kPanelMR) {
-      const uint32_t* xr[kPanelMR];
-      for (int r = 0; r < kPanelMR; ++r) xr[r] = xp + std::min(m + r, m1 - 1) * C * 16;
+      const float* xr[kPanelMR];
+      for (int r = 0; r < kPanelMR; ++r) xr[r] = xp + std::min(m + r, m1 - 1) * C * 32;
       bf16_panel_classes<kPanelMR>(part, xr, panel.data(), C);
       bf16_panel_finish<kPanelMR>(part, static_cast<int>(std::min<int64_t>(kPanelMR, m1 - m)), y + m * ldy, ldy,
                                   p * kPanelRows, N, bias, accumulate);
@@ -1074,7 +1102,7 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, con
   std::vector<uint16_t> xb(static_cast<size_t>(M * ldb), 0);
   for (int64_t m = 0; m < M; ++m) f32_to_bf16(xb.data() + m * ldb, x + m * ldx, K, path);
 #if defined(__x86_64__)
-  if (path == QuantPath::Avx512Bf16 && M >= kPanelMinRows && K % 2 == 0) {
+  if ((path == QuantPath::Avx512Bf16 || path == QuantPath::Avx512) && M >= kPanelMinRows && K % 2 == 0) {
     bf16_panels(M, N, K, xb.data(), ldb, w, K, bias, false, y, ldy);
     return;
   }
@@ -1147,7 +1175,7 @@ void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   // op(B)[k, n] = B[k * ldb + n], or B[n * ldb + k] when transposed: row n of the packed B.
   pack_bf16_rows(bb.data(), K, B, N, K, trans_b ? ldb : 1, trans_b ? 1 : ldb, path);
 #if defined(__x86_64__)
-  if (path == QuantPath::Avx512Bf16 && M >= kPanelMinRows && K % 2 == 0) {
+  if ((path == QuantPath::Avx512Bf16 || path == QuantPath::Avx512) && M >= kPanelMinRows && K % 2 == 0) {
     bf16_panels(M, N, K, ab.data(), lda_b, bb.data(), K, nullptr, accumulate, C, ldc);
     return;
   }

@@ -445,6 +445,30 @@ TEST_P(Bf16Path, SubnormalSumsFlushToZeroAsVdpbf16psDoes) {
   EXPECT_EQ(bits(y[0]), bits(ref[0]));
 }
 
+TEST_P(Bf16Path, AStepThatIsTinyBeforeRoundingFlushesEvenWhenItRoundsToTheSmallestNormal) {
+  // Lane 0 takes 2^-63 * 2^-63 = 2^-126, then adds -2^-75 * 2^-75: the exact 2^-126 - 2^-150 is
+  // tiny (below 2^-126) but rounds (ties to even) to 2^-126. vdpbf16ps flushes it (tininess
+  // before rounding, as x86's flush-to-zero does), so every path gives +0, with the row
+  // kernels (1 row) and the panels (40 rows) alike; flushing after rounding would give 2^-126.
+  const int64_t K = 2;
+  const std::vector<uint16_t> w = {bf16_from_float(std::ldexp(1.0f, -75)), bf16_from_float(std::ldexp(1.0f, -63))};
+  for (int64_t M : {1, 40}) {
+    std::vector<float> x(static_cast<size_t>(M * K));
+    for (int64_t m = 0; m < M; ++m) {
+      x[m * K] = -std::ldexp(1.0f, -75);
+      x[m * K + 1] = std::ldexp(1.0f, -63);
+    }
+    std::vector<float> y(static_cast<size_t>(M), -1.0f);
+    gemm_bf16(M, 1, K, x.data(), K, w.data(), nullptr, y.data(), 1, GetParam());
+    for (int64_t m = 0; m < M; ++m) ASSERT_EQ(bits(y[m]), 0u) << "M " << M << " row " << m << ": " << y[m];
+  }
+  // The same step where the exact value is the smallest normal itself is kept.
+  std::vector<float> x2 = {0.0f, std::ldexp(1.0f, -63)};
+  float y2 = -1.0f;
+  gemm_bf16(1, 1, K, x2.data(), K, w.data(), nullptr, &y2, 1, GetParam());
+  EXPECT_EQ(y2, std::ldexp(1.0f, -126));
+}
+
 TEST_P(Bf16Path, CancellationAndLargeRangesKeepTheScalarBits) {
   // Mixed magnitudes make the rounding of every step matter: any other order shows up.
   Rng rng(31);
