@@ -593,6 +593,7 @@ constexpr int kPanelMR = 4;              // activation rows per register tile
 constexpr int64_t kPanelMinRows = 32;    // activation rows from which the bf16 products pack panels
 constexpr int64_t kS8PanelMinRows = 16;  // and the int8 products
 constexpr int64_t kPanelParallelMin = int64_t{1} << 18;  // multiply-adds below which one thread works
+constexpr int64_t kPackParallelMin = int64_t{1} << 16;   // elements below which one thread packs
 
 // A number per panel product, so that a thread reuses the panel it packed last only within the
 // same call (weights change between calls at the same address while training).
@@ -715,10 +716,14 @@ void bf16_panels(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ld
   const int64_t items = panels * split.parts;
   const uint64_t call = g_panel_call.fetch_add(1, std::memory_order_relaxed) + 1;
   // The activation pairs widened and packed by lane class (bf16_panel_classes), C * 32 per row.
+  // The calling thread's buffer (a thread_local named inside the parallel loop would be each
+  // worker's own).
   thread_local std::vector<float> xl;
   if (xl.size() < static_cast<size_t>(M * C * 32)) xl.resize(static_cast<size_t>(M * C * 32));
+  float* const xw = xl.data();
+#pragma omp parallel for schedule(static) if (split.threads > 1 && M * C * 32 >= kPackParallelMin)
   for (int64_t m = 0; m < M; ++m) {
-    float* out = xl.data() + m * C * 32;
+    float* out = xw + m * C * 32;
     const uint16_t* row = xb + m * ldb;
     for (int64_t c = 0; c < C; ++c)
       for (int64_t i = 0; i < 16; ++i) {
@@ -726,7 +731,7 @@ void bf16_panels(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ld
         out[2 * (i * C + c) + 1] = float_from_bf16(row[32 * c + 2 * i + 1]);
       }
   }
-  const float* xp = xl.data();
+  const float* xp = xw;
 #pragma omp parallel for schedule(static) if (split.threads > 1 && items > 1)
   for (int64_t item = 0; item < items; ++item) {
     thread_local std::vector<uint32_t> panel;  // reused: a fresh page costs more than packing
@@ -1136,13 +1141,17 @@ namespace {
 // conversion reads contiguous memory.
 void pack_bf16_rows(uint16_t* out, int64_t ld_out, const float* x, int64_t rows, int64_t K, int64_t row_stride,
                     int64_t k_stride, QuantPath path) {
+  // Rows are independent: large operands are converted over the threads.
+  const bool parallel = rows * K >= kPackParallelMin && !omp_in_parallel() && omp_get_max_threads() > 1;
   if (k_stride == 1) {
+#pragma omp parallel for schedule(static) if (parallel)
     for (int64_t r = 0; r < rows; ++r) f32_to_bf16(out + r * ld_out, x + r * row_stride, K, path);
     return;
   }
   constexpr int64_t kTile = 32;
-  float tile[kTile * kTile];
+#pragma omp parallel for schedule(static) if (parallel)
   for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+    float tile[kTile * kTile];
     const int64_t nr = std::min(kTile, rows - r0);
     for (int64_t k0 = 0; k0 < K; k0 += kTile) {
       const int64_t nk = std::min(kTile, K - k0);
