@@ -9,13 +9,17 @@
 // inside a block the activation rows go in chunks of kMChunk, and the kernels keep a few weight
 // rows (NR) times a few activation rows (MR) of accumulators in registers while streaming K.
 // Tails of N and M reuse the last valid row (computed again, never stored), so the register
-// kernels have fixed shapes.
+// kernels have fixed shapes. Many activation rows take packed weight panels instead (the
+// "panels" sections below): the work items are panels of 64 weight rows times ranges of
+// activation rows; each thread packs a panel once per call into a buffer it keeps, and the
+// kernels hold 4 x 4 (bf16) or 6 x 4 (int8) vectors of accumulators, 16 outputs per vector.
 #include "kernels/quantized_gemm.h"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -994,10 +998,47 @@ QuantPath int8_path() {
   return QuantPath::Scalar;
 }
 
+namespace {
+
+// Whether vdpbf16ps outruns its emulation by float32 FMAs on this CPU (the two give the same
+// bits): both row kernels time the same small product, in cache, best of 5; measured once per
+// process. Where the instruction's latency is long and its operands come from memory (Intel's
+// Sapphire/Emerald Rapids here), the FMAs win by 1.2-1.5x (docs/quantization.md).
+bool bf16_native_is_faster() {
+#if defined(__x86_64__)
+  static const bool faster = [] {
+    constexpr int64_t M = 4, N = 64, K = 512;
+    const std::vector<uint16_t> x(static_cast<size_t>(M * K), 0x3F80), w(static_cast<size_t>(N * K), 0x3C00);
+    std::vector<float> sums(static_cast<size_t>(M * kNBlock));
+    const auto best = [&](bool native) {
+      double fastest = 1e30;
+      for (int rep = 0; rep < 5; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int64_t n0 = 0; n0 < N; n0 += kNBlock) {
+          if (native)
+            bf16_block_avx512<true>(sums.data(), kNBlock, x.data(), K, M, w.data(), n0, n0 + kNBlock, K);
+          else
+            bf16_block_avx512<false>(sums.data(), kNBlock, x.data(), K, M, w.data(), n0, n0 + kNBlock, K);
+        }
+        fastest = std::min(fastest, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      return fastest;
+    };
+    return best(true) < best(false);
+  }();
+  return faster;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
 QuantPath bf16_path() {
   switch (simd::active_isa()) {
     case simd::Isa::Avx512:
-      if (cpu_supports(QuantPath::Avx512Bf16)) return QuantPath::Avx512Bf16;
+      if (cpu_supports(QuantPath::Avx512Bf16) && (!cpu_supports(QuantPath::Avx512) || bf16_native_is_faster()))
+        return QuantPath::Avx512Bf16;
       if (cpu_supports(QuantPath::Avx512)) return QuantPath::Avx512;
       return QuantPath::Avx2;
     case simd::Isa::Avx2: return QuantPath::Avx2;

@@ -23,6 +23,9 @@
 //     [-127, 127], so a pair of products is at most 2 * 127^2 = 32,258 and the s16 saturation
 //     of vpmaddubsw never happens; vpmaddwd widens to int32. K tails in scalar code.
 //   - scalar: the plain int32 loop (the reference).
+//   Many activation rows (M >= 16, K a multiple of 4) on VNNI take packed weight panels instead:
+//   64 weight rows interleaved by groups of four k, the activation's four bytes broadcast, so one
+//   activation word feeds 64 outputs and no lane sums are left (integer sums: the same values).
 // A weight byte of -128 would break the AVX2 path's exactness: weights must lie in
 // [-127, 127] (int8_weights_in_range).
 //
@@ -31,15 +34,20 @@
 // zero). Each output y[m, n] is summed in float32 in this order, on every path:
 //   16 lanes; chunk c covers k in [32c, 32c + 32), lane i takes the pair (k0 + 1, k0) with
 //   k0 = 32c + 2i, as vdpbf16ps does: lane += x[k0+1] w[k0+1], then lane += x[k0] w[k0], each a
-//   float32 FMA (exact product, one rounding) whose result is flushed to a signed zero when
-//   subnormal (the instruction's FTZ); positions k >= K count as zeros; then the lanes are
-//   added as a tree: t8[i] = l[i] + l[i+8], t4[i] = t8[i] + t8[i+4], t2[i] = t4[i] + t4[i+2],
+//   float32 FMA (exact product, one rounding) whose result is flushed to a signed zero when the
+//   exact value is tiny, |v| < 2^-126, before rounding (the instruction's FTZ, as x86's
+//   flush-to-zero decides it: a value that rounds up to 2^-126 is flushed too); positions
+//   k >= K count as zeros; then the lanes are added as a tree: t8[i] = l[i] + l[i+8], t4[i] = t8[i] + t8[i+4], t2[i] = t4[i] + t4[i+2],
 //   sum = t2[0] + t2[1]; y = sum (+ bias[n], one rounded add).
 // Operands must hold no subnormal bf16 (vdpbf16ps reads them as zero; our conversion never
 // makes one and loading flushes them, bf16_flush_subnormals). Under that condition the paths
 // are bit-identical: AVX-512 BF16 (vdpbf16ps), AVX-512F and AVX2 (bf16 widened by a shift,
-// vfmadd231ps, the flush emulated by a mask) and the scalar emulation (std::fma and the
-// flush). The error against a float64 product of the same bf16 operands is that of a float
+// vfmadd231ps under MXCSR's flush-to-zero) and the scalar emulation (std::fma, the flush
+// decided exactly from the float64 sum and its TwoSum error). Many activation
+// rows (M >= 32, K even) on the AVX-512 paths take packed weight panels: 16 outputs across the
+// vector lanes, one accumulator per lane class i, the classes then added as the tree, which are
+// the same operations per output in the same order (the FMAs under flush-to-zero, which on this
+// CPU run faster than vdpbf16ps with an operand from memory). The error against a float64 product of the same bf16 operands is that of a float
 // sum of K/16 + 4 terms per output: at most (K/16 + 5) * 2^-24 * (sum_k |x_k w_k| + |bias|).
 #pragma once
 
