@@ -638,13 +638,45 @@ ATTN_AVX512 void pack_bf16_panel(uint32_t* panel, const uint16_t* w, int64_t ldw
 }
 
 // The 16 lane-class accumulators of MR activation rows against a packed panel:
-// part[((i MR + m) 4 + j) 16 + l]. Each vdpbf16ps step is done as its two float32 FMAs, odd
-// position first (exact products of bf16 values, one rounding each), under MXCSR's flush-to-zero
-// and denormals-are-zero, which flush what vdpbf16ps flushes: a result that is tiny before
-// rounding, and subnormal operands (the bits are checked against vdpbf16ps in the tests). Here
-// this CPU's float32 FMAs outrun vdpbf16ps with its operands from memory (docs/quantization.md).
-// Row m's pairs come widened to floats and packed by lane class: xr[m][2 (i C + c)] = x[k0] and
-// xr[m][2 (i C + c) + 1] = x[k0 + 1], k0 = 32 c + 2 i, so that a lane class reads consecutively.
+// part[((i MR + m) 4 + j) 16 + l], with vdpbf16ps, the activation pair broadcast. Row m's pairs
+// are packed by lane class: xr[m][i C + c] holds the dword (x[k0], x[k0 + 1]), k0 = 32 c + 2 i
+// (its bits in a float's slot), so that a lane class reads consecutive words.
+template <int MR>
+ATTN_AVX512_BF16 void bf16_panel_classes_native(float* part, const float* const* xr, const uint32_t* panel,
+                                                int64_t C) {
+  for (int i = 0; i < 16; ++i) {
+    __m512 a[MR][4];
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m)
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) a[m][j] = _mm512_setzero_ps();
+    const uint32_t* p = panel + i * C * 64;
+    for (int64_t c = 0; c < C; ++c, p += 64) {
+      __m512i b[4];
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) b[j] = _mm512_loadu_si512(p + 16 * j);
+#pragma GCC unroll 8
+      for (int m = 0; m < MR; ++m) {
+        int32_t pair;  // stored in a float's slot (bf16_panels)
+        std::memcpy(&pair, xr[m] + i * C + c, sizeof pair);
+        const __m512i xv = _mm512_set1_epi32(pair);
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) a[m][j] = _mm512_dpbf16_ps(a[m][j], (__m512bh)xv, (__m512bh)b[j]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m)
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) _mm512_storeu_ps(part + ((i * MR + m) * 4 + j) * 16, a[m][j]);
+  }
+}
+
+// The same accumulators with each vdpbf16ps step done as its two float32 FMAs, odd position
+// first (exact products of bf16 values, one rounding each), under FlushToZero, which flushes
+// what vdpbf16ps flushes: a result that is tiny before rounding, and subnormal operands (the
+// tests compare the bits with vdpbf16ps's). Where vdpbf16ps is slow (bf16_path's probe), these
+// FMAs outrun it (docs/quantization.md). Row m's pairs come widened to floats:
+// xr[m][2 (i C + c)] = x[k0] and xr[m][2 (i C + c) + 1] = x[k0 + 1].
 template <int MR>
 ATTN_AVX512 void bf16_panel_classes(float* part, const float* const* xr, const uint32_t* panel, int64_t C) {
   FlushToZero ftz;
@@ -713,15 +745,16 @@ ATTN_AVX512 void bf16_panel_finish(const float* part, int rows, float* y, int64_
 // activation rows xb (bf16, row stride ldb >= 32 ceil(K / 32), zeros from K on) and the weight
 // rows w [N, K] (row stride ldw, even), on packed panels (path Avx512Bf16). Work items are
 // panels times ranges of rows; a thread packs a panel once and runs its rows against it.
+template <bool kNative>
 void bf16_panels(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ldb, const uint16_t* w, int64_t ldw,
                  const float* bias, bool accumulate, float* y, int64_t ldy) {
   const int64_t C = (K + 31) / 32, panels = (N + kPanelRows - 1) / kPanelRows;
   const PanelSplit split = panel_split(M, N, K, kPanelMR);
   const int64_t items = panels * split.parts;
   const uint64_t call = g_panel_call.fetch_add(1, std::memory_order_relaxed) + 1;
-  // The activation pairs widened and packed by lane class (bf16_panel_classes), C * 32 per row.
-  // The calling thread's buffer (a thread_local named inside the parallel loop would be each
-  // worker's own).
+  // The activation pairs packed by lane class, C * 32 words per row: dwords of two bf16 for
+  // vdpbf16ps (the first C * 16), or widened to two floats for the FMAs. The calling thread's
+  // buffer (a thread_local named inside the parallel loop would be each worker's own).
   thread_local std::vector<float> xl;
   if (xl.size() < static_cast<size_t>(M * C * 32)) xl.resize(static_cast<size_t>(M * C * 32));
   float* const xw = xl.data();
@@ -731,8 +764,14 @@ void bf16_panels(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ld
     const uint16_t* row = xb + m * ldb;
     for (int64_t c = 0; c < C; ++c)
       for (int64_t i = 0; i < 16; ++i) {
-        out[2 * (i * C + c)] = float_from_bf16(row[32 * c + 2 * i]);
-        out[2 * (i * C + c) + 1] = float_from_bf16(row[32 * c + 2 * i + 1]);
+        const uint16_t even = row[32 * c + 2 * i], odd = row[32 * c + 2 * i + 1];
+        if constexpr (kNative) {
+          const uint32_t pair = static_cast<uint32_t>(even) | (static_cast<uint32_t>(odd) << 16);
+          std::memcpy(out + i * C + c, &pair, sizeof pair);
+        } else {
+          out[2 * (i * C + c)] = float_from_bf16(even);
+          out[2 * (i * C + c) + 1] = float_from_bf16(odd);
+        }
       }
   }
   const float* xp = xw;
@@ -754,7 +793,10 @@ void bf16_panels(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ld
     for (int64_t m = m0; m < m1; m += kPanelMR) {
       const float* xr[kPanelMR];
       for (int r = 0; r < kPanelMR; ++r) xr[r] = xp + std::min(m + r, m1 - 1) * C * 32;
-      bf16_panel_classes<kPanelMR>(part, xr, panel.data(), C);
+      if constexpr (kNative)
+        bf16_panel_classes_native<kPanelMR>(part, xr, panel.data(), C);
+      else
+        bf16_panel_classes<kPanelMR>(part, xr, panel.data(), C);
       bf16_panel_finish<kPanelMR>(part, static_cast<int>(std::min<int64_t>(kPanelMR, m1 - m)), y + m * ldy, ldy,
                                   p * kPanelRows, N, bias, accumulate);
     }
@@ -1149,7 +1191,10 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, con
   for (int64_t m = 0; m < M; ++m) f32_to_bf16(xb.data() + m * ldb, x + m * ldx, K, path);
 #if defined(__x86_64__)
   if ((path == QuantPath::Avx512Bf16 || path == QuantPath::Avx512) && M >= kPanelMinRows && K % 2 == 0) {
-    bf16_panels(M, N, K, xb.data(), ldb, w, K, bias, false, y, ldy);
+    if (path == QuantPath::Avx512Bf16)
+      bf16_panels<true>(M, N, K, xb.data(), ldb, w, K, bias, false, y, ldy);
+    else
+      bf16_panels<false>(M, N, K, xb.data(), ldb, w, K, bias, false, y, ldy);
     return;
   }
 #endif
@@ -1226,7 +1271,10 @@ void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   pack_bf16_rows(bb.data(), K, B, N, K, trans_b ? ldb : 1, trans_b ? 1 : ldb, path);
 #if defined(__x86_64__)
   if ((path == QuantPath::Avx512Bf16 || path == QuantPath::Avx512) && M >= kPanelMinRows && K % 2 == 0) {
-    bf16_panels(M, N, K, ab.data(), lda_b, bb.data(), K, nullptr, accumulate, C, ldc);
+    if (path == QuantPath::Avx512Bf16)
+      bf16_panels<true>(M, N, K, ab.data(), lda_b, bb.data(), K, nullptr, accumulate, C, ldc);
+    else
+      bf16_panels<false>(M, N, K, ab.data(), lda_b, bb.data(), K, nullptr, accumulate, C, ldc);
     return;
   }
 #endif
