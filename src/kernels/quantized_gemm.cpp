@@ -171,7 +171,9 @@ void f32_to_bf16_scalar(uint16_t* out, const float* x, int64_t n) {
 // accumulation loops only (the tree's additions do not flush).
 class FlushToZero {
  public:
-  FlushToZero() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | 0x8040u); }
+  explicit FlushToZero(bool on = true) : saved_(_mm_getcsr()) {
+    if (on) _mm_setcsr(saved_ | 0x8040u);
+  }
   ~FlushToZero() { restore(); }
   FlushToZero(const FlushToZero&) = delete;
   FlushToZero& operator=(const FlushToZero&) = delete;
@@ -439,8 +441,7 @@ ATTN_AVX512_BF16 void bf16_rows_avx512(float* sums, int64_t ld, const uint16_t* 
                                        int64_t K) {
   static_assert(NR % 4 == 0, "weight rows go in groups of four");
   const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
-  const unsigned mxcsr = _mm_getcsr();
-  if constexpr (!kNative) _mm_setcsr(mxcsr | 0x8040u);  // as FlushToZero, for the emulation only
+  FlushToZero ftz(!kNative);  // the emulation's flush
   __m512 a[MR][NR];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
@@ -470,7 +471,7 @@ ATTN_AVX512_BF16 void bf16_rows_avx512(float* sums, int64_t ld, const uint16_t* 
       }
     }
   }
-  if constexpr (!kNative) _mm_setcsr(mxcsr);  // the tree adds without flushing
+  ftz.restore();  // the tree adds without flushing
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
@@ -618,6 +619,33 @@ PanelSplit panel_split(int64_t M, int64_t N, int64_t K, int mr) {
   return s;
 }
 
+// Runs body(p, m0, m1, panel) for every work item of a panel product: panel p of 64 weight rows
+// times the activation rows [m0, m1), over the threads as `split` says. pack(panel, p) first
+// fills the thread's panel buffer (`words` 32-bit words), unless it already holds panel p of
+// this call; the buffer is kept between calls (a fresh page costs more than packing).
+template <class Pack, class Body>
+void for_panel_items(int64_t M, int64_t N, const PanelSplit& split, int64_t words, const Pack& pack,
+                     const Body& body) {
+  const int64_t items = (N + kPanelRows - 1) / kPanelRows * split.parts;
+  const uint64_t call = g_panel_call.fetch_add(1, std::memory_order_relaxed) + 1;
+#pragma omp parallel for schedule(static) if (split.threads > 1 && items > 1)
+  for (int64_t item = 0; item < items; ++item) {
+    thread_local std::vector<uint32_t> panel;
+    thread_local uint64_t packed_call = 0;
+    thread_local int64_t packed_panel = -1;
+    const int64_t p = item / split.parts, m0 = (item % split.parts) * split.rows_per;
+    const int64_t m1 = std::min(M, m0 + split.rows_per);
+    if (m0 >= m1) continue;
+    if (packed_call != call || packed_panel != p) {
+      if (panel.size() < static_cast<size_t>(words)) panel.resize(static_cast<size_t>(words));
+      pack(panel.data(), p);
+      packed_call = call;
+      packed_panel = p;
+    }
+    body(p, m0, m1, static_cast<const uint32_t*>(panel.data()));
+  }
+}
+
 
 ATTN_AVX512 void pack_bf16_panel(uint32_t* panel, const uint16_t* w, int64_t ldw, int64_t n0, int64_t N, int64_t K) {
   const int64_t C = (K + 31) / 32;
@@ -638,12 +666,20 @@ ATTN_AVX512 void pack_bf16_panel(uint32_t* panel, const uint16_t* w, int64_t ldw
 }
 
 // The 16 lane-class accumulators of MR activation rows against a packed panel:
-// part[((i MR + m) 4 + j) 16 + l], with vdpbf16ps, the activation pair broadcast. Row m's pairs
-// are packed by lane class: xr[m][i C + c] holds the dword (x[k0], x[k0 + 1]), k0 = 32 c + 2 i
-// (its bits in a float's slot), so that a lane class reads consecutive words.
-template <int MR>
-ATTN_AVX512_BF16 void bf16_panel_classes_native(float* part, const float* const* xr, const uint32_t* panel,
-                                                int64_t C) {
+// part[((i MR + m) 4 + j) 16 + l], the activation pair broadcast. Row m's pairs are packed by
+// lane class so that a lane class reads consecutive words: for vdpbf16ps (kNative),
+// xr[m][i C + c] holds the dword (x[k0], x[k0 + 1]), k0 = 32 c + 2 i (its bits in a float's
+// slot); for the emulation, widened to floats, xr[m][2 (i C + c)] = x[k0] and
+// xr[m][2 (i C + c) + 1] = x[k0 + 1]. The emulation does each vdpbf16ps step as its two float32
+// FMAs, odd position first (exact products of bf16 values, one rounding each), under
+// FlushToZero, which flushes what vdpbf16ps flushes: a result that is tiny before rounding, and
+// subnormal operands (the tests compare the bits). Where vdpbf16ps is slow (bf16_path's probe),
+// these FMAs outrun it (docs/quantization.md). Both are compiled for the BF16 target; the
+// emulation uses no BF16 instruction.
+template <int MR, bool kNative>
+ATTN_AVX512_BF16 void bf16_panel_classes(float* part, const float* const* xr, const uint32_t* panel, int64_t C) {
+  FlushToZero ftz(!kNative);
+  const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
   for (int i = 0; i < 16; ++i) {
     __m512 a[MR][4];
 #pragma GCC unroll 8
@@ -655,55 +691,31 @@ ATTN_AVX512_BF16 void bf16_panel_classes_native(float* part, const float* const*
       __m512i b[4];
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) b[j] = _mm512_loadu_si512(p + 16 * j);
+      if constexpr (kNative) {
 #pragma GCC unroll 8
-      for (int m = 0; m < MR; ++m) {
-        int32_t pair;  // stored in a float's slot (bf16_panels)
-        std::memcpy(&pair, xr[m] + i * C + c, sizeof pair);
-        const __m512i xv = _mm512_set1_epi32(pair);
+        for (int m = 0; m < MR; ++m) {
+          int32_t pair;  // stored in a float's slot (bf16_panels)
+          std::memcpy(&pair, xr[m] + i * C + c, sizeof pair);
+          const __m512i xv = _mm512_set1_epi32(pair);
 #pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) a[m][j] = _mm512_dpbf16_ps(a[m][j], (__m512bh)xv, (__m512bh)b[j]);
-      }
-    }
-#pragma GCC unroll 8
-    for (int m = 0; m < MR; ++m)
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) _mm512_storeu_ps(part + ((i * MR + m) * 4 + j) * 16, a[m][j]);
-  }
-}
-
-// The same accumulators with each vdpbf16ps step done as its two float32 FMAs, odd position
-// first (exact products of bf16 values, one rounding each), under FlushToZero, which flushes
-// what vdpbf16ps flushes: a result that is tiny before rounding, and subnormal operands (the
-// tests compare the bits with vdpbf16ps's). Where vdpbf16ps is slow (bf16_path's probe), these
-// FMAs outrun it (docs/quantization.md). Row m's pairs come widened to floats:
-// xr[m][2 (i C + c)] = x[k0] and xr[m][2 (i C + c) + 1] = x[k0 + 1].
-template <int MR>
-ATTN_AVX512 void bf16_panel_classes(float* part, const float* const* xr, const uint32_t* panel, int64_t C) {
-  FlushToZero ftz;
-  const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
-  for (int i = 0; i < 16; ++i) {
-    __m512 a[MR][4];
-#pragma GCC unroll 8
-    for (int m = 0; m < MR; ++m)
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) a[m][j] = _mm512_setzero_ps();
-    const uint32_t* p = panel + i * C * 64;
-    for (int64_t c = 0; c < C; ++c, p += 64) {
-      __m512 bo[4], be[4];
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        const __m512i b = _mm512_loadu_si512(p + 16 * j);
-        bo[j] = _mm512_castsi512_ps(_mm512_and_si512(b, hi_mask));
-        be[j] = _mm512_castsi512_ps(_mm512_slli_epi32(b, 16));
-      }
-#pragma GCC unroll 8
-      for (int m = 0; m < MR; ++m) {
-        const __m512 xe = _mm512_set1_ps(xr[m][2 * (i * C + c)]);
-        const __m512 xo = _mm512_set1_ps(xr[m][2 * (i * C + c) + 1]);
+          for (int j = 0; j < 4; ++j) a[m][j] = _mm512_dpbf16_ps(a[m][j], (__m512bh)xv, (__m512bh)b[j]);
+        }
+      } else {
+        __m512 bo[4], be[4];
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
-          a[m][j] = _mm512_fmadd_ps(xo, bo[j], a[m][j]);
-          a[m][j] = _mm512_fmadd_ps(xe, be[j], a[m][j]);
+          bo[j] = _mm512_castsi512_ps(_mm512_and_si512(b[j], hi_mask));
+          be[j] = _mm512_castsi512_ps(_mm512_slli_epi32(b[j], 16));
+        }
+#pragma GCC unroll 8
+        for (int m = 0; m < MR; ++m) {
+          const __m512 xe = _mm512_set1_ps(xr[m][2 * (i * C + c)]);
+          const __m512 xo = _mm512_set1_ps(xr[m][2 * (i * C + c) + 1]);
+#pragma GCC unroll 4
+          for (int j = 0; j < 4; ++j) {
+            a[m][j] = _mm512_fmadd_ps(xo, bo[j], a[m][j]);
+            a[m][j] = _mm512_fmadd_ps(xe, be[j], a[m][j]);
+          }
         }
       }
     }
@@ -748,10 +760,8 @@ ATTN_AVX512 void bf16_panel_finish(const float* part, int rows, float* y, int64_
 template <bool kNative>
 void bf16_panels(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ldb, const uint16_t* w, int64_t ldw,
                  const float* bias, bool accumulate, float* y, int64_t ldy) {
-  const int64_t C = (K + 31) / 32, panels = (N + kPanelRows - 1) / kPanelRows;
+  const int64_t C = (K + 31) / 32;
   const PanelSplit split = panel_split(M, N, K, kPanelMR);
-  const int64_t items = panels * split.parts;
-  const uint64_t call = g_panel_call.fetch_add(1, std::memory_order_relaxed) + 1;
   // The activation pairs packed by lane class, C * 32 words per row: dwords of two bf16 for
   // vdpbf16ps (the first C * 16), or widened to two floats for the FMAs. The calling thread's
   // buffer (a thread_local named inside the parallel loop would be each worker's own).
@@ -775,32 +785,17 @@ void bf16_panels(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ld
       }
   }
   const float* xp = xw;
-#pragma omp parallel for schedule(static) if (split.threads > 1 && items > 1)
-  for (int64_t item = 0; item < items; ++item) {
-    thread_local std::vector<uint32_t> panel;  // reused: a fresh page costs more than packing
-    thread_local uint64_t packed_call = 0;
-    thread_local int64_t packed_panel = -1;
-    const int64_t p = item / split.parts, m0 = (item % split.parts) * split.rows_per;
-    const int64_t m1 = std::min(M, m0 + split.rows_per);
-    if (m0 >= m1) continue;
-    if (packed_call != call || packed_panel != p) {
-      if (panel.size() < static_cast<size_t>(C * 16 * 64)) panel.resize(static_cast<size_t>(C * 16 * 64));
-      pack_bf16_panel(panel.data(), w, ldw, p * kPanelRows, N, K);
-      packed_call = call;
-      packed_panel = p;
-    }
+  const auto pack = [&](uint32_t* panel, int64_t p) { pack_bf16_panel(panel, w, ldw, p * kPanelRows, N, K); };
+  for_panel_items(M, N, split, C * 16 * 64, pack, [&](int64_t p, int64_t m0, int64_t m1, const uint32_t* panel) {
     alignas(64) float part[16 * kPanelMR * 4 * 16];
     for (int64_t m = m0; m < m1; m += kPanelMR) {
       const float* xr[kPanelMR];
       for (int r = 0; r < kPanelMR; ++r) xr[r] = xp + std::min(m + r, m1 - 1) * C * 32;
-      if constexpr (kNative)
-        bf16_panel_classes_native<kPanelMR>(part, xr, panel.data(), C);
-      else
-        bf16_panel_classes<kPanelMR>(part, xr, panel.data(), C);
+      bf16_panel_classes<kPanelMR, kNative>(part, xr, panel, C);
       bf16_panel_finish<kPanelMR>(part, static_cast<int>(std::min<int64_t>(kPanelMR, m1 - m)), y + m * ldy, ldy,
                                   p * kPanelRows, N, bias, accumulate);
     }
-  }
+  });
 }
 
 // ---- int8 on packed weight panels (many activation rows) ------------------------------------
@@ -881,24 +876,10 @@ ATTN_AVX512_VNNI uint32_t s8_shift_vnni(const int8_t* x, int64_t K) {
 template <class Out>
 void s8_panels(const int8_t* xq, int64_t M, const int8_t* w, int64_t N, int64_t K, const uint32_t* x_shift,
                const Out& out) {
-  const int64_t Q = K / 4, panels = (N + kPanelRows - 1) / kPanelRows;
+  const int64_t Q = K / 4;
   const PanelSplit split = panel_split(M, N, K, kS8PanelMR);
-  const int64_t items = panels * split.parts;
-  const uint64_t call = g_panel_call.fetch_add(1, std::memory_order_relaxed) + 1;
-#pragma omp parallel for schedule(static) if (split.threads > 1 && items > 1)
-  for (int64_t item = 0; item < items; ++item) {
-    thread_local std::vector<uint32_t> panel;  // reused: a fresh page costs more than packing
-    thread_local uint64_t packed_call = 0;
-    thread_local int64_t packed_panel = -1;
-    const int64_t p = item / split.parts, m0 = (item % split.parts) * split.rows_per;
-    const int64_t m1 = std::min(M, m0 + split.rows_per);
-    if (m0 >= m1) continue;
-    if (packed_call != call || packed_panel != p) {
-      if (panel.size() < static_cast<size_t>(Q * 64)) panel.resize(static_cast<size_t>(Q * 64));
-      pack_s8_panel(panel.data(), w, p * kPanelRows, N, K);
-      packed_call = call;
-      packed_panel = p;
-    }
+  const auto pack = [&](uint32_t* panel, int64_t p) { pack_s8_panel(panel, w, p * kPanelRows, N, K); };
+  for_panel_items(M, N, split, Q * 64, pack, [&](int64_t p, int64_t m0, int64_t m1, const uint32_t* panel) {
     static_assert(kNBlock == 16, "a tile of s8_panel_rows is 16 weight rows wide");
     constexpr int64_t kTile = 4 * kS8PanelMR * kNBlock;  // one tile's accumulators
     int32_t acc[kS8RowChunk / kS8PanelMR * kTile];
@@ -917,7 +898,7 @@ void s8_panels(const int8_t* xq, int64_t M, const int8_t* w, int64_t N, int64_t 
             shift[r] = x_shift[row];
           }
           s8_panel_rows<kS8PanelMR>(acc + (m - mc) / kS8PanelMR * kTile, q0 == 0, q0 + qb == Q, xr, shift,
-                                    panel.data() + q0 * 64, qb);
+                                    panel + q0 * 64, qb);
         }
       }
       for (int64_t m = mc; m < mce; m += kS8PanelMR) {
@@ -929,7 +910,7 @@ void s8_panels(const int8_t* xq, int64_t M, const int8_t* w, int64_t N, int64_t 
         }
       }
     }
-  }
+  });
 }
 
 #endif  // __x86_64__
