@@ -592,7 +592,8 @@ ATTN_AVX512_VNNI void s8_block_vnni(int32_t* acc, int64_t ld, const int8_t* x, i
 // lane classes are stored and added as the header's tree, one vector addition per pair of
 // lanes: t8 = P[q] + P[q + 8], and so on. Each output therefore sees exactly the header's
 // operations and its bits do not depend on the kernel (the tests compare with the scalar
-// emulation bit for bit). No horizontal sums, and an activation pair feeds 64 outputs.
+// emulation bit for bit). No horizontal sums, and an activation pair feeds 64 outputs. The
+// steps run on vdpbf16ps or, equally, on its two FMAs under FlushToZero (bf16_panel_classes).
 constexpr int64_t kPanelRows = 64;       // weight rows (outputs) per packed panel: 4 vectors of 16
 constexpr int kPanelMR = 4;              // activation rows per register tile
 constexpr int64_t kPanelMinRows = 32;    // activation rows from which the bf16 products pack panels
@@ -646,7 +647,8 @@ void for_panel_items(int64_t M, int64_t N, const PanelSplit& split, int64_t word
   }
 }
 
-
+// Packs weight rows [n0, n0 + 64) of w (rows of K bf16, row stride ldw, both even) as the panel
+// layout above, one gather per vector; rows past N and pairs past K are zeros.
 ATTN_AVX512 void pack_bf16_panel(uint32_t* panel, const uint16_t* w, int64_t ldw, int64_t n0, int64_t N, int64_t K) {
   const int64_t C = (K + 31) / 32;
   const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -755,8 +757,8 @@ ATTN_AVX512 void bf16_panel_finish(const float* part, int rows, float* y, int64_
 
 // y[m, n] = sum (+ bias[n]), or y[m, n] + sum when accumulating, for the bf16 products of M
 // activation rows xb (bf16, row stride ldb >= 32 ceil(K / 32), zeros from K on) and the weight
-// rows w [N, K] (row stride ldw, even), on packed panels (path Avx512Bf16). Work items are
-// panels times ranges of rows; a thread packs a panel once and runs its rows against it.
+// rows w [N, K] (row stride ldw, even), on packed panels (the AVX-512 paths: vdpbf16ps when
+// kNative, else its FMA emulation).
 template <bool kNative>
 void bf16_panels(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ldb, const uint16_t* w, int64_t ldw,
                  const float* bias, bool accumulate, float* y, int64_t ldy) {
