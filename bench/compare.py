@@ -345,8 +345,13 @@ def build_report(args, machine, torch_cfg, ours, theirs, mem, train):
                          table(["T", "causal", "attn ms", "torch ms", "torch / attn"], rows)))
     t, rows = time_table("Encoder layer (base: D=512, h=8, d_ff=2048, B=8, T=128)",
                          [(("forward (eval, no grad)",), "encoder_layer_forward"),
-                          (("forward + backward (train, dropout 0.1)",), "encoder_layer_forward_backward")])
-    sections.append((t, "Milliseconds per call; post-norm, ReLU, float32.",
+                          (("forward + backward (train, dropout 0.1)",), "encoder_layer_forward_backward"),
+                          (("forward, int8 weights (torch: quantize_dynamic)",), "encoder_layer_forward_int8_weights"),
+                          (("forward, bf16 weights (torch: autocast)",), "encoder_layer_forward_bf16_weights"),
+                          (("forward + backward, bf16 (torch: autocast)",), "encoder_layer_forward_backward_bf16")])
+    sections.append((t, "Milliseconds per call; post-norm, ReLU; float32 unless the pass says otherwise (attn: "
+                        "int8/bf16 weights from Model::quantize, --precision bf16; torch: quantize_dynamic on its "
+                        "nn.Linear modules, torch.autocast).",
                      table(["pass", "attn ms", "torch ms", "torch / attn"], rows)))
 
     if "decode" in args.topics.split(","):
