@@ -144,7 +144,7 @@ TEST_P(Bf16F32Path, EveryTranspositionGivesTheHeadersBitsWithinItsBound) {
   int checked = 0;
   for (bool ta : {false, true})
     for (bool tb : {false, true})
-      for (int64_t M : {1, 3, 4, 33, 70})  // 33 and 70 rows with an even K: packed panels (BF16 path)
+      for (int64_t M : {1, 3, 4, 33, 70})  // 33 and 70 rows with an even K: packed panels (AVX-512)
         for (int64_t N : {1, 7, 16, 17, 70})
           for (int64_t K : {1, 2, 31, 32, 33, 70})
             for (bool acc : {false, true}) {
@@ -165,7 +165,7 @@ TEST_P(Bf16F32Path, EveryTranspositionGivesTheHeadersBitsWithinItsBound) {
 TEST_P(Bf16F32Path, EqualsTheInferenceProductOnTheSameOperands) {
   // gemm_bf16 with x = op(A) and the weight bf16(op(B)^T): the same kernels, the same bits.
   Rng rng(43);
-  for (int64_t M : {21, 40}) {  // 40 rows: packed panels on the BF16 path
+  for (int64_t M : {21, 40}) {  // 40 rows: packed panels on the AVX-512 paths
     const Case c = make_case(true, false, M, 45, 78, rng);
     const auto got = run(c, GetParam(), false);
     std::vector<float> x(static_cast<size_t>(c.M * c.K));

@@ -402,7 +402,7 @@ double bf16_excess(const Bf16Case& c, const std::vector<float>& y, int64_t row_s
 
 TEST_P(Bf16Path, ProductEqualsTheScalarEmulationBitsAndTheFloat64Product) {
   Rng rng(23);
-  // M >= 32 with an even K takes the BF16 path's packed panels (64 weight rows, 4 activation
+  // M >= 32 with an even K takes the AVX-512 paths' packed panels (64 weight rows, 4 activation
   // rows per tile, the lane classes added as the tree): N and M cover partial panels and tiles.
   for (int64_t M : {1, 2, 4, 7, 40, 70})
     for (int64_t N : {1, 5, 16, 37, 70, 129})
