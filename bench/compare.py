@@ -159,7 +159,11 @@ BLAS_CORE_FIX = None  # set in main()
 def attn_env(threads):
     env = dict(os.environ)
     env["OMP_NUM_THREADS"] = str(threads)
-    if BLAS_CORE_FIX and not env.get("OPENBLAS_CORETYPE"):
+    # OpenBLAS detects the core itself, as on torch's side: an inherited OPENBLAS_CORETYPE (some
+    # environments set Haswell's AVX2 kernels) would put the two sides on different kernels.
+    for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+        env.pop(k, None)
+    if BLAS_CORE_FIX:
         env["OPENBLAS_CORETYPE"] = BLAS_CORE_FIX  # what `attn` itself would set; the bench binaries too
     return env
 
@@ -520,7 +524,8 @@ def build_report(args, machine, torch_cfg, ours, theirs, mem, train):
     hp = "GLIBC_TUNABLES=glibc.malloc.hugetlb=1" if args.torch_hugepages else "no huge-page tunable"
     lines += ["## Configuration", "",
               f"- **attn**: Release build (-O2), float32, `--threads={args.threads}` (omp_set_num_threads + "
-              "openblas_set_num_threads), the environment as inherited (plus OMP_NUM_THREADS).",
+              "openblas_set_num_threads), the environment as inherited (plus OMP_NUM_THREADS; "
+              "OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset, as for torch).",
               f"- **PyTorch** ({blas_name}): `LD_LIBRARY_PATH={blas_dir or '(unchanged)'}` so that torch's "
               f"libblas.so.3 is that OpenBLAS build (no system change; `update-alternatives` untouched), " +
               (f"OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (OpenBLAS detects the core itself), " if not BLAS_CORE_FIX else

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -595,7 +596,10 @@ ATTN_AVX512_VNNI void s8_block_vnni(int32_t* acc, int64_t ld, const int8_t* x, i
 // emulation bit for bit). No horizontal sums, and an activation pair feeds 64 outputs. The
 // steps run on vdpbf16ps or, equally, on its two FMAs under FlushToZero (bf16_panel_classes).
 constexpr int64_t kPanelRows = 64;       // weight rows (outputs) per packed panel: 4 vectors of 16
-constexpr int kPanelMR = 4;              // activation rows per register tile
+// Activation rows per register tile: 6 x 4 accumulators for vdpbf16ps, 4 x 4 for its emulation
+// (which also holds the panel's 8 widened vectors).
+template <bool kNative>
+constexpr int kPanelMR = kNative ? 6 : 4;
 constexpr int64_t kPanelMinRows = 32;    // activation rows from which the bf16 products pack panels
 constexpr int64_t kS8PanelMinRows = 16;  // and the int8 products
 constexpr int64_t kPanelParallelMin = int64_t{1} << 18;  // multiply-adds below which one thread works
@@ -647,6 +651,14 @@ void for_panel_items(int64_t M, int64_t N, const PanelSplit& split, int64_t word
   }
 }
 
+// out[i] = float_from_bf16(x[i]), n a multiple of 16.
+ATTN_AVX512 void widen_bf16_avx512(float* out, const uint16_t* x, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)));
+    _mm512_storeu_si512(out + i, _mm512_slli_epi32(v, 16));
+  }
+}
+
 // Packs weight rows [n0, n0 + 64) of w (rows of K bf16, row stride ldw, both even) as the panel
 // layout above, one gather per vector; rows past N and pairs past K are zeros.
 ATTN_AVX512 void pack_bf16_panel(uint32_t* panel, const uint16_t* w, int64_t ldw, int64_t n0, int64_t N, int64_t K) {
@@ -668,18 +680,20 @@ ATTN_AVX512 void pack_bf16_panel(uint32_t* panel, const uint16_t* w, int64_t ldw
 }
 
 // The 16 lane-class accumulators of MR activation rows against a packed panel:
-// part[((i MR + m) 4 + j) 16 + l], the activation pair broadcast. Row m's pairs are packed by
-// lane class so that a lane class reads consecutive words: for vdpbf16ps (kNative),
-// xr[m][i C + c] holds the dword (x[k0], x[k0 + 1]), k0 = 32 c + 2 i (its bits in a float's
-// slot); for the emulation, widened to floats, xr[m][2 (i C + c)] = x[k0] and
-// xr[m][2 (i C + c) + 1] = x[k0 + 1]. The emulation does each vdpbf16ps step as its two float32
+// part[((i MR + m) 4 + j) 16 + l], the activation pair broadcast. The rows are read where they
+// lie, with k in natural order (zeros from K to the next multiple of 32): for vdpbf16ps
+// (kNative) bf16 rows, whose dword 16 c + i is the pair (x[k0], x[k0 + 1]), k0 = 32 c + 2 i; for
+// the emulation the same values widened to floats (x[k0] and x[k0 + 1] at 32 c + 2 i). So lane
+// class i reads one dword (two floats) per 64 (128) bytes, each line reused by the 16 classes
+// from L1. The emulation does each vdpbf16ps step as its two float32
 // FMAs, odd position first (exact products of bf16 values, one rounding each), under
 // FlushToZero, which flushes what vdpbf16ps flushes: a result that is tiny before rounding, and
 // subnormal operands (the tests compare the bits). Where vdpbf16ps is slow (bf16_path's probe),
 // these FMAs outrun it (docs/quantization.md). Both are compiled for the BF16 target; the
 // emulation uses no BF16 instruction.
-template <int MR, bool kNative>
-ATTN_AVX512_BF16 void bf16_panel_classes(float* part, const float* const* xr, const uint32_t* panel, int64_t C) {
+template <int MR, bool kNative, class X>
+ATTN_AVX512_BF16 void bf16_panel_classes(float* part, const X* const* xr, const uint32_t* panel, int64_t C) {
+  static_assert(std::is_same_v<X, std::conditional_t<kNative, uint16_t, float>>, "bf16 rows for vdpbf16ps, floats else");
   FlushToZero ftz(!kNative);
   const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
   for (int i = 0; i < 16; ++i) {
@@ -696,8 +710,8 @@ ATTN_AVX512_BF16 void bf16_panel_classes(float* part, const float* const* xr, co
       if constexpr (kNative) {
 #pragma GCC unroll 8
         for (int m = 0; m < MR; ++m) {
-          int32_t pair;  // stored in a float's slot (bf16_panels)
-          std::memcpy(&pair, xr[m] + i * C + c, sizeof pair);
+          int32_t pair;
+          std::memcpy(&pair, xr[m] + 32 * c + 2 * i, sizeof pair);
           const __m512i xv = _mm512_set1_epi32(pair);
 #pragma GCC unroll 4
           for (int j = 0; j < 4; ++j) a[m][j] = _mm512_dpbf16_ps(a[m][j], (__m512bh)xv, (__m512bh)b[j]);
@@ -711,8 +725,8 @@ ATTN_AVX512_BF16 void bf16_panel_classes(float* part, const float* const* xr, co
         }
 #pragma GCC unroll 8
         for (int m = 0; m < MR; ++m) {
-          const __m512 xe = _mm512_set1_ps(xr[m][2 * (i * C + c)]);
-          const __m512 xo = _mm512_set1_ps(xr[m][2 * (i * C + c) + 1]);
+          const __m512 xe = _mm512_set1_ps(xr[m][32 * c + 2 * i]);
+          const __m512 xo = _mm512_set1_ps(xr[m][32 * c + 2 * i + 1]);
 #pragma GCC unroll 4
           for (int j = 0; j < 4; ++j) {
             a[m][j] = _mm512_fmadd_ps(xo, bo[j], a[m][j]);
@@ -740,9 +754,13 @@ ATTN_AVX512 void bf16_panel_finish(const float* part, int rows, float* y, int64_
       const int64_t live = std::min<int64_t>(N - nb, 16);
       const __mmask16 mask = static_cast<__mmask16>(live == 16 ? 0xFFFF : (1u << live) - 1);
       const float* pj = part + (m * 4 + j) * 16;  // lane class i at pj + i * MR * 64
+      // Unrolled, so that t8 and t4 stay in registers (kept on the stack, their store and
+      // reload took a third of the product's time on AMD's Zen 5).
       __m512 t8[8], t4[4];
+#pragma GCC unroll 8
       for (int q = 0; q < 8; ++q)
         t8[q] = _mm512_add_ps(_mm512_loadu_ps(pj + q * MR * 64), _mm512_loadu_ps(pj + (q + 8) * MR * 64));
+#pragma GCC unroll 4
       for (int q = 0; q < 4; ++q) t4[q] = _mm512_add_ps(t8[q], t8[q + 4]);
       const __m512 s = _mm512_add_ps(_mm512_add_ps(t4[0], t4[2]), _mm512_add_ps(t4[1], t4[3]));
       float* out = y + m * ldy + nb;
@@ -763,38 +781,33 @@ template <bool kNative>
 void bf16_panels(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ldb, const uint16_t* w, int64_t ldw,
                  const float* bias, bool accumulate, float* y, int64_t ldy) {
   const int64_t C = (K + 31) / 32;
-  const PanelSplit split = panel_split(M, N, K, kPanelMR);
-  // The activation pairs packed by lane class, C * 32 words per row: dwords of two bf16 for
-  // vdpbf16ps (the first C * 16), or widened to two floats for the FMAs. The calling thread's
-  // buffer (a thread_local named inside the parallel loop would be each worker's own).
-  thread_local std::vector<float> xl;
-  if (xl.size() < static_cast<size_t>(M * C * 32)) xl.resize(static_cast<size_t>(M * C * 32));
-  float* const xw = xl.data();
-#pragma omp parallel for schedule(static) if (split.threads > 1 && M * C * 32 >= kPackParallelMin)
-  for (int64_t m = 0; m < M; ++m) {
-    float* out = xw + m * C * 32;
-    const uint16_t* row = xb + m * ldb;
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t i = 0; i < 16; ++i) {
-        const uint16_t even = row[32 * c + 2 * i], odd = row[32 * c + 2 * i + 1];
-        if constexpr (kNative) {
-          const uint32_t pair = static_cast<uint32_t>(even) | (static_cast<uint32_t>(odd) << 16);
-          std::memcpy(out + i * C + c, &pair, sizeof pair);
-        } else {
-          out[2 * (i * C + c)] = float_from_bf16(even);
-          out[2 * (i * C + c) + 1] = float_from_bf16(odd);
-        }
-      }
+  const PanelSplit split = panel_split(M, N, K, kPanelMR<kNative>);
+  using X = std::conditional_t<kNative, uint16_t, float>;
+  const X* xp;
+  int64_t ldp;
+  if constexpr (kNative) {
+    xp = xb;
+    ldp = ldb;
+  } else {
+    // The emulation's operands: the rows widened to floats, C * 32 per row. The calling
+    // thread's buffer (a thread_local named inside the parallel loop would be each worker's own).
+    thread_local std::vector<float> xl;
+    ldp = C * 32;
+    if (xl.size() < static_cast<size_t>(M * ldp)) xl.resize(static_cast<size_t>(M * ldp));
+    float* const xw = xl.data();
+#pragma omp parallel for schedule(static) if (split.threads > 1 && M * ldp >= kPackParallelMin)
+    for (int64_t m = 0; m < M; ++m) widen_bf16_avx512(xw + m * ldp, xb + m * ldb, ldp);
+    xp = xw;
   }
-  const float* xp = xw;
   const auto pack = [&](uint32_t* panel, int64_t p) { pack_bf16_panel(panel, w, ldw, p * kPanelRows, N, K); };
   for_panel_items(M, N, split, C * 16 * 64, pack, [&](int64_t p, int64_t m0, int64_t m1, const uint32_t* panel) {
-    alignas(64) float part[16 * kPanelMR * 4 * 16];
-    for (int64_t m = m0; m < m1; m += kPanelMR) {
-      const float* xr[kPanelMR];
-      for (int r = 0; r < kPanelMR; ++r) xr[r] = xp + std::min(m + r, m1 - 1) * C * 32;
-      bf16_panel_classes<kPanelMR, kNative>(part, xr, panel, C);
-      bf16_panel_finish<kPanelMR>(part, static_cast<int>(std::min<int64_t>(kPanelMR, m1 - m)), y + m * ldy, ldy,
+    constexpr int MR = kPanelMR<kNative>;
+    alignas(64) float part[16 * MR * 4 * 16];
+    for (int64_t m = m0; m < m1; m += MR) {
+      const X* xr[MR];
+      for (int r = 0; r < MR; ++r) xr[r] = xp + std::min(m + r, m1 - 1) * ldp;
+      bf16_panel_classes<MR, kNative>(part, xr, panel, C);
+      bf16_panel_finish<MR>(part, static_cast<int>(std::min<int64_t>(MR, m1 - m)), y + m * ldy, ldy,
                                   p * kPanelRows, N, bias, accumulate);
     }
   });
@@ -1164,54 +1177,18 @@ void gemm_s8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const
   gemm_s8(M, N, K, x, ldx, w, w_scale, bias, y, ldy, int8_path());
 }
 
-void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w, const float* bias,
-               float* y, int64_t ldy, QuantPath path) {
-  check_path(path, false);
-  if (M <= 0 || N <= 0) return;
-  // x as bf16, each row padded with zeros to a multiple of 32 (the AVX2 kernel reads whole chunks).
-  const int64_t ldb = std::max<int64_t>(32, (K + 31) / 32 * 32);
-  std::vector<uint16_t> xb(static_cast<size_t>(M * ldb), 0);
-  for (int64_t m = 0; m < M; ++m) f32_to_bf16(xb.data() + m * ldb, x + m * ldx, K, path);
-#if defined(__x86_64__)
-  if ((path == QuantPath::Avx512Bf16 || path == QuantPath::Avx512) && M >= kPanelMinRows && K % 2 == 0) {
-    if (path == QuantPath::Avx512Bf16)
-      bf16_panels<true>(M, N, K, xb.data(), ldb, w, K, bias, false, y, ldy);
-    else
-      bf16_panels<false>(M, N, K, xb.data(), ldb, w, K, bias, false, y, ldy);
-    return;
-  }
-#endif
-  for_row_blocks(N, K, [&](int64_t n0, int64_t n1) {
-    float sums[kMChunk * kNBlock];
-    for (int64_t m0 = 0; m0 < M; m0 += kMChunk) {
-      const int64_t rows = std::min(kMChunk, M - m0);
-      bf16_block(path, sums, kNBlock, xb.data() + m0 * ldb, ldb, rows, w, n0, n1, K);
-      for (int64_t m = 0; m < rows; ++m) {
-        float* yr = y + (m0 + m) * ldy;
-        for (int64_t n = n0; n < n1; ++n) {
-          const float s = sums[m * kNBlock + (n - n0)];
-          yr[n] = bias != nullptr ? s + bias[n] : s;
-        }
-      }
-    }
-  });
-}
-
-void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w, const float* bias,
-               float* y, int64_t ldy) {
-  gemm_bf16(M, N, K, x, ldx, w, bias, y, ldy, bf16_path());
-}
-
 namespace {
 
 // Rows of K floats (row r of the operand at x + r * row_stride, element k at + k * k_stride) as
-// bf16 rows of ld_out (the padding past K left as it is), on the path's conversion. A strided
+// bf16 rows of ld_out >= K, zeros from K on, on the path's conversion. A strided
 // operand (k_stride != 1, a transposed matrix) goes through a small float tile so that the
 // conversion reads contiguous memory.
 void pack_bf16_rows(uint16_t* out, int64_t ld_out, const float* x, int64_t rows, int64_t K, int64_t row_stride,
                     int64_t k_stride, QuantPath path) {
   // Rows are independent: large operands are converted over the threads.
   const bool parallel = rows * K >= kPackParallelMin && !omp_in_parallel() && omp_get_max_threads() > 1;
+  if (ld_out > K)
+    for (int64_t r = 0; r < rows; ++r) std::fill(out + r * ld_out + K, out + (r + 1) * ld_out, uint16_t{0});
   if (k_stride == 1) {
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t r = 0; r < rows; ++r) f32_to_bf16(out + r * ld_out, x + r * row_stride, K, path);
@@ -1231,9 +1208,56 @@ void pack_bf16_rows(uint16_t* out, int64_t ld_out, const float* x, int64_t rows,
   }
 }
 
+// A buffer of at least n elements that the calling thread keeps between calls (a fresh page
+// costs more than the work on it); `slot` tells a call's buffers apart.
+template <int slot>
+uint16_t* bf16_scratch(int64_t n) {
+  thread_local std::vector<uint16_t> buf;
+  if (buf.size() < static_cast<size_t>(n)) buf.resize(static_cast<size_t>(n));
+  return buf.data();
+}
+
 constexpr int64_t kF32ParallelMin = int64_t{1} << 18;  // multiply-adds below which one thread works
 
 }  // namespace
+
+void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w, const float* bias,
+               float* y, int64_t ldy, QuantPath path) {
+  check_path(path, false);
+  if (M <= 0 || N <= 0) return;
+  // x as bf16, each row padded with zeros to a multiple of 32 (the AVX2 kernel reads whole chunks).
+  const int64_t ldb = std::max<int64_t>(32, (K + 31) / 32 * 32);
+  uint16_t* const xb = bf16_scratch<0>(M * ldb);
+  pack_bf16_rows(xb, ldb, x, M, K, ldx, 1, path);
+#if defined(__x86_64__)
+  if ((path == QuantPath::Avx512Bf16 || path == QuantPath::Avx512) && M >= kPanelMinRows && K % 2 == 0) {
+    if (path == QuantPath::Avx512Bf16)
+      bf16_panels<true>(M, N, K, xb, ldb, w, K, bias, false, y, ldy);
+    else
+      bf16_panels<false>(M, N, K, xb, ldb, w, K, bias, false, y, ldy);
+    return;
+  }
+#endif
+  for_row_blocks(N, K, [&](int64_t n0, int64_t n1) {
+    float sums[kMChunk * kNBlock];
+    for (int64_t m0 = 0; m0 < M; m0 += kMChunk) {
+      const int64_t rows = std::min(kMChunk, M - m0);
+      bf16_block(path, sums, kNBlock, xb + m0 * ldb, ldb, rows, w, n0, n1, K);
+      for (int64_t m = 0; m < rows; ++m) {
+        float* yr = y + (m0 + m) * ldy;
+        for (int64_t n = n0; n < n1; ++n) {
+          const float s = sums[m * kNBlock + (n - n0)];
+          yr[n] = bias != nullptr ? s + bias[n] : s;
+        }
+      }
+    }
+  });
+}
+
+void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w, const float* bias,
+               float* y, int64_t ldy) {
+  gemm_bf16(M, N, K, x, ldx, w, bias, y, ldy, bf16_path());
+}
 
 void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
                    const float* B, int64_t ldb, bool accumulate, float* C, int64_t ldc, QuantPath path) {
@@ -1247,17 +1271,18 @@ void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   // op(A) as M rows of K (padded with zeros to a multiple of 32: the AVX2 kernel reads whole
   // chunks of the activation rows); op(B) transposed, N rows of K (the weight rows).
   const int64_t lda_b = (K + 31) / 32 * 32;
-  std::vector<uint16_t> ab(static_cast<size_t>(M * lda_b), 0), bb(static_cast<size_t>(N * K));
+  uint16_t* const ab = bf16_scratch<0>(M * lda_b);
+  uint16_t* const bb = bf16_scratch<1>(N * K);
   // op(A)[m, k] = A[m * lda + k], or A[k * lda + m] when transposed.
-  pack_bf16_rows(ab.data(), lda_b, A, M, K, trans_a ? 1 : lda, trans_a ? lda : 1, path);
+  pack_bf16_rows(ab, lda_b, A, M, K, trans_a ? 1 : lda, trans_a ? lda : 1, path);
   // op(B)[k, n] = B[k * ldb + n], or B[n * ldb + k] when transposed: row n of the packed B.
-  pack_bf16_rows(bb.data(), K, B, N, K, trans_b ? ldb : 1, trans_b ? 1 : ldb, path);
+  pack_bf16_rows(bb, K, B, N, K, trans_b ? ldb : 1, trans_b ? 1 : ldb, path);
 #if defined(__x86_64__)
   if ((path == QuantPath::Avx512Bf16 || path == QuantPath::Avx512) && M >= kPanelMinRows && K % 2 == 0) {
     if (path == QuantPath::Avx512Bf16)
-      bf16_panels<true>(M, N, K, ab.data(), lda_b, bb.data(), K, nullptr, accumulate, C, ldc);
+      bf16_panels<true>(M, N, K, ab, lda_b, bb, K, nullptr, accumulate, C, ldc);
     else
-      bf16_panels<false>(M, N, K, ab.data(), lda_b, bb.data(), K, nullptr, accumulate, C, ldc);
+      bf16_panels<false>(M, N, K, ab, lda_b, bb, K, nullptr, accumulate, C, ldc);
     return;
   }
 #endif
@@ -1271,7 +1296,7 @@ void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
     const int64_t n0 = b * kNBlock, n1 = std::min(N, n0 + kNBlock);
     const int64_t m0 = c * kMChunk, rows = std::min(kMChunk, M - m0);
     float sums[kMChunk * kNBlock];
-    bf16_block(path, sums, kNBlock, ab.data() + m0 * lda_b, lda_b, rows, bb.data(), n0, n1, K);
+    bf16_block(path, sums, kNBlock, ab + m0 * lda_b, lda_b, rows, bb, n0, n1, K);
     for (int64_t m = 0; m < rows; ++m) {
       float* cr = C + (m0 + m) * ldc;
       for (int64_t n = n0; n < n1; ++n) {

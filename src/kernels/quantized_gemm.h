@@ -46,8 +46,8 @@
 // decided exactly from the float64 sum and its TwoSum error). Many activation
 // rows (M >= 32, K even) on the AVX-512 paths take packed weight panels: 16 outputs across the
 // vector lanes, one accumulator per lane class i, the classes then added as the tree, which are
-// the same operations per output in the same order (the FMAs under flush-to-zero, which on this
-// CPU run faster than vdpbf16ps with an operand from memory). The error against a float64 product of the same bf16 operands is that of a float
+// the same operations per output in the same order (vdpbf16ps, or its FMAs under flush-to-zero
+// where those run faster: bf16_path measures which). The error against a float64 product of the same bf16 operands is that of a float
 // sum of K/16 + 4 terms per output: at most (K/16 + 5) * 2^-24 * (sum_k |x_k w_k| + |bias|).
 #pragma once
 
