@@ -335,21 +335,32 @@ ATTN_AVX2 void s8_block_avx2(int32_t* acc, int64_t ld, const int8_t* x, int64_t 
 #define ATTN_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16,avx2,fma")))
 #define ATTN_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni,avx2,fma")))
 
-ATTN_AVX512 void f32_to_bf16_avx512(uint16_t* out, const float* x, int64_t n) {
+// bf16_from_float of 16 floats, in the low halves of 16 int32 lanes, by integer rounding.
+ATTN_AVX512 inline __m512i bf16_lanes_avx512(__m512i u) {
   const __m512i exp = _mm512_set1_epi32(0x7F800000), abs = _mm512_set1_epi32(0x7FFFFFFF);
+  __m512i r = _mm512_srli_epi32(
+      _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)),
+                       _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))),
+      16);
+  const __mmask16 is_nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, abs), exp);
+  const __mmask16 is_small = _mm512_testn_epi32_mask(u, exp);
+  r = _mm512_mask_mov_epi32(r, is_nan, _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
+  return _mm512_mask_mov_epi32(r, is_small, _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x8000)));
+}
+
+// The same by vcvtneps2bf16.
+ATTN_AVX512_BF16 inline __m512i bf16_lanes_avx512_bf16(__m512 v) {
+  const __m256bh b = _mm512_cvtneps_pbh(v);
+  __m256i bits;
+  std::memcpy(&bits, &b, sizeof bits);
+  return _mm512_cvtepu16_epi32(bits);
+}
+
+ATTN_AVX512 void f32_to_bf16_avx512(uint16_t* out, const float* x, int64_t n) {
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512i u = _mm512_loadu_si512(x + i);
-    __m512i r = _mm512_srli_epi32(
-        _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)),
-                         _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))),
-        16);
-    const __mmask16 is_nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, abs), exp);
-    const __mmask16 is_small = _mm512_testn_epi32_mask(u, exp);
-    r = _mm512_mask_mov_epi32(r, is_nan, _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
-    r = _mm512_mask_mov_epi32(r, is_small, _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x8000)));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi32_epi16(r));
-  }
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                        _mm512_cvtepi32_epi16(bf16_lanes_avx512(_mm512_loadu_si512(x + i))));
   f32_to_bf16_scalar(out + i, x + i, n - i);
 }
 
@@ -360,6 +371,55 @@ ATTN_AVX512_BF16 void f32_to_bf16_avx512_bf16(uint16_t* out, const float* x, int
     std::memcpy(out + i, &b, sizeof b);
   }
   f32_to_bf16_scalar(out + i, x + i, n - i);
+}
+
+// Transposes 16 vectors of 16 floats in place: v[j][i] becomes v[i][j].
+ATTN_AVX512 inline void transpose16_avx512(__m512* v) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]);
+  }
+  // u[4 i + c], 128-bit lane L: rows 4 i .. 4 i + 3 of column 4 L + c.
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
+    u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+  }
+  for (int c = 0; c < 4; ++c) {
+    const __m512 lo01 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44), hi01 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44);
+    const __m512 lo23 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE), hi23 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
+    v[c] = _mm512_shuffle_f32x4(lo01, hi01, 0x88);
+    v[4 + c] = _mm512_shuffle_f32x4(lo01, hi01, 0xDD);
+    v[8 + c] = _mm512_shuffle_f32x4(lo23, hi23, 0x88);
+    v[12 + c] = _mm512_shuffle_f32x4(lo23, hi23, 0xDD);
+  }
+}
+
+// Rows [r0, r0 + 16) (fewer at the end) of an operand whose rows are contiguous (element (r, k)
+// at x[r + k * k_stride], a transposed matrix) as bf16 rows out[r * ld_out + k], k < K: 16 x 16
+// blocks loaded along r, transposed in registers and converted (vcvtneps2bf16 when kNative, else
+// the integer rounding: the same bits), so that both the reads and the writes are contiguous.
+template <bool kNative>
+ATTN_AVX512_BF16 void pack_bf16_columns_avx512(uint16_t* out, int64_t ld_out, const float* x, int64_t rows,
+                                               int64_t r0, int64_t K, int64_t k_stride) {
+  const int64_t nr = std::min<int64_t>(16, rows - r0);
+  const __mmask16 rmask = static_cast<__mmask16>(nr == 16 ? 0xFFFF : (1u << nr) - 1);
+  for (int64_t k0 = 0; k0 < K; k0 += 16) {
+    const int64_t nk = std::min<int64_t>(16, K - k0);
+    const __mmask16 kmask = static_cast<__mmask16>(nk == 16 ? 0xFFFF : (1u << nk) - 1);
+    __m512 v[16];
+    for (int64_t k = 0; k < 16; ++k)
+      v[k] = k < nk ? _mm512_maskz_loadu_ps(rmask, x + r0 + (k0 + k) * k_stride) : _mm512_setzero_ps();
+    transpose16_avx512(v);
+    for (int64_t r = 0; r < nr; ++r)
+      _mm512_mask_cvtepi32_storeu_epi16(out + (r0 + r) * ld_out + k0, kmask,
+                                        kNative ? bf16_lanes_avx512_bf16(v[r])
+                                                : bf16_lanes_avx512(_mm512_castps_si512(v[r])));
+  }
 }
 
 // quantize_row_s8_scalar's bits with AVX-512: the same maximum (exact in any order), the same
@@ -1194,6 +1254,18 @@ void pack_bf16_rows(uint16_t* out, int64_t ld_out, const float* x, int64_t rows,
     for (int64_t r = 0; r < rows; ++r) f32_to_bf16(out + r * ld_out, x + r * row_stride, K, path);
     return;
   }
+#if defined(__x86_64__)
+  if (row_stride == 1 && (path == QuantPath::Avx512 || path == QuantPath::Avx512Bf16)) {
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+      if (path == QuantPath::Avx512Bf16)
+        pack_bf16_columns_avx512<true>(out, ld_out, x, rows, r0, K, k_stride);
+      else
+        pack_bf16_columns_avx512<false>(out, ld_out, x, rows, r0, K, k_stride);
+    }
+    return;
+  }
+#endif
   constexpr int64_t kTile = 32;
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
