@@ -413,12 +413,18 @@ ATTN_AVX512_BF16 void pack_bf16_columns_avx512(uint16_t* out, int64_t ld_out, co
     const __mmask16 kmask = static_cast<__mmask16>(nk == 16 ? 0xFFFF : (1u << nk) - 1);
     __m512 v[16];
     for (int64_t k = 0; k < 16; ++k)
-      v[k] = k < nk ? _mm512_maskz_loadu_ps(rmask, x + r0 + (k0 + k) * k_stride) : _mm512_setzero_ps();
+      v[k] = k >= nk     ? _mm512_setzero_ps()
+             : nr == 16 ? _mm512_loadu_ps(x + r0 + (k0 + k) * k_stride)
+                        : _mm512_maskz_loadu_ps(rmask, x + r0 + (k0 + k) * k_stride);
     transpose16_avx512(v);
-    for (int64_t r = 0; r < nr; ++r)
-      _mm512_mask_cvtepi32_storeu_epi16(out + (r0 + r) * ld_out + k0, kmask,
-                                        kNative ? bf16_lanes_avx512_bf16(v[r])
-                                                : bf16_lanes_avx512(_mm512_castps_si512(v[r])));
+    for (int64_t r = 0; r < nr; ++r) {
+      const __m512i b = kNative ? bf16_lanes_avx512_bf16(v[r]) : bf16_lanes_avx512(_mm512_castps_si512(v[r]));
+      uint16_t* dst = out + (r0 + r) * ld_out + k0;
+      if (nk == 16)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm512_cvtepi32_epi16(b));
+      else
+        _mm512_mask_cvtepi32_storeu_epi16(dst, kmask, b);
+    }
   }
 }
 
@@ -431,8 +437,8 @@ ATTN_AVX512 void quantize_row_s8_avx512(int8_t* qr, float* scale, const float* x
   __mmask16 finite = 0xFFFF;
   for (int64_t k = 0; k < K; k += 16) {
     const __mmask16 mask = static_cast<__mmask16>(K - k >= 16 ? 0xFFFF : (1u << (K - k)) - 1);
-    const __m512 a =
-        _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(_mm512_maskz_loadu_ps(mask, xr + k)), abs_mask));
+    const __m512 x = mask == 0xFFFF ? _mm512_loadu_ps(xr + k) : _mm512_maskz_loadu_ps(mask, xr + k);
+    const __m512 a = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), abs_mask));
     finite &= _mm512_cmp_ps_mask(a, flt_max, _CMP_LE_OQ);  // false for Inf and NaN
     vmax = _mm512_max_ps(vmax, a);
   }
@@ -446,14 +452,17 @@ ATTN_AVX512 void quantize_row_s8_avx512(int8_t* qr, float* scale, const float* x
   const __m512d lo = _mm512_set1_pd(-127.0), hi = _mm512_set1_pd(127.0);
   for (int64_t k = 0; k < K; k += 16) {
     const __mmask16 mask = static_cast<__mmask16>(K - k >= 16 ? 0xFFFF : (1u << (K - k)) - 1);
-    const __m512 v = _mm512_maskz_loadu_ps(mask, xr + k);
+    const __m512 v = mask == 0xFFFF ? _mm512_loadu_ps(xr + k) : _mm512_maskz_loadu_ps(mask, xr + k);
     __m512d d0 = _mm512_mul_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(v)), inv);
     __m512d d1 = _mm512_mul_pd(
         _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))), inv);
     d0 = _mm512_min_pd(_mm512_max_pd(_mm512_roundscale_pd(d0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), lo), hi);
     d1 = _mm512_min_pd(_mm512_max_pd(_mm512_roundscale_pd(d1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), lo), hi);
     const __m512i i32 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtpd_epi32(d0)), _mm512_cvtpd_epi32(d1), 1);
-    _mm512_mask_cvtepi32_storeu_epi8(qr + k, mask, i32);
+    if (mask == 0xFFFF)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(qr + k), _mm512_cvtepi32_epi8(i32));
+    else
+      _mm512_mask_cvtepi32_storeu_epi8(qr + k, mask, i32);
   }
   *scale = amax / 127.0f;
 }
@@ -509,13 +518,14 @@ ATTN_AVX512_BF16 void bf16_rows_avx512(float* sums, int64_t ld, const uint16_t* 
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) a[i][j] = _mm512_setzero_ps();
   for (int64_t k = 0; k < K; k += 32) {
+    const bool whole = K - k >= 32;  // plain loads then (masked ones are slow on AMD's Zen 5)
     const __mmask32 mask = tail_mask32(K - k);
     __m512i w[NR];
 #pragma GCC unroll 8
-    for (int j = 0; j < NR; ++j) w[j] = _mm512_maskz_loadu_epi16(mask, wr[j] + k);
+    for (int j = 0; j < NR; ++j) w[j] = whole ? _mm512_loadu_si512(wr[j] + k) : _mm512_maskz_loadu_epi16(mask, wr[j] + k);
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
-      const __m512i x = _mm512_maskz_loadu_epi16(mask, xr[i] + k);
+      const __m512i x = whole ? _mm512_loadu_si512(xr[i] + k) : _mm512_maskz_loadu_epi16(mask, xr[i] + k);
       if constexpr (kNative) {
 #pragma GCC unroll 8
         for (int j = 0; j < NR; ++j) a[i][j] = _mm512_dpbf16_ps(a[i][j], (__m512bh)x, (__m512bh)w[j]);
@@ -594,13 +604,16 @@ ATTN_AVX512_VNNI void s8_rows_vnni(int32_t* out, int64_t ld, const int8_t* const
     for (int j = 0; j < NR; ++j) a[i][j] = _mm512_setzero_si512();
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t k = 0; k < K; k += 64) {
+    // Whole chunks with plain loads: masked byte loads are several times slower on AMD's Zen 5.
+    const bool whole = K - k >= 64;
     const __mmask64 mask = tail_mask64(K - k);
     __m512i w[NR];
 #pragma GCC unroll 8
-    for (int j = 0; j < NR; ++j) w[j] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mask, wr[j] + k), flip);
+    for (int j = 0; j < NR; ++j)
+      w[j] = _mm512_xor_si512(whole ? _mm512_loadu_si512(wr[j] + k) : _mm512_maskz_loadu_epi8(mask, wr[j] + k), flip);
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
-      const __m512i x = _mm512_maskz_loadu_epi8(mask, xr[i] + k);
+      const __m512i x = whole ? _mm512_loadu_si512(xr[i] + k) : _mm512_maskz_loadu_epi8(mask, xr[i] + k);
 #pragma GCC unroll 8
       for (int j = 0; j < NR; ++j) a[i][j] = _mm512_dpbusd_epi32(a[i][j], w[j], x);
     }
@@ -941,7 +954,9 @@ ATTN_AVX512_VNNI void s8_panel_rows(int32_t* out, bool first, bool last, const i
 ATTN_AVX512_VNNI uint32_t s8_shift_vnni(const int8_t* x, int64_t K) {
   const __m512i ones = _mm512_set1_epi8(1);
   __m512i acc = _mm512_setzero_si512();
-  for (int64_t k = 0; k < K; k += 64) acc = _mm512_dpbusd_epi32(acc, ones, _mm512_maskz_loadu_epi8(tail_mask64(K - k), x + k));
+  int64_t k = 0;
+  for (; k + 64 <= K; k += 64) acc = _mm512_dpbusd_epi32(acc, ones, _mm512_loadu_si512(x + k));
+  if (k < K) acc = _mm512_dpbusd_epi32(acc, ones, _mm512_maskz_loadu_epi8(tail_mask64(K - k), x + k));
   return 128u * static_cast<uint32_t>(_mm512_reduce_add_epi32(acc));
 }
 
