@@ -57,6 +57,7 @@ struct EvalOptions {
   bool ids = false;
   int64_t batch_size = 64;
   run::SearchSettings search;
+  KvCacheFlags kv;  // the search's KV cache (encoder-decoder models: the accuracy and corpus metrics)
   int64_t max_len = 0;
   bool json = false;
   // Corpus metrics: of the model's outputs, or of --hyp against --ref without a model.
@@ -382,11 +383,16 @@ int run_eval(const EvalOptions& o) {
   run::SearchSettings search = o.search;
   if (o.max_len > 0) search.max_len = o.max_len;
   run::validate(search);
+  search.kv_cache = o.kv.resolve("eval");
   ATTN_CHECK(o.count >= 0, "eval", "--count must be >= 1 (0: the run's validation size), got ", o.count);
   {
     std::error_code ec;
     if (std::filesystem::is_regular_file(std::filesystem::path(o.model_dir) / io::kConfigFileName, ec)) {
       const models::Arch arch = models::load_model_config(o.model_dir).arch;
+      // Perplexity and masked-token accuracy are one forward pass each: no KV cache to lay out.
+      ATTN_CHECK(arch == models::Arch::EncoderDecoder || !o.kv.given(), "eval",
+                 "--kv-cache, --kv-block, --kv-pool-mb and --kv-dtype lay out the KV cache of decoding; the ",
+                 models::arch_name(arch), " model in '", o.model_dir, "' is evaluated without decoding");
       if (arch != models::Arch::EncoderDecoder) return run_eval_single_stack(o, arch);
     }
   }
@@ -507,6 +513,7 @@ void register_eval(CLI::App& app, Action* action) {
   cmd->add_option("--alpha", o->search.alpha, "length penalty exponent of beam search")->capture_default_str();
   cmd->add_option("--max-len", o->max_len, "at most this many generated tokens; 0 = source length + 50")
       ->capture_default_str();
+  o->kv.add(cmd);
   cmd->add_flag("--json", o->json, "print the metrics as JSON");
   cmd->add_option("--metric", o->metric,
                   "corpus metrics of the detokenized outputs: comma-separated bleu, chrf, chrf++ "

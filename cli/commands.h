@@ -26,18 +26,28 @@ inline CLI::Validator seed_validator() {
       "SEED");
 }
 
-// The KV cache flags of translate and generate: --kv-cache paged|contiguous, --kv-block N and
-// --kv-pool-mb N, read by resolve() into decode::KvCacheOptions (errors name the flag).
+// The KV cache flags of translate, generate, eval and serve: --kv-cache paged|contiguous, --kv-block N,
+// --kv-pool-mb N and --kv-dtype f32|bf16, read by resolve() into decode::KvCacheOptions (errors
+// name the flag). bf16 blocks need the paged layout: --kv-dtype bf16 alone selects it, and with
+// an explicit --kv-cache contiguous it is an error.
 struct KvCacheFlags {
   std::string layout = "contiguous";
   int64_t block = 16;
   int64_t pool_mb = 0;  // 0: sized for the batch's worst case
-  bool block_given = false, pool_given = false;
+  std::string dtype = "f32";
+  bool block_given = false, pool_given = false, layout_given = false;
 
   void add(CLI::App* cmd) {
-    cmd->add_option("--kv-cache", layout,
-                    "KV cache layout: contiguous (one buffer per layer) or paged (blocks from one pool, shared by "
-                    "beams); same output")
+    cmd->add_option_function<std::string>(
+           "--kv-cache", [this](const std::string& v) { layout = v, layout_given = true; },
+           "KV cache layout: contiguous (one buffer per layer) or paged (blocks from one pool, shared by "
+           "beams); same output")
+        ->default_str(layout);
+    cmd->add_option("--kv-dtype", dtype,
+                    "paged KV cache: the self-attention blocks' type: f32, or bf16 (keys and values rounded to "
+                    "bf16 as written, read back exactly; half the bytes per block, so twice the blocks in "
+                    "--kv-pool-mb; cross-attention stays f32; f32 models only; alone it selects --kv-cache paged)")
+        ->check(CLI::IsMember({"f32", "bf16"}))
         ->capture_default_str();
     cmd->add_option_function<int64_t>(
         "--kv-block", [this](const int64_t& v) { block = v, block_given = true; },
@@ -46,11 +56,19 @@ struct KvCacheFlags {
         "--kv-pool-mb", [this](const int64_t& v) { pool_mb = v, pool_given = true; },
         "paged KV cache: the pool's size in MiB (default: enough for the batch's longest case)");
   }
+  // Whether any of the flags was given (a command that does not decode refuses them).
+  bool given() const { return layout_given || block_given || pool_given || dtype != "f32"; }
   decode::KvCacheOptions resolve(const char* cmd) const {
     ATTN_CHECK(layout == "paged" || layout == "contiguous", cmd, "--kv-cache must be paged or contiguous, got '",
                layout, "'");
     decode::KvCacheOptions o;
+    o.dtype = decode::parse_kv_dtype(dtype);
     o.paged = layout == "paged";
+    if (o.dtype == DType::BF16) {
+      ATTN_CHECK(o.paged || !layout_given, cmd,
+                 "--kv-dtype bf16 needs the paged KV cache; it cannot go with --kv-cache contiguous");
+      o.paged = true;  // bf16 blocks exist in the paged layout only
+    }
     ATTN_CHECK(o.paged || !(block_given || pool_given), cmd, block_given ? "--kv-block" : "--kv-pool-mb",
                " needs --kv-cache paged");
     ATTN_CHECK(block >= 1 && block <= 4096, cmd, "--kv-block must be in [1, 4096], got ", block);

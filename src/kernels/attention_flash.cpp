@@ -21,6 +21,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "attn/core/dtype.h"  // float_from_bf16
 #include "kernels/gemm.h"
 #include "kernels/simd/vector_kernels.h"
 
@@ -202,16 +203,20 @@ struct StridedKV {
 // are consecutive) into the thread's tile buffers, so the products see the same operands, in
 // the same order, as over a contiguous cache. Positions before the row's start (p < 0) or in
 // a released block read as zeros (they are masked: the contiguous cache holds zeros there).
+// With bf16 blocks (kpool16, vpool16) each run is widened to T as it is staged (widen_bf16,
+// exact), so the products see exactly the f32 values the rounded keys and values stand for.
 template <class T>
 struct PagedKVTiles {
   const T* kpool = nullptr;
   const T* vpool = nullptr;
+  const uint16_t* kpool16 = nullptr;  // bf16 blocks instead of kpool and vpool
+  const uint16_t* vpool16 = nullptr;
   const int32_t* table = nullptr;  // this row's block table
   int64_t table_len = 0, origin = 0, first = 0, Bs = 0, Hkv = 0, hkv = 0, Dh = 0, Dv = 0;
   T* kbuf = nullptr;  // [Bc, Dh]
   T* vbuf = nullptr;  // [Bc, Dv]
 
-  void copy_rows(T* dst, const T* pool, int64_t D, int64_t j0, int64_t cols) const {
+  void copy_rows(T* dst, const T* pool, const uint16_t* pool16, int64_t D, int64_t j0, int64_t cols) const {
     for (int64_t c = 0; c < cols;) {
       const int64_t p = first + j0 + c - origin;
       if (p < 0) {
@@ -221,20 +226,24 @@ struct PagedKVTiles {
       }
       const int64_t slot = p % Bs, run = std::min(cols - c, Bs - slot);
       const int64_t blk = p / Bs < table_len ? table[p / Bs] : -1;
+      const int64_t at = ((blk * Hkv + hkv) * Bs + slot) * D;
       if (blk < 0)
         std::fill(dst + c * D, dst + (c + run) * D, T(0));
+      else if (pool16 == nullptr)
+        std::copy(pool + at, pool + at + run * D, dst + c * D);
+      else if constexpr (std::is_same_v<T, float>)
+        widen_bf16(dst + c * D, pool16 + at, run * D);
       else
-        std::copy(pool + ((blk * Hkv + hkv) * Bs + slot) * D, pool + ((blk * Hkv + hkv) * Bs + slot + run) * D,
-                  dst + c * D);
+        for (int64_t e = 0; e < run * D; ++e) dst[c * D + e] = static_cast<T>(float_from_bf16(pool16[at + e]));
       c += run;
     }
   }
   Rows<const T> k(int64_t j0, int64_t cols) const {
-    copy_rows(kbuf, kpool, Dh, j0, cols);
+    copy_rows(kbuf, kpool, kpool16, Dh, j0, cols);
     return {kbuf, Dh};
   }
   Rows<const T> v(int64_t j0, int64_t cols) const {
-    copy_rows(vbuf, vpool, Dv, j0, cols);
+    copy_rows(vbuf, vpool, vpool16, Dv, j0, cols);
     return {vbuf, Dv};
   }
 };
@@ -412,6 +421,8 @@ void attention_flash_forward_paged(T* out, T* lse, const T* q, const PagedKV<T>&
     PagedKVTiles<T> tiles_kv;
     tiles_kv.kpool = kv.k;
     tiles_kv.vpool = kv.v;
+    tiles_kv.kpool16 = kv.k16;
+    tiles_kv.vpool16 = kv.v16;
     tiles_kv.table = kv.tables + b * kv.table_stride;
     tiles_kv.table_len = kv.table_stride;
     tiles_kv.origin = kv.origin[b];

@@ -7,6 +7,7 @@
 // shapes or allocate tensors. It must match attention_naive for every mask kind.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 
 #include "kernels/attention_naive.h"  // AttentionMask, apply_attention_mask_row
@@ -44,10 +45,26 @@ void attention_flash_forward(T* out, T* lse, const T* q, const T* k, const T* v,
 // cache position first + j, its own position p = first + j - origin[b], which lies in slot
 // p % Bs of block tables[b * table_stride + p / Bs]. A position with p < 0, past the table,
 // or in an entry < 0 reads as zeros (the caller masks such keys).
+// bf16 blocks (a KV cache of --kv-dtype bf16): k16 and v16 instead of k and v, the raw bf16
+// bits of pools laid out alike; the kernels widen each row to T as they stage it (exact), so
+// everything after the staging is the T kernel's, on the rounded keys and values.
+template <class T>
+struct PagedKV;
+
+// out[i] = the bf16 x[i] as a float (its bits in the top half: exact, float_from_bf16's value),
+// written so that the compiler vectorises it at the baseline ISA: decoding widens every cached
+// key and value once per step, and a scalar loop there costs a third of a small model's step.
+inline void widen_bf16(float* __restrict__ out, const uint16_t* __restrict__ x, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = std::bit_cast<float>(static_cast<uint32_t>(x[i]) << 16);
+}
+
 template <class T>
 struct PagedKV {
   const T* k = nullptr;
   const T* v = nullptr;
+  const uint16_t* k16 = nullptr;  // set (with v16) for bf16 blocks; k and v are then null
+  const uint16_t* v16 = nullptr;
   const int32_t* tables = nullptr;  // [B, table_stride]
   int64_t table_stride = 0;
   const int64_t* origin = nullptr;  // [B]

@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "attn/core/dtype.h"  // float_from_bf16
 #include "kernels/simd/vector_kernels.h"
 
 namespace attn::kernels {
@@ -155,13 +156,23 @@ struct DenseKeys {
 
 // Keys in the blocks of a pool (PagedKV): key j of batch row b is the row's position
 // p = first + j - origin[b], in block tables[b][p / Bs], slot p % Bs; a position before the
-// row's origin or without a block reads as zeros, as paged_kv_gather lays it out.
+// row's origin or without a block reads as zeros, as paged_kv_gather lays it out. bf16 blocks
+// (kv->k16, kv->v16): each row is widened (exactly) into this object's own row buffer, which
+// the caller reads before it asks for the next row of the same kind.
 template <class T>
 struct PagedKeys {
   const PagedKV<T>* kv;
   const int32_t* table;
   int64_t origin, Hkv, kh, Dh, Dv;
   const T* zeros;
+  mutable std::vector<T> kw, vw;  // [Dh], [Dv]: the last widened rows (bf16 blocks only)
+  static const T* widen(std::vector<T>& dst, const uint16_t* src, int64_t n) {
+    if constexpr (std::is_same_v<T, float>)
+      widen_bf16(dst.data(), src, n);
+    else
+      for (int64_t c = 0; c < n; ++c) dst[static_cast<size_t>(c)] = static_cast<T>(float_from_bf16(src[c]));
+    return dst.data();
+  }
   int64_t slot(int64_t j) const {  // the pool row of key j, or -1
     const int64_t p = kv->first + j - origin;
     if (p < 0 || p / kv->block >= kv->table_stride) return -1;
@@ -171,11 +182,13 @@ struct PagedKeys {
   }
   const T* k(int64_t j) const {
     const int64_t r = slot(j);
-    return r < 0 ? zeros : kv->k + r * Dh;
+    if (r < 0) return zeros;
+    return kv->k16 != nullptr ? widen(kw, kv->k16 + r * Dh, Dh) : kv->k + r * Dh;
   }
   const T* v(int64_t j) const {
     const int64_t r = slot(j);
-    return r < 0 ? zeros : kv->v + r * Dv;
+    if (r < 0) return zeros;
+    return kv->v16 != nullptr ? widen(vw, kv->v16 + r * Dv, Dv) : kv->v + r * Dv;
   }
 };
 
@@ -197,7 +210,12 @@ void attention_invariant_forward_paged(T* out, T* lse, const T* q, const PagedKV
   const std::vector<T> zeros(static_cast<size_t>(std::max<int64_t>(d.Dh, d.Dv)), T(0));
   const auto keys_of = [&](int64_t b, int64_t kh) {
     const int32_t* table = kv.tables != nullptr ? kv.tables + b * kv.table_stride : nullptr;  // none: no blocks
-    return PagedKeys<T>{&kv, table, kv.origin[b], d.Hkv, kh, d.Dh, d.Dv, zeros.data()};
+    PagedKeys<T> keys{&kv, table, kv.origin[b], d.Hkv, kh, d.Dh, d.Dv, zeros.data(), {}, {}};
+    if (kv.k16 != nullptr) {
+      keys.kw.resize(static_cast<size_t>(d.Dh));
+      keys.vw.resize(static_cast<size_t>(d.Dv));
+    }
+    return keys;
   };
   invariant_forward<T>(out, lse, q, keys_of, mask, d, scale, q_layout, out_layout);
 }

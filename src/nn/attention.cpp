@@ -275,8 +275,10 @@ Tensor MultiHeadAttention::forward_paged(const Tensor& q, const Tensor& k_new, c
   PagedSelf& ps = *kv.paged;
   const int64_t N = q.size(0), T = q.size(2), Hkv = n_kv_heads_;
   const BlockPool& pool = *ps.pool;
-  ATTN_CHECK(pool.kv_heads() == Hkv && pool.head_dim() == head_dim_ && pool.dtype() == q.dtype() &&
-                 kv.layer < pool.layers(),
+  // A bf16 pool (an f32 model's --kv-dtype bf16) stores the keys and values rounded; the
+  // attention reads them widened back to f32.
+  const bool dtype_ok = pool.dtype() == q.dtype() || (pool.dtype() == DType::BF16 && q.dtype() == DType::F32);
+  ATTN_CHECK(pool.kv_heads() == Hkv && pool.head_dim() == head_dim_ && dtype_ok && kv.layer < pool.layers(),
              kOp, "the KV pool holds ", pool.layers(), " layers of ", pool.kv_heads(), " heads of ", pool.head_dim(),
              " (", dtype_name(pool.dtype()), "); this attention has ", Hkv, " heads of ", head_dim_, " (",
              dtype_name(q.dtype()), ")");

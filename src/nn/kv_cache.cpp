@@ -10,6 +10,7 @@
 #include <set>
 
 #include "attn/core/error.h"
+#include "attn/ops/attention.h"  // paged_kv_write
 #include "attn/ops/ops.h"
 
 namespace attn::nn {
@@ -131,7 +132,8 @@ BlockPool::BlockPool(int64_t layers, int64_t kv_heads, int64_t head_dim, DType d
   ATTN_CHECK(layers >= 1 && kv_heads >= 1 && head_dim >= 1 && block_size >= 1 && blocks >= 1, "BlockPool",
              "layers, heads, head size, block size and blocks must be >= 1; got ", layers, ", ", kv_heads, ", ",
              head_dim, ", ", block_size, ", ", blocks);
-  ATTN_CHECK(is_floating(dtype), "BlockPool", "the pool holds f32 or f64 keys and values, got ", dtype_name(dtype));
+  ATTN_CHECK(is_floating(dtype) || dtype == DType::BF16, "BlockPool",
+             "the pool holds f32, f64 or bf16 keys and values, got ", dtype_name(dtype));
   ATTN_CHECK(blocks <= (int64_t{1} << 30), "BlockPool", "at most 2^30 blocks, got ", blocks);
   checked_mul(bytes_per_block(layers, kv_heads, head_dim, dtype, block_size), blocks, "BlockPool", "the pool size");
   for (int64_t l = 0; l < layers; ++l) {
@@ -217,26 +219,16 @@ void PagedSelf::rebuild_flat() {
 }
 
 void PagedSelf::write(int64_t layer, const Tensor& x, int64_t at, bool values) {
-  const int64_t N = x.size(0), H = x.size(1), T = x.size(2), D = x.size(3), Bs = pool->block_size();
+  const int64_t N = x.size(0), H = x.size(1), D = x.size(3);
+  const DType pd = pool->dtype();
   ATTN_CHECK(N == static_cast<int64_t>(tables.size()) && H == pool->kv_heads() && D == pool->head_dim() &&
-                 x.dtype() == pool->dtype(),
+                 (x.dtype() == pd || (pd == DType::BF16 && x.dtype() == DType::F32)),
              kOp, "paged write of ", x.str(), " into a pool of ", pool->kv_heads(), " heads of ", pool->head_dim(),
-             " (", dtype_name(pool->dtype()), ") for ", tables.size(), " rows");
-  const Tensor xc = x.contiguous();  // [N, Hkv, T, Dh]
-  const size_t es = dtype_size(x.dtype());
-  const char* src = static_cast<const char*>(xc.raw_data());
-  char* dst = static_cast<char*>((values ? pool->v(layer) : pool->k(layer)).raw_data());
-  for (int64_t r = 0; r < N; ++r)
-    for (int64_t t = 0; t < T; ++t) {
-      const int64_t p = at + t - origin[static_cast<size_t>(r)];
-      ATTN_CHECK(p >= 0 && p / Bs < static_cast<int64_t>(tables[static_cast<size_t>(r)].size()) &&
-                     tables[static_cast<size_t>(r)][static_cast<size_t>(p / Bs)] >= 0,
-                 kOp, "paged write at position ", p, " of row ", r, " without a block");
-      const int64_t blk = tables[static_cast<size_t>(r)][static_cast<size_t>(p / Bs)];
-      for (int64_t h = 0; h < H; ++h)
-        std::memcpy(dst + static_cast<size_t>(((blk * H + h) * Bs + p % Bs) * D) * es,
-                    src + static_cast<size_t>(((r * H + h) * T + t) * D) * es, static_cast<size_t>(D) * es);
-    }
+             " (", dtype_name(pd), ") for ", tables.size(), " rows");
+  ATTN_CHECK(static_cast<int64_t>(flat.size()) == N * stride, kOp, "paged write before the block tables were built");
+  // The test reference of a bf16 pool: the same rounding, kept in f32 (BlockPool::set_round_to_bf16).
+  const Tensor stored = pool->round_to_bf16() && x.dtype() == DType::F32 ? x.to(DType::BF16).to(DType::F32) : x;
+  paged_kv_write(values ? pool->v(layer) : pool->k(layer), stored, flat.data(), stride, origin.data(), at);
 }
 
 KVCache::KVCache(const KVCache& other)

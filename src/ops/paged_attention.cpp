@@ -1,15 +1,18 @@
 // paged_attention (ops/attention.h): attention over the keys and values of a block pool, read
 // in place by the tiled kernel's paged variant (kernels/attention_flash.h), or in the
-// batch-invariant mode by the row-wise kernel's (kernels/attention_invariant.h); and the gather
-// that lays them out contiguously (tests).
+// batch-invariant mode by the row-wise kernel's (kernels/attention_invariant.h); the gather
+// that lays them out contiguously (tests); and the write of a step's keys and values into their
+// slots (copied, or rounded to bf16 for a bf16 pool).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "attn/core/error.h"
 #include "attn/ops/attention.h"
 #include "kernels/attention_flash.h"
 #include "kernels/attention_invariant.h"
 #include "kernels/batch_invariant.h"
+#include "kernels/quantized_gemm.h"  // f32_to_bf16, bf16_to_f32
 
 namespace attn {
 
@@ -17,12 +20,15 @@ namespace {
 
 constexpr const char* kOp = "paged_attention";
 
+// dtype: q's (or, for the gather, the pools' own). bf16 pools go with f32 queries only.
 void check_paged(const PagedKVRef& kv, int64_t batch, DType dtype) {
   ATTN_CHECK(kv.k_pool.defined() && kv.v_pool.defined() && kv.k_pool.dim() == 4 && kv.v_pool.dim() == 4 &&
                  kv.k_pool.is_contiguous() && kv.v_pool.is_contiguous(),
              kOp, "the pools must be contiguous [blocks, Hkv, Bs, D]");
-  ATTN_CHECK(kv.k_pool.dtype() == dtype && kv.v_pool.dtype() == dtype, kOp, "the pools must be ",
-             dtype_name(dtype), " like q; got ", kv.k_pool.str(), " and ", kv.v_pool.str());
+  const DType pd = kv.k_pool.dtype();
+  ATTN_CHECK(kv.v_pool.dtype() == pd && (pd == dtype || (pd == DType::BF16 && dtype == DType::F32)), kOp,
+             "the pools must be ", dtype_name(dtype), " like q (or bf16 with an f32 q); got ", kv.k_pool.str(),
+             " and ", kv.v_pool.str());
   ATTN_CHECK(kv.block >= 1 && kv.k_pool.size(2) == kv.block && kv.v_pool.size(2) == kv.block &&
                  kv.k_pool.size(0) == kv.v_pool.size(0) && kv.k_pool.size(1) == kv.v_pool.size(1),
              kOp, "pools ", kv.k_pool.str(), " and ", kv.v_pool.str(), " do not match block size ", kv.block);
@@ -40,8 +46,11 @@ void check_paged(const PagedKVRef& kv, int64_t batch, DType dtype) {
 std::pair<Tensor, Tensor> paged_kv_gather(const PagedKVRef& kv, int64_t batch) {
   check_paged(kv, batch, kv.k_pool.dtype());
   const int64_t Hkv = kv.k_pool.size(1), Bs = kv.block, Dh = kv.k_pool.size(3), Dv = kv.v_pool.size(3);
-  Tensor k = Tensor::zeros({batch, Hkv, kv.keys, Dh}, kv.k_pool.dtype());  // [B, Hkv, Tk, Dh]
-  Tensor v = Tensor::zeros({batch, Hkv, kv.keys, Dv}, kv.v_pool.dtype());  // [B, Hkv, Tk, Dv]
+  // bf16 pools: what the kernels read, the bf16 values widened to f32.
+  const bool bf16 = kv.k_pool.dtype() == DType::BF16;
+  const DType out = bf16 ? DType::F32 : kv.k_pool.dtype();
+  Tensor k = Tensor::zeros({batch, Hkv, kv.keys, Dh}, out);  // [B, Hkv, Tk, Dh]
+  Tensor v = Tensor::zeros({batch, Hkv, kv.keys, Dv}, out);  // [B, Hkv, Tk, Dv]
   const size_t es = dtype_size(kv.k_pool.dtype());
   const auto* kp = static_cast<const char*>(kv.k_pool.raw_data());
   const auto* vp = static_cast<const char*>(kv.v_pool.raw_data());
@@ -55,11 +64,52 @@ std::pair<Tensor, Tensor> paged_kv_gather(const PagedKVRef& kv, int64_t batch) {
       if (blk < 0) continue;
       for (int64_t h = 0; h < Hkv; ++h) {
         const int64_t src = (blk * Hkv + h) * Bs + p % Bs, dst = (b * Hkv + h) * kv.keys + j;
+        if (bf16) {
+          kernels::bf16_to_f32(reinterpret_cast<float*>(ko) + dst * Dh,
+                               reinterpret_cast<const uint16_t*>(kp) + src * Dh, Dh);
+          kernels::bf16_to_f32(reinterpret_cast<float*>(vo) + dst * Dv,
+                               reinterpret_cast<const uint16_t*>(vp) + src * Dv, Dv);
+          continue;
+        }
         std::copy(kp + src * Dh * es, kp + (src + 1) * Dh * es, ko + dst * Dh * es);
         std::copy(vp + src * Dv * es, vp + (src + 1) * Dv * es, vo + dst * Dv * es);
       }
     }
   return {k, v};
+}
+
+void paged_kv_write(const Tensor& pool, const Tensor& x, const int32_t* tables, int64_t table_stride,
+                    const int64_t* origin, int64_t at) {
+  const char* op = "paged_kv_write";
+  ATTN_CHECK(pool.defined() && pool.dim() == 4 && pool.is_contiguous() && x.defined() && x.dim() == 4 &&
+                 x.size(1) == pool.size(1) && x.size(3) == pool.size(3) &&
+                 (x.dtype() == pool.dtype() || (pool.dtype() == DType::BF16 && x.dtype() == DType::F32)) &&
+                 is_floating(x.dtype()),
+             op, "cannot write ", x.defined() ? x.str() : "undefined", " into a pool ",
+             pool.defined() ? pool.str() : "undefined", " (same heads and head size; the pool's dtype, or bf16 "
+             "for f32)");
+  const int64_t N = x.size(0), H = x.size(1), T = x.size(2), D = x.size(3), Bs = pool.size(2);
+  const int64_t blocks = pool.size(0);
+  ATTN_CHECK(N == 0 || (origin != nullptr && tables != nullptr), op, "no block tables for ", N, " rows");
+  const Tensor xc = x.contiguous();  // [N, Hkv, T, D]
+  const bool round = pool.dtype() == DType::BF16;
+  const size_t es = dtype_size(x.dtype());
+  const char* src = static_cast<const char*>(xc.raw_data());
+  char* dst = static_cast<char*>(pool.raw_data());
+  for (int64_t r = 0; r < N; ++r)
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t p = at + t - origin[r];
+      const int64_t blk = p >= 0 && p / Bs < table_stride ? tables[r * table_stride + p / Bs] : -1;
+      ATTN_CHECK(blk >= 0 && blk < blocks, op, "position ", p, " of row ", r, " has no block");
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t to = ((blk * H + h) * Bs + p % Bs) * D, from = ((r * H + h) * T + t) * D;
+        if (round)  // round to nearest even, as every bf16 conversion of attn (core/dtype.h)
+          kernels::f32_to_bf16(reinterpret_cast<uint16_t*>(dst) + to, reinterpret_cast<const float*>(src) + from, D);
+        else
+          std::memcpy(dst + static_cast<size_t>(to) * es, src + static_cast<size_t>(from) * es,
+                      static_cast<size_t>(D) * es);
+      }
+    }
 }
 
 namespace {
@@ -101,8 +151,13 @@ Tensor paged_impl(const Tensor& q, const PagedKVRef& kv, int64_t batch, const Sd
   const Tensor mem = Tensor::empty({B, Tq, H, d.Dv}, q.dtype());  // [B, Tq, H, Dv]
   std::vector<T> lse(static_cast<size_t>(B * H * Tq));
   kernels::PagedKV<T> pk;
-  pk.k = kv.k_pool.data<T>();
-  pk.v = kv.v_pool.data<T>();
+  if (kv.k_pool.dtype() == DType::BF16) {  // widened to f32 as the kernels stage them
+    pk.k16 = kv.k_pool.data<uint16_t>();
+    pk.v16 = kv.v_pool.data<uint16_t>();
+  } else {
+    pk.k = kv.k_pool.data<T>();
+    pk.v = kv.v_pool.data<T>();
+  }
   pk.tables = kv.tables;
   pk.table_stride = kv.table_stride;
   pk.origin = kv.origin;

@@ -190,6 +190,8 @@ struct Engine::Impl {
                                                     : "lower --max-batch");
       share_prefixes = options.prefix_sharing && lm != nullptr && options.batch_invariant && c.sliding_window == 0;
       stats.kv_blocks = pool->num_blocks();
+      stats.kv_block_bytes = pool->block_bytes();
+      stats.kv_dtype = decode::kv_dtype_name(options.kv.dtype);
     }
     if (options.speculation.enabled()) open_draft();
     reset_decoder();

@@ -88,6 +88,11 @@ std::string prometheus_text(const MetricsSnapshot& m, const std::map<int, uint64
   scalar(out, "attn_engine_threads", "gauge", "OpenMP/BLAS threads the decoding engine runs on (--threads)",
          d(m.engine_threads));
   scalar(out, "attn_kv_blocks", "gauge", "blocks of the paged KV cache's pool (0: contiguous cache)", d(m.kv_blocks));
+  scalar(out, "attn_kv_block_bytes", "gauge",
+         "bytes of one KV cache block, K and V of every layer (0: contiguous cache; bf16 blocks take half)",
+         d(m.kv_block_bytes));
+  header(out, "attn_kv_cache_info", "gauge", "the KV cache's element type (--kv-dtype), as a label; always 1");
+  out += "attn_kv_cache_info{dtype=\"" + m.kv_dtype + "\"} 1\n";
   scalar(out, "attn_kv_blocks_used", "gauge", "KV cache blocks that running rows hold", d(m.kv_blocks_used));
   scalar(out, "attn_kv_blocks_reserved", "gauge",
          "KV cache blocks reserved by running requests (each its worst case; a request joins when its own fits)",

@@ -2,7 +2,8 @@
 // `attn translate` with --kv-cache paged (and --kv-block) print exactly what the contiguous
 // cache prints, greedy, beam search with n-best scores, sampling and speculative decoding;
 // a pool too small for the batch exits 1 with an error naming --kv-pool-mb; bad values of the
-// flags, and --kv-block / --kv-pool-mb without --kv-cache paged, are errors naming the flag.
+// flags, and --kv-block / --kv-pool-mb without --kv-cache paged, are errors naming the flag;
+// --kv-dtype bf16 runs (selecting the paged cache) and its errors name the flags.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -90,6 +91,44 @@ TEST_F(PagedKvCli, ATooSmallPoolAndBadFlagsAreErrors) {
                        "--kv-block");
   expect_clean_failure(run_attn(models(), "generate --model lm --prompt ab --kv-cache paged --kv-pool-mb 0"),
                        "--kv-pool-mb");
+}
+
+// --kv-dtype bf16 (the blocks rounded to bf16): generate and translate run with it, alone (it
+// selects the paged cache) or with --kv-cache paged, and --kv-dtype f32 prints what the default
+// prints. Whether bf16's tokens equal f32's is not asserted (rounding may move a near tie; the
+// exact property is tested in tests/unit/decode/paged_kv_cache_test.cpp). Errors name the flags:
+// bf16 with an explicit --kv-cache contiguous, an unknown dtype (with the allowed values).
+TEST_F(PagedKvCli, Bf16KvCacheRunsAndItsErrorsNameTheFlags) {
+  const std::string gen = "generate --model lm --prompt abcd --prompt hhh --max-tokens 12 ";
+  const Outcome plain = run_attn(models(), gen);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const Outcome f32 = run_attn(models(), gen + "--kv-dtype f32");
+  ASSERT_EQ(f32.exit_code, 0) << f32.err;
+  EXPECT_EQ(f32.out, plain.out);
+  for (const std::string kv : {"--kv-dtype bf16", "--kv-dtype bf16 --kv-cache paged --kv-block 3",
+                               "--kv-dtype bf16 --beam 3 --n-best 2 --scores"}) {
+    const Outcome bf16 = run_attn(models(), gen + kv);
+    ASSERT_EQ(bf16.exit_code, 0) << kv << "\n" << bf16.err;
+    EXPECT_FALSE(bf16.out.empty()) << kv;
+  }
+  const std::string input = "0 1 2 3 4\n5 4 3 2 1\n";
+  const Outcome mt = run_attn(models(), "translate --model mt --kv-dtype bf16 --kv-pool-mb 1", input);
+  ASSERT_EQ(mt.exit_code, 0) << mt.err;
+  EXPECT_FALSE(mt.out.empty());
+
+  // attn eval decodes an encoder-decoder (accuracy, corpus metrics) and takes the flags; a
+  // decoder-only model's perplexity does not decode, and refuses them.
+  const Outcome ev = run_attn(models(), "eval --model mt --count 8 --kv-dtype bf16 --metric chrf");
+  ASSERT_EQ(ev.exit_code, 0) << ev.err;
+  io::write_file_atomic(models().file("text.txt"), "abcdefgh\n");
+  expect_clean_failure(run_attn(models(), "eval --model lm --text text.txt --kv-dtype bf16"), "--kv-dtype");
+
+  const Outcome both = run_attn(models(), "translate --model mt --kv-dtype bf16 --kv-cache contiguous", input);
+  expect_clean_failure(both, "--kv-dtype bf16");
+  expect_clean_failure(both, "--kv-cache contiguous");
+  const Outcome unknown = run_attn(models(), gen + "--kv-dtype f16");
+  expect_clean_failure(unknown, "--kv-dtype");
+  expect_clean_failure(unknown, "bf16");
 }
 
 }  // namespace

@@ -204,11 +204,26 @@ with Served(attn, lm, "--kv-block", "1024", "--kv-pool-mb", "1") as s:
     check.eq(s.post("/v1/completions", dict(body, n=2)).status_code, 200, "a request the pool holds")
     metrics = s.get("/metrics").text
     check.true("attn_kv_blocks 2\n" in metrics, "/metrics: attn_kv_blocks 2")
+    check.true("attn_kv_block_bytes 524288\n" in metrics, "/metrics: attn_kv_block_bytes 524288")
+    check.true('attn_kv_cache_info{dtype="f32"} 1\n' in metrics, "/metrics: the KV dtype f32")
+# bf16 blocks (--kv-dtype bf16, server-wide) take half the bytes: the same 1 MiB holds four, so
+# n = 3 fits, and /metrics says so.
+with Served(attn, lm, "--kv-block", "1024", "--kv-pool-mb", "1", "--kv-dtype", "bf16") as s:
+    body = {"model": "lm", "prompt": "abc", "max_tokens": 4, "temperature": 0.5, "seed": 3}
+    check.eq(s.post("/v1/completions", dict(body, n=3)).status_code, 200, "n = 3 in a pool of bf16 blocks")
+    metrics = s.get("/metrics").text
+    check.true("attn_kv_blocks 4\n" in metrics, "/metrics: attn_kv_blocks 4 (bf16)")
+    check.true("attn_kv_block_bytes 262144\n" in metrics, "/metrics: attn_kv_block_bytes 262144 (bf16)")
+    check.true('attn_kv_cache_info{dtype="bf16"} 1\n' in metrics, "/metrics: the KV dtype bf16")
 p = subprocess.run([attn, "serve", "--model", lm, "--port", "0", "--kv-block", "4096", "--kv-pool-mb", "1"],
                    capture_output=True, text=True, timeout=120)
 check.true(p.returncode != 0 and "attn: error:" in p.stderr, "a pool of no block: an error at startup")
 p = subprocess.run([attn, "serve", "--model", lm, "--port", "0", "--kv-cache", "contiguous", "--kv-pool-mb", "8"],
                    capture_output=True, text=True, timeout=120)
 check.true(p.returncode != 0 and "--kv-pool-mb needs --kv-cache paged" in p.stderr, "a pool without the paged cache")
+p = subprocess.run([attn, "serve", "--model", lm, "--port", "0", "--kv-cache", "contiguous", "--kv-dtype", "bf16"],
+                   capture_output=True, text=True, timeout=120)
+check.true(p.returncode != 0 and "--kv-dtype bf16" in p.stderr and "--kv-cache contiguous" in p.stderr,
+           "bf16 blocks with the contiguous cache")
 
 check.done()

@@ -64,10 +64,14 @@ struct LayerKV {
 // s of that block). Blocks are handed out one at a time (lowest free first) with a reference
 // count of 1; retain/release count holders and a block returns to the free list at 0. Memory
 // for all blocks is reserved at construction and touched only as blocks are first written.
+// dtype: the model's (f32 or f64), or BF16 for an f32 model (--kv-dtype bf16): each written
+// key and value is rounded to bf16 (half the bytes per block), and the attention widens them
+// back to f32 exactly as it reads them (ops/attention.h: paged_attention).
 class BlockPool {
  public:
   BlockPool(int64_t layers, int64_t kv_heads, int64_t head_dim, DType dtype, int64_t block_size, int64_t blocks);
-  // Bytes one block takes over all layers, K and V: 2 * layers * Hkv * block_size * Dh * sizeof.
+  // Bytes one block takes over all layers, K and V: 2 * layers * Hkv * block_size * Dh * sizeof
+  // (2 for bf16).
   static int64_t bytes_per_block(int64_t layers, int64_t kv_heads, int64_t head_dim, DType dtype,
                                  int64_t block_size);
 
@@ -95,6 +99,11 @@ class BlockPool {
   // A test's control only: off, writable() hands a shared block out as it is, so that one
   // holder's write reaches every holder (the bug copy-on-write prevents). On by default.
   void set_copy_on_write(bool on) { copy_on_write_ = on; }
+  // A test's reference only: on, an f32 pool rounds what it stores to bf16 values (kept as f32,
+  // the bits a bf16 pool's widened values have), so that decoding on it is the f32 kernels' on
+  // exactly the keys and values a bf16 pool holds. Off by default.
+  void set_round_to_bf16(bool on) { round_to_bf16_ = on; }
+  bool round_to_bf16() const { return round_to_bf16_; }
   // [blocks, Hkv, block_size, Dh]
   const Tensor& k(int64_t layer) const { return k_[static_cast<size_t>(layer)]; }
   const Tensor& v(int64_t layer) const { return v_[static_cast<size_t>(layer)]; }
@@ -107,6 +116,7 @@ class BlockPool {
   std::vector<int32_t> free_;  // a stack: the lowest free block on top
   int64_t peak_used_ = 0;
   bool copy_on_write_ = true;
+  bool round_to_bf16_ = false;
   std::string full_hint_ = "give it more memory or decode fewer rows at once";
 };
 
@@ -130,7 +140,8 @@ struct PagedSelf {
   void release_all();
   void rebuild_flat();
   // Writes x [N, Hkv, T, Dh] (keys, or values when `values`) of `layer` at cache indices
-  // [at, at + T) of every row; the blocks must be allocated and writable.
+  // [at, at + T) of every row; the blocks must be allocated and writable (and `flat` built).
+  // A bf16 pool takes f32 x rounded to nearest even (ops/attention.h: paged_kv_write).
   void write(int64_t layer, const Tensor& x, int64_t at, bool values);
 };
 

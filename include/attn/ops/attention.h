@@ -111,7 +111,9 @@ namespace attn {
 // k_pool [blocks, Hkv, Bs, Dh] and v_pool [blocks, Hkv, Bs, Dv] (contiguous), Bs = block.
 // Row b's key j is cache position first + j, its own position p = first + j - origin[b], in
 // slot p % Bs of block tables[b * table_stride + p / Bs]; p < 0 or an entry < 0 reads as zero
-// (such keys must be masked). `keys` = Tk.
+// (such keys must be masked). `keys` = Tk. The pools are q's dtype, or bf16 with an f32 q (a
+// KV cache of bf16 blocks): the kernels widen each staged row to f32 (exact), so the result is
+// bit-identical to the f32 call on the keys and values the bf16 ones stand for.
 struct PagedKVRef {
   Tensor k_pool, v_pool;
   const int32_t* tables = nullptr;  // [B, table_stride]
@@ -131,7 +133,16 @@ struct PagedKVRef {
 Tensor paged_attention(const Tensor& q, const PagedKVRef& kv, int64_t batch, const SdpaOptions& options);
 
 // The keys and values kv holds for `batch` rows, as contiguous k [B, Hkv, Tk, Dh] and
-// v [B, Hkv, Tk, Dv] (zeros where paged_attention reads zeros). For tests.
+// v [B, Hkv, Tk, Dv] (zeros where paged_attention reads zeros; f32 for bf16 pools: the values
+// the kernels read). For tests.
 std::pair<Tensor, Tensor> paged_kv_gather(const PagedKVRef& kv, int64_t batch);
+
+// Writes x [N, Hkv, T, D] into their slots of pool [blocks, Hkv, Bs, D]: row r's cache index
+// at + t is its own position p = at + t - origin[r], slot p % Bs of block
+// tables[r * table_stride + p / Bs] (which must exist). A pool of x's dtype takes the values as
+// they are; a bf16 pool takes an f32 x rounded to nearest even (bf16_from_float's bits,
+// core/dtype.h).
+void paged_kv_write(const Tensor& pool, const Tensor& x, const int32_t* tables, int64_t table_stride,
+                    const int64_t* origin, int64_t at);
 
 }  // namespace attn

@@ -39,6 +39,8 @@ struct MetricsSnapshot {
   // those running requests have reserved (each its worst case), and the prompt positions that
   // joining requests took from a running request's blocks instead of computing them.
   int64_t kv_blocks = 0;
+  int64_t kv_block_bytes = 0;           // bytes of one block (K and V, every layer): 0 contiguous
+  std::string kv_dtype = "f32";         // the blocks' element type (--kv-dtype): f32 or bf16
   int64_t kv_blocks_used = 0;
   int64_t kv_blocks_reserved = 0;
   uint64_t prefix_shared_positions_total = 0;

@@ -8,11 +8,14 @@
 // models with RoPE + GQA + a sliding window, ALiBi and learned positions; beams share blocks.
 // Controls: without copy-on-write beam search no longer matches; a row that takes another
 // row's first blocks (prefix sharing) matches computing them, and taking the blocks of other
-// tokens does not.
+// tokens does not. bf16 blocks (--kv-dtype bf16): the attention and every decoder on them equal
+// the f32 ones on the keys and values rounded to bf16, bit for bit, while the unrounded or
+// truncated keys and values give other bits (controls); a bf16 block takes half the bytes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <string>
 
@@ -521,6 +524,268 @@ TEST(PagedKVCache, JoinSharingAPrefixIsBitIdenticalToComputingIt) {
   d.set_kv_pool(make_kv_pool(cfg, 4, 64 << 20));
   d.join(a);
   EXPECT_THROW(d.join(b, 0, 8), Error);
+}
+
+// ---- bf16 blocks (--kv-dtype bf16) -----------------------------------------------------------
+
+// x's values rounded to bf16 and back (bf16_from_float: nearest even), as f32: what a bf16 pool
+// holds of x.
+Tensor rounded(const Tensor& x) { return x.to(DType::BF16).to(DType::F32); }
+
+// x's values with their low 16 bits cut off (truncation, not rounding): a wrong conversion the
+// tests below must tell from the right one.
+Tensor truncated(const Tensor& x) {
+  std::vector<float> v = x.contiguous().to_vector<float>();
+  for (float& f : v) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    u &= 0xFFFF0000u;
+    std::memcpy(&f, &u, sizeof u);
+  }
+  return Tensor::from_vector<float>(v, x.shape());
+}
+
+// Every kernel case in f32 (bf16 blocks go with f32 queries): the bf16 pool's attention is the
+// f32 attention on the rounded keys and values, bit for bit, contiguous and paged, in the default
+// and the batch-invariant mode, and the gather widens the blocks to exactly those values.
+// Controls: the same comparison against the unrounded or the truncated keys and values fails.
+TEST(PagedAttention, Bf16BlocksAreBitIdenticalToF32OnRoundedKeysAndValues) {
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < kCases.size(); ++i) {
+    PagedCase c = kCases[i];
+    c.dtype = DType::F32;
+    const Scattered s = scatter(c, 300 + i);
+    Rng rng(400 + i);
+    const Tensor q = Tensor::randn({c.B, c.H, c.Tq, c.Dh}, rng, c.dtype);
+    const SdpaOptions o = options_of(c, s);
+    PagedKVRef bf16 = ref_of(s, c), f32_rounded = ref_of(s, c);
+    bf16.k_pool = s.k_pool.to(DType::BF16);
+    bf16.v_pool = s.v_pool.to(DType::BF16);
+    f32_rounded.k_pool = rounded(s.k_pool);
+    f32_rounded.v_pool = rounded(s.v_pool);
+    const Tensor kr = rounded(s.k), vr = rounded(s.v);
+    const std::string what = "case " + std::to_string(i);
+    for (const bool invariant : {false, true}) {
+      BatchInvariantGuard mode(invariant);
+      const Tensor want = scaled_dot_product_attention(q, kr, vr, o).out;
+      const Tensor got = paged_attention(q, bf16, c.B, o);
+      EXPECT_TRUE(same_bits(got, want)) << what << " invariant " << invariant;
+      EXPECT_TRUE(same_bits(got, paged_attention(q, f32_rounded, c.B, o))) << what << " invariant " << invariant;
+      // The controls: not the unrounded keys and values, nor truncated ones.
+      EXPECT_FALSE(same_bits(got, scaled_dot_product_attention(q, s.k, s.v, o).out)) << what;
+      EXPECT_FALSE(same_bits(got, scaled_dot_product_attention(q, truncated(s.k), truncated(s.v), o).out)) << what;
+    }
+    const auto [gk, gv] = paged_kv_gather(bf16, c.B);
+    EXPECT_EQ(gk.dtype(), DType::F32);
+    EXPECT_TRUE(same_bits(gk, kr) && same_bits(gv, vr)) << what;
+  }
+  // bf16 pools go with f32 queries only.
+  const PagedCase& c = kCases[0];
+  const Scattered s = scatter(c, 300);
+  PagedKVRef bf16 = ref_of(s, c);
+  bf16.k_pool = s.k_pool.to(DType::BF16);
+  bf16.v_pool = s.v_pool.to(DType::BF16);
+  Rng rng(5);
+  EXPECT_THROW(paged_attention(Tensor::randn({c.B, c.H, c.Tq, c.Dh}, rng, DType::F64), bf16, c.B, {}), Error);
+}
+
+// paged_kv_write rounds to nearest even into a bf16 pool (the write every decoding step does):
+// the slots hold bf16_from_float of the values, and a tie rounds to the even neighbour.
+TEST(PagedAttention, Bf16WriteRoundsToNearestEven) {
+  NoGradGuard no_grad;
+  const Tensor pool = Tensor::zeros({3, 1, 2, 4}, DType::BF16);  // 3 blocks of 2 positions, 1 head, Dh 4
+  // 1 + 2^-8 lies halfway between the bf16 neighbours 1 and 1 + 2^-7: the even one is 1;
+  // 1 + 3 * 2^-8 lies halfway between 1 + 2^-7 and 1 + 2^-6: the even one is 1 + 2^-6.
+  const std::vector<float> xs = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -2.7182817f, 3.1415927f,
+                                 1e-40f, 65504.f, 0.1f, -0.33333334f};
+  const Tensor x = Tensor::from_vector<float>(xs, {1, 1, 2, 4});  // one row, two positions
+  const std::vector<int32_t> table = {2, 0};
+  const std::vector<int64_t> origin = {1};
+  paged_kv_write(pool, x, table.data(), 2, origin.data(), 2);  // cache indices 2, 3 = positions 1, 2
+  const auto bits = [&](int64_t blk, int64_t slot) {
+    std::vector<uint16_t> out(4);
+    std::memcpy(out.data(), pool.data<uint16_t>() + (blk * 2 + slot) * 4, 8);
+    return out;
+  };
+  std::vector<uint16_t> want(8);
+  for (size_t i = 0; i < xs.size(); ++i) want[i] = bf16_from_float(xs[i]);
+  EXPECT_EQ(bits(2, 1), std::vector<uint16_t>(want.begin(), want.begin() + 4));  // position 1: block 2, slot 1
+  EXPECT_EQ(bits(0, 0), std::vector<uint16_t>(want.begin() + 4, want.end()));    // position 2: block 0, slot 0
+  EXPECT_EQ(want[0], bf16_from_float(1.0f));
+  EXPECT_EQ(want[1], bf16_from_float(1.0f + 0x1p-6f));
+  EXPECT_EQ(want[4], 0);  // a subnormal becomes zero
+  EXPECT_EQ(bits(2, 0), std::vector<uint16_t>(4, 0));  // untouched
+  // No block for a position: an error, not a write elsewhere.
+  EXPECT_THROW(paged_kv_write(pool, x, table.data(), 2, origin.data(), 4), Error);
+  EXPECT_THROW(paged_kv_write(pool, x.to(DType::F64), table.data(), 2, origin.data(), 2), Error);
+}
+
+// Pool sizing: a bf16 block takes half the bytes, so the same pool memory holds twice the
+// blocks; copy-on-write copies a bf16 block whole (every layer); bf16 needs an f32 model and the
+// paged layout.
+TEST(BlockPool, Bf16BlocksTakeHalfTheBytes) {
+  nn::BlockPool pool(2, 1, 2, DType::BF16, 4, 3);
+  EXPECT_EQ(pool.block_bytes(), 2 * 2 * 1 * 4 * 2 * 2);
+  const int32_t a = pool.allocate();
+  pool.k(1).slice(0, a, a + 1).copy_from(Tensor::full({1, 1, 4, 2}, 3.0, DType::F32));
+  pool.v(0).slice(0, a, a + 1).copy_from(Tensor::full({1, 1, 4, 2}, -1.5, DType::F32));
+  pool.retain(a);
+  const int32_t b = pool.writable(a);  // shared: copied
+  EXPECT_NE(b, a);
+  EXPECT_EQ(pool.k(1).slice(0, b, b + 1).to_vector<double>(), std::vector<double>(8, 3.0));
+  EXPECT_EQ(pool.v(0).slice(0, b, b + 1).to_vector<double>(), std::vector<double>(8, -1.5));
+
+  const models::ModelConfig cfg = lm_variant("rope_gqa_window");
+  EXPECT_EQ(kv_block_bytes(cfg, 16, DType::BF16) * 2, kv_block_bytes(cfg, 16, DType::F32));
+  EXPECT_EQ(kv_block_bytes(cfg, 16), kv_block_bytes(cfg, 16, DType::F32));
+  const int64_t bytes = 10 * kv_block_bytes(cfg, 16);
+  EXPECT_EQ(make_kv_pool(cfg, 16, bytes)->num_blocks(), 10);
+  const auto half = make_kv_pool(cfg, 16, bytes, DType::BF16);
+  EXPECT_EQ(half->num_blocks(), 20);
+  EXPECT_EQ(half->dtype(), DType::BF16);
+  KvCacheOptions o;
+  o.paged = true;
+  o.block_size = 16;
+  o.pool_bytes = bytes;
+  o.dtype = DType::BF16;
+  EXPECT_EQ(kv_pool_for(cfg, o, 4, 100)->num_blocks(), 20);
+  o.pool_bytes = 0;  // the worst case of 4 rows of 100 positions: 4 * 7 blocks, and one more
+  EXPECT_EQ(kv_pool_for(cfg, o, 4, 100)->num_blocks(), 29);
+  o.paged = false;
+  EXPECT_THROW(kv_pool_for(cfg, o, 4, 100), Error);  // bf16 blocks need the paged layout
+  EXPECT_THROW(make_kv_pool(lm_variant("learned_f64"), 16, bytes, DType::BF16), Error);  // an f64 model
+  EXPECT_EQ(parse_kv_dtype("bf16"), DType::BF16);
+  EXPECT_EQ(std::string(kv_dtype_name(DType::F32)), "f32");
+  EXPECT_THROW(parse_kv_dtype("f16"), Error);
+}
+
+// The decoders on bf16 blocks give exactly what they give on f32 blocks holding the rounded
+// keys and values (BlockPool::set_round_to_bf16, which rounds with the scalar conversion of
+// core/dtype.h, while the bf16 pool's write takes the vectorised kernel): greedy and beam search
+// (tokens, log-probabilities, scores), an encoder-decoder with blocks of 1, 3 and 16 and
+// decoder-only models with RoPE + GQA + a sliding window and with ALiBi + MQA. Control: f32
+// blocks without the rounding give other bits, so the comparison sees the rounding.
+TEST(PagedKVCache, Bf16BlocksDecodeAsF32BlocksOfTheRoundedKeysAndValues) {
+  const auto rounded_pool = [](const models::ModelConfig& cfg, int64_t block, bool round) {
+    auto pool = make_kv_pool(cfg, block, 64 << 20);
+    pool->set_round_to_bf16(round);
+    return pool;
+  };
+  bool unrounded_differs = false;
+  {
+    const models::ModelConfig cfg = base_config(models::Arch::EncoderDecoder, DType::F32);
+    models::EncoderDecoderModel model(cfg);
+    randomize(model, 17, 0.5);
+    model.eval();
+    for (int64_t block : {1, 3, 16}) {
+      auto bf16 = make_kv_pool(cfg, block, 64 << 20, DType::BF16);
+      auto ref = rounded_pool(cfg, block, true), plain = rounded_pool(cfg, block, false);
+      for (uint64_t seed = 0; seed < 4; ++seed) {
+        const Tensor src = test::padded_batch(random_inputs(seed, 5, 9, false), kPad);
+        TransformerDecoder a(model), b(model), c(model);
+        a.set_kv_pool(bf16);
+        b.set_kv_pool(ref);
+        c.set_kv_pool(plain);
+        const std::string what = "block " + std::to_string(block) + " seed " + std::to_string(seed);
+        const auto g = greedy_search(a, src, greedy_opts(20));
+        expect_same(g, greedy_search(b, src, greedy_opts(20)), "greedy " + what);
+        const auto g_plain = greedy_search(c, src, greedy_opts(20));
+        for (size_t i = 0; i < g.size(); ++i) unrounded_differs = unrounded_differs || g[i].logprob != g_plain[i].logprob;
+        const auto b0 = beam_search(a, src, beam_opts(4, 20));
+        const auto b1 = beam_search(b, src, beam_opts(4, 20));
+        ASSERT_EQ(b0.size(), b1.size());
+        for (size_t i = 0; i < b0.size(); ++i) expect_same(b0[i], b1[i], "beam " + what);
+      }
+      EXPECT_EQ(bf16->used_blocks(), 0) << "block " << block;
+    }
+  }
+  for (const std::string variant : {"rope_gqa_window", "alibi_mqa"}) {
+    const models::ModelConfig cfg = lm_variant(variant);
+    models::DecoderOnlyModel model(cfg);
+    randomize(model, 23, 0.5);
+    model.eval();
+    auto bf16 = make_kv_pool(cfg, 4, 64 << 20, DType::BF16);
+    auto ref = rounded_pool(cfg, 4, true), plain = rounded_pool(cfg, 4, false);
+    for (uint64_t seed = 0; seed < 4; ++seed) {
+      const Tensor prompts = test::padded_batch(random_inputs(seed + 50, 4, 11, true), kPad);
+      LmDecoder a(model), b(model), c(model);
+      a.set_kv_pool(bf16);
+      b.set_kv_pool(ref);
+      c.set_kv_pool(plain);
+      const std::string what = variant + " seed " + std::to_string(seed);
+      const auto g = greedy_search(a, prompts, greedy_opts(24));
+      expect_same(g, greedy_search(b, prompts, greedy_opts(24)), "greedy " + what);
+      const auto g_plain = greedy_search(c, prompts, greedy_opts(24));
+      for (size_t i = 0; i < g.size(); ++i) unrounded_differs = unrounded_differs || g[i].logprob != g_plain[i].logprob;
+      const auto b0 = beam_search(a, prompts, beam_opts(3, 24));
+      const auto b1 = beam_search(b, prompts, beam_opts(3, 24));
+      ASSERT_EQ(b0.size(), b1.size());
+      for (size_t i = 0; i < b0.size(); ++i) expect_same(b0[i], b1[i], "beam " + what);
+    }
+    EXPECT_EQ(bf16->used_blocks(), 0) << variant;
+  }
+  EXPECT_TRUE(unrounded_differs) << "f32 blocks without rounding gave the bf16 blocks' bits everywhere";
+}
+
+// Speculative decoding's step_many and rollback (truncate), continuous batching's join
+// (append_rows), reorder and trim_padding, and prefix sharing in the batch-invariant mode, on
+// bf16 blocks: every step's log-probabilities are those of the rounded f32 blocks.
+TEST(PagedKVCache, Bf16BlocksStepManyRollbackJoinAndShareAsRoundedF32) {
+  for (const std::string variant : {"plain", "alibi_mqa"}) {
+    const models::ModelConfig cfg = lm_variant(variant);
+    models::DecoderOnlyModel model(cfg);
+    randomize(model, 29, 0.5);
+    model.eval();
+    auto bf16 = make_kv_pool(cfg, 4, 64 << 20, DType::BF16);
+    auto ref = make_kv_pool(cfg, 4, 64 << 20);
+    ref->set_round_to_bf16(true);
+    for (const bool invariant : {false, true}) {
+      BatchInvariantGuard mode(invariant);
+      LmDecoder a(model), b(model);
+      a.set_kv_pool(bf16);
+      b.set_kv_pool(ref);
+      const auto check = [&](const Tensor& x, const Tensor& y, const std::string& what) {
+        EXPECT_TRUE(same_bits(x, y)) << variant << " invariant " << invariant << ": " << what;
+      };
+      const auto prompts = random_inputs(7, 3, 6, true);
+      a.start(prompts);
+      b.start(prompts);
+      const Tensor bos = Tensor::from_vector<int64_t>({kBos, kBos, kBos}, {3});
+      check(a.step(bos), b.step(bos), "first step");
+      const Tensor many = Tensor::from_vector<int64_t>({3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 3, 4, 5, 6, 7}, {3, 5});
+      check(a.step_many(many), b.step_many(many), "step_many");
+      a.rollback(3);
+      b.rollback(3);
+      const Tensor next = Tensor::from_vector<int64_t>({9, 8, 7}, {3});
+      check(a.step(next), b.step(next), "after rollback");
+      a.join({kBos, 5, 6});
+      b.join({kBos, 5, 6});
+      const Tensor four = Tensor::from_vector<int64_t>({3, 4, 5, 7}, {4});
+      check(a.step(four), b.step(four), "after join");
+      a.reorder({3, 1, 1});
+      b.reorder({3, 1, 1});
+      EXPECT_EQ(a.trim_padding(), b.trim_padding());
+      for (int i = 0; i < 6; ++i) {
+        const Tensor t = Tensor::from_vector<int64_t>({3 + i, 4 + i, 5 + i}, {3});
+        check(a.step(t), b.step(t), "after reorder and trim, step " + std::to_string(i));
+      }
+      if (invariant) {  // prefix sharing: a row that joins taking a running row's first two blocks
+        const std::vector<int64_t> p = {kBos, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+        LmDecoder sa(model), sb(model);
+        sa.set_kv_pool(bf16);
+        sb.set_kv_pool(ref);
+        sa.join(p);
+        sb.join(p);
+        sa.join(p, 0, 8);
+        sb.join(p, 0, 8);
+        for (int i = 0; i < 4; ++i) {
+          const Tensor t = Tensor::from_vector<int64_t>({3 + i, 7 + i}, {2});
+          check(sa.step(t), sb.step(t), "shared prefix, step " + std::to_string(i));
+        }
+      }
+    }
+    EXPECT_EQ(bf16->used_blocks(), 0) << variant;
+  }
 }
 
 }  // namespace
