@@ -73,9 +73,13 @@ TEST(KillSoak, TrainingKilledAtRandomAndResumedEndsByteIdentical) {
 
   std::mt19937 rng(22);
   std::uniform_int_distribution<int> moment(std::max(2, whole_ms / 50), std::max(4, whole_ms / 3));
+  // Where start-up takes most of a run (a sanitized build), early kills all land before the
+  // first checkpoint: then up to 12 more kills at later moments, until two runs have resumed.
+  std::uniform_int_distribution<int> late(std::max(4, whole_ms / 3), std::max(8, 2 * whole_ms / 3));
   int kills = 0, resumes = 0, rc = -1;
   for (int attempt = 0; attempt < 60 && rc != 0; ++attempt) {
-    const int after = kills < 12 ? moment(rng) : -1;  // at most 12 kills, then let it finish
+    // 12 kills, more while fewer than two runs resumed, then let it finish.
+    const int after = kills < 12 ? moment(rng) : resumes < 2 && kills < 24 ? late(rng) : -1;
     const bool fresh = !fs::exists(tmp.file("part/checkpoints"));
     resumes += fresh ? 0 : 1;
     rc = run_maybe_killed(tmp.path, fresh ? "train --force --out part " + kRun : "train --out part --resume", after);
