@@ -672,6 +672,18 @@ TEST(PagedKVCache, Bf16BlocksDecodeAsF32BlocksOfTheRoundedKeysAndValues) {
     return pool;
   };
   bool unrounded_differs = false;
+  // a on bf16 blocks, b on the rounded f32 ones, c on plain f32 ones (the control).
+  const auto check = [&](auto& a, auto& b, auto& c, const Tensor& inputs, int64_t steps, int64_t beam,
+                         const std::string& what) {
+    const auto g = greedy_search(a, inputs, greedy_opts(steps));
+    expect_same(g, greedy_search(b, inputs, greedy_opts(steps)), "greedy " + what);
+    const auto g_plain = greedy_search(c, inputs, greedy_opts(steps));
+    for (size_t i = 0; i < g.size(); ++i) unrounded_differs = unrounded_differs || g[i].logprob != g_plain[i].logprob;
+    const auto b0 = beam_search(a, inputs, beam_opts(beam, steps));
+    const auto b1 = beam_search(b, inputs, beam_opts(beam, steps));
+    ASSERT_EQ(b0.size(), b1.size());
+    for (size_t i = 0; i < b0.size(); ++i) expect_same(b0[i], b1[i], "beam " + what);
+  };
   {
     const models::ModelConfig cfg = base_config(models::Arch::EncoderDecoder, DType::F32);
     models::EncoderDecoderModel model(cfg);
@@ -686,15 +698,7 @@ TEST(PagedKVCache, Bf16BlocksDecodeAsF32BlocksOfTheRoundedKeysAndValues) {
         a.set_kv_pool(bf16);
         b.set_kv_pool(ref);
         c.set_kv_pool(plain);
-        const std::string what = "block " + std::to_string(block) + " seed " + std::to_string(seed);
-        const auto g = greedy_search(a, src, greedy_opts(20));
-        expect_same(g, greedy_search(b, src, greedy_opts(20)), "greedy " + what);
-        const auto g_plain = greedy_search(c, src, greedy_opts(20));
-        for (size_t i = 0; i < g.size(); ++i) unrounded_differs = unrounded_differs || g[i].logprob != g_plain[i].logprob;
-        const auto b0 = beam_search(a, src, beam_opts(4, 20));
-        const auto b1 = beam_search(b, src, beam_opts(4, 20));
-        ASSERT_EQ(b0.size(), b1.size());
-        for (size_t i = 0; i < b0.size(); ++i) expect_same(b0[i], b1[i], "beam " + what);
+        check(a, b, c, src, 20, 4, "block " + std::to_string(block) + " seed " + std::to_string(seed));
       }
       EXPECT_EQ(bf16->used_blocks(), 0) << "block " << block;
     }
@@ -712,15 +716,7 @@ TEST(PagedKVCache, Bf16BlocksDecodeAsF32BlocksOfTheRoundedKeysAndValues) {
       a.set_kv_pool(bf16);
       b.set_kv_pool(ref);
       c.set_kv_pool(plain);
-      const std::string what = variant + " seed " + std::to_string(seed);
-      const auto g = greedy_search(a, prompts, greedy_opts(24));
-      expect_same(g, greedy_search(b, prompts, greedy_opts(24)), "greedy " + what);
-      const auto g_plain = greedy_search(c, prompts, greedy_opts(24));
-      for (size_t i = 0; i < g.size(); ++i) unrounded_differs = unrounded_differs || g[i].logprob != g_plain[i].logprob;
-      const auto b0 = beam_search(a, prompts, beam_opts(3, 24));
-      const auto b1 = beam_search(b, prompts, beam_opts(3, 24));
-      ASSERT_EQ(b0.size(), b1.size());
-      for (size_t i = 0; i < b0.size(); ++i) expect_same(b0[i], b1[i], "beam " + what);
+      check(a, b, c, prompts, 24, 3, variant + " seed " + std::to_string(seed));
     }
     EXPECT_EQ(bf16->used_blocks(), 0) << variant;
   }
