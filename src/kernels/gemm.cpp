@@ -4,10 +4,10 @@
 // The small-M path (gemm_small_m) serves x W^T for a few rows of x against a large weight,
 // the shape of every projection in one decoding step: OpenBLAS's sgemm packs the whole weight
 // for M = 1 and runs at a fraction of the memory bandwidth there, while a dot product per
-// output reads each weight row once, for all M rows, split over the OpenMP threads. Its 256-bit
-// kernel (gemm_tiles.inc) is compiled here for AVX2 and for AVX-512VL (more registers, larger
-// register tiles of weight rows x rows of A; the same summation order, so the same bits) and
-// picked by the ISA switch (simd/isa.h).
+// output reads each weight row once, for all M rows, split over the OpenMP threads. Its kernel
+// (gemm_tiles.inc) is compiled here for AVX2 and for AVX-512F (512-bit vectors, more registers,
+// larger register tiles of weight rows x rows of A; the same summation order, so the same bits)
+// and picked by the ISA switch (simd/isa.h).
 // In the batch-invariant mode (batch_invariant.h) every x W^T runs the small-M row kernels,
 // chunk by chunk of kSmallM rows (gemm_invariant), whatever M and the weight's size.
 // set_num_threads sets OpenBLAS's thread count with OpenMP's, so that no other file names BLAS.
@@ -102,12 +102,12 @@ void rows_portable(T* c, int64_t ldc, const T* a, int64_t lda, const T* b, int64
 constexpr RowsKernel rows_scalar = rows_portable<float>;
 
 #if defined(__x86_64__)
-// The 256-bit kernel twice (gemm_tiles.inc): for AVX2+FMA, 16 vector registers, tiles of
-// 2 weight rows x 3 rows of A (12 accumulators); for AVX-512VL, whose 32 registers hold
-// 3 x 4 tiles (24 accumulators). One weight row at a time up to 7 rows of A. The same order
-// per output, so the same bits on both. GCC takes the target of a region from `#pragma GCC
-// target`; clang ignores that pragma and takes the target attribute applied to every function
-// of the region instead.
+// The tiled kernel twice (gemm_tiles.inc): for AVX2+FMA, 256-bit vectors and 16 registers,
+// tiles of 2 weight rows x 3 rows of A (12 accumulators); for AVX-512F, 512-bit vectors (one
+// register holds the even and the odd 8-float accumulators) and 32 registers, tiles of 4 x 6.
+// One weight row at a time up to 7 rows of A. The same order per output, so the same bits on
+// both. GCC takes the target of a region from `#pragma GCC target`; clang ignores that pragma
+// and takes the target attribute applied to every function of the region instead.
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
 #else
@@ -115,24 +115,42 @@ constexpr RowsKernel rows_scalar = rows_portable<float>;
 #pragma GCC target("avx2,fma")
 #endif
 namespace avx2 {
+using Vec = __m256;
+constexpr int kLanes = 8;
+inline Vec vload(const float* p) { return _mm256_loadu_ps(p); }
+inline Vec vfma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+inline __m256 even8(Vec v) { return v; }  // acc[0] is the even accumulator
+inline __m256 odd8(Vec v) { return v; }   // acc[1] the odd one
 constexpr int kTileW = 2, kTileR = 3, kNarrowRows = 7;
 #include "kernels/gemm_tiles.inc"
 }  // namespace avx2
 #if defined(__clang__)
 #pragma clang attribute pop
-#pragma clang attribute push(__attribute__((target("avx512f,avx512vl,avx2,fma"))), apply_to = function)
+#pragma clang attribute push(__attribute__((target("avx512f,avx2,fma"))), apply_to = function)
 #else
 #pragma GCC pop_options
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512vl,avx2,fma")
+#pragma GCC target("avx512f,avx2,fma")
+// GCC 12's AVX-512 headers self-initialise undefined registers, which -Wuninitialized flags at
+// every use (as in quantized_gemm.cpp); clang has no such problem and keeps the warning.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-namespace avx512vl {
-constexpr int kTileW = 3, kTileR = 4, kNarrowRows = 7;
+namespace avx512 {
+using Vec = __m512;
+constexpr int kLanes = 16;
+inline Vec vload(const float* p) { return _mm512_loadu_ps(p); }
+inline Vec vfma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+inline __m256 even8(Vec v) { return _mm512_castps512_ps256(v); }
+inline __m256 odd8(Vec v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
+constexpr int kTileW = 4, kTileR = 6, kNarrowRows = 7;
 #include "kernels/gemm_tiles.inc"
-}  // namespace avx512vl
+}  // namespace avx512
 #if defined(__clang__)
 #pragma clang attribute pop
 #else
+#pragma GCC diagnostic pop
 #pragma GCC pop_options
 #endif
 #endif
@@ -141,12 +159,8 @@ constexpr int kTileW = 3, kTileR = 4, kNarrowRows = 7;
 RowsKernel rows_kernel() {
 #if defined(__x86_64__)
   switch (simd::active_isa()) {
-    // 256-bit vectors on AVX-512 CPUs too (the AVX2 order, so the same bits on both ISAs), in
-    // the larger tiles that AVX-512VL's 32 vector registers hold.
-    case simd::Isa::Avx512: {
-      static const bool vl = __builtin_cpu_supports("avx512vl");
-      return vl ? avx512vl::rows : avx2::rows;
-    }
+    // 512-bit vectors, the AVX2 kernel's order (the same bits on both ISAs).
+    case simd::Isa::Avx512: return avx512::rows;
     case simd::Isa::Avx2: return avx2::rows;
     case simd::Isa::Scalar: break;
   }
@@ -167,19 +181,28 @@ int64_t invariant_block_rows(int64_t K, int64_t elem_bytes) {
   return std::max<int64_t>(16, rows);
 }
 
+// Rows of A per chunk of gemm_invariant: as many as keep about 32 KiB of A in L1 while a tile's
+// weight rows pass over them (each weight row is then read once per block from further out),
+// a multiple of 4 rows between kSmallM and 64.
+int64_t invariant_chunk_rows(int64_t K, int64_t elem_bytes) {
+  const int64_t rows = (int64_t{32} << 10) / std::max<int64_t>(1, K * elem_bytes);
+  return std::clamp<int64_t>(rows / 4 * 4, kSmallM, 64);
+}
+
 // gemm_invariant with the rows kernel `rows` (RowsKernel for float, rows_double for double).
 template <class T, class Rows>
 void invariant_product(Rows rows, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
                        int64_t ldb, T beta, T* C, int64_t ldc) {
   const int64_t block = invariant_block_rows(K, static_cast<int64_t>(sizeof(T)));
   const int64_t blocks = (N + block - 1) / block;
+  const int64_t chunk = invariant_chunk_rows(K, static_cast<int64_t>(sizeof(T)));
   // Threads split the weight blocks; which thread computes an output never changes its sum.
   const bool parallel = blocks > 1 && M * N * K >= kSmallMParallelMin && !omp_in_parallel();
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t blk = 0; blk < blocks; ++blk) {
     const int64_t n0 = blk * block, n1 = std::min(N, n0 + block);
-    for (int64_t m0 = 0; m0 < M; m0 += kSmallM)
-      rows(C + m0 * ldc + n0, ldc, A + m0 * lda, lda, B + n0 * ldb, ldb, std::min(kSmallM, M - m0), n1 - n0, K,
+    for (int64_t m0 = 0; m0 < M; m0 += chunk)
+      rows(C + m0 * ldc + n0, ldc, A + m0 * lda, lda, B + n0 * ldb, ldb, std::min(chunk, M - m0), n1 - n0, K,
            alpha, beta);
   }
 }

@@ -130,7 +130,7 @@ int64_t differing(const std::vector<float>& x, const std::vector<float>& y) {
   return d;
 }
 
-// The vector ISAs this CPU runs (both take the tiled 256-bit kernel).
+// The vector ISAs this CPU runs (AVX2 takes the tiled 256-bit kernel, AVX-512 the 512-bit one).
 std::vector<simd::Isa> vector_isas() {
   std::vector<simd::Isa> out;
   for (simd::Isa isa : simd::supported_isas())
