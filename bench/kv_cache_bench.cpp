@@ -14,7 +14,8 @@
 //             a prompt share its blocks. Deterministic.
 //   capacity  concurrent sequences of the waste workload's length mix that fit in a memory
 //             budget (--budget-mb): reserve-max vs paged (each sequence its ceil(len/B)
-//             blocks). Computed from the workload, deterministic.
+//             blocks), float32 blocks and bf16 ones (--kv-dtype bf16). Computed from the
+//             workload, deterministic.
 //   speed     greedy decoding (64 tokens, batch 1 and 8) of the paper's base encoder-decoder,
 //             contiguous vs paged, best of --repeat runs; outputs checked equal. Needs an
 //             idle machine.
@@ -247,11 +248,16 @@ int capacity(const Args& a) {
   for (const Request& r : reqs) blocks += static_cast<double>((r.prompt + r.output + a.block - 1) / a.block);
   const double budget = static_cast<double>(a.budget_mb) * 1048576.0;
   const double reserve = budget / static_cast<double>(a.max_len * per_position);
-  const double paged = budget / (blocks / static_cast<double>(reqs.size()) * static_cast<double>(per_block));
+  const double mean_blocks = blocks / static_cast<double>(reqs.size());
+  const double paged = budget / (mean_blocks * static_cast<double>(per_block));
+  // The same blocks holding bf16 keys and values (--kv-dtype bf16): half the bytes each.
+  const double paged_bf16 =
+      budget / (mean_blocks * static_cast<double>(decode::kv_block_bytes(cfg, a.block, DType::BF16)));
   std::printf("{\"figure\": \"capacity\", \"budget_mib\": %lld, \"kib_per_position\": %.1f, \"max_len\": %lld, "
-              "\"reserve_max_sequences\": %.0f, \"paged_sequences\": %.0f, \"ratio\": %.2f}\n",
+              "\"reserve_max_sequences\": %.0f, \"paged_sequences\": %.0f, \"ratio\": %.2f, "
+              "\"paged_bf16_sequences\": %.0f, \"bf16_ratio\": %.2f}\n",
               static_cast<long long>(a.budget_mb), per_position / 1024.0, static_cast<long long>(a.max_len),
-              std::floor(reserve), std::floor(paged), paged / reserve);
+              std::floor(reserve), std::floor(paged), paged / reserve, std::floor(paged_bf16), paged_bf16 / reserve);
   return 0;
 }
 
