@@ -9,7 +9,7 @@
 // larger register tiles of weight rows x rows of A; the same summation order, so the same bits)
 // and picked by the ISA switch (simd/isa.h).
 // In the batch-invariant mode (batch_invariant.h) every x W^T runs the small-M row kernels,
-// chunk by chunk of kSmallM rows (gemm_invariant), whatever M and the weight's size.
+// chunk by chunk of rows (gemm_invariant), whatever M and the weight's size.
 // set_num_threads sets OpenBLAS's thread count with OpenMP's, so that no other file names BLAS.
 #include "kernels/gemm.h"
 
