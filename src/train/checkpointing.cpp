@@ -275,11 +275,21 @@ void check_fresh_run_dir(const std::string& dir, bool force) {
              " or ", io::kCheckpointsDirName, "/); refusing to delete it even with --force");
 }
 
-void clear_run_dir(const std::string& dir) {
+void clear_run_dir(const std::string& dir, size_t max_removals) {
   check_fresh_run_dir(dir, true);
   std::error_code ec;
   if (!fs::exists(dir, ec)) return;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) remove_all_or_fail(entry.path());
+  // What marks the folder as a run's goes last, checkpoints/ then train_config.json, so that
+  // a clearing killed part-way leaves a folder that --force still recognises and clears.
+  const auto rank = [](const fs::path& p) {
+    const std::string name = p.filename().string();
+    return name == io::kTrainConfigFileName ? 2 : name == io::kCheckpointsDirName ? 1 : 0;
+  };
+  std::vector<fs::path> entries;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) entries.push_back(entry.path());
+  std::stable_sort(entries.begin(), entries.end(),
+                   [&](const fs::path& a, const fs::path& b) { return rank(a) < rank(b); });
+  for (size_t i = 0; i < entries.size() && i < max_removals; ++i) remove_all_or_fail(entries[i]);
 }
 
 }  // namespace attn::train

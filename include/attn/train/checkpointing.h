@@ -96,7 +96,10 @@ std::vector<std::string> average_last_checkpoints(const std::string& run_dir, in
 // error unless `force`, and with `force` it must be a run folder (it holds train_config.json or
 // a checkpoints folder), so that --force cannot wipe an unrelated folder. Changes nothing.
 void check_fresh_run_dir(const std::string& dir, bool force);
-// Removes the contents of a folder that check_fresh_run_dir(dir, true) accepted.
-void clear_run_dir(const std::string& dir);
+// Removes the contents of a folder that check_fresh_run_dir(dir, true) accepted, the entries
+// that mark it as a run's last, so that a clearing interrupted part-way (a kill) leaves a
+// folder check_fresh_run_dir(dir, true) still accepts. `max_removals` stops after that many
+// entries, to stand for such an interruption in tests.
+void clear_run_dir(const std::string& dir, size_t max_removals = SIZE_MAX);
 
 }  // namespace attn::train

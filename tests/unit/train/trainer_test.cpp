@@ -497,6 +497,30 @@ TEST(Trainer, RefusesANonEmptyFolderThatIsNotAFreshRun) {
   EXPECT_TRUE(fs::is_empty(run));
 }
 
+// What the kill soak found: `train --force` killed while clearing the old run removed
+// train_config.json and checkpoints/ before the rest, and the next --force refused the folder
+// as not a run's. A clearing stopped after any number of entries leaves a folder --force takes.
+TEST(Trainer, AClearingInterruptedAnywhereLeavesAFolderForceStillClears) {
+  TempDir tmp("attn_trainer");
+  const std::string run = run_dir(tmp, "old");
+  TrainConfig c = tiny_config();
+  c.checkpoint_every = 1;
+  Trainer(c, run).run();
+  size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(run)) ++entries;
+  ASSERT_GE(entries, 4u);  // train_config.json, checkpoints/, the model, the vocabulary, ...
+  ASSERT_TRUE(fs::is_directory(fs::path(run) / "checkpoints"));
+  for (size_t stop = 0; stop <= entries; ++stop) {
+    SCOPED_TRACE(stop);
+    const std::string copy = tmp.file("copy");
+    fs::remove_all(copy);
+    fs::copy(run, copy, fs::copy_options::recursive);
+    clear_run_dir(copy, stop);
+    EXPECT_NO_THROW(check_fresh_run_dir(copy, true));
+    EXPECT_EQ(fs::is_empty(copy), stop == entries);
+  }
+}
+
 TEST(Checkpointing, GeneratorStatesRejectMissingOrUnknownModules) {
   TempDir tmp("attn_trainer");
   Trainer t(tiny_config(), run_dir(tmp, "run"));
