@@ -733,22 +733,28 @@ ATTN_AVX512 void widen_bf16_avx512(float* out, const uint16_t* x, int64_t n) {
 }
 
 // Packs weight rows [n0, n0 + 64) of w (rows of K bf16, row stride ldw, both even) as the panel
-// layout above, one gather per vector; rows past N and pairs past K are zeros.
+// layout above; rows past N and pairs past K are zeros. For each 16 rows and 32 k positions,
+// the 16 x 16 block of pairs is loaded along the rows and transposed in registers: vector i
+// then holds pair i of the 16 rows, one whole store. (One gather per vector took 4.6% of the
+// bf16 encoder layer on AMD's Zen 5; the transposes take about a third of that.)
 ATTN_AVX512 void pack_bf16_panel(uint32_t* panel, const uint16_t* w, int64_t ldw, int64_t n0, int64_t N, int64_t K) {
   const int64_t C = (K + 31) / 32;
-  const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                         _mm512_set1_epi32(static_cast<int>(ldw / 2)));
   for (int j = 0; j < 4; ++j) {
     const int64_t nb = n0 + 16 * j;
     const int64_t live = std::clamp<int64_t>(N - nb, 0, 16);
-    const __mmask16 rows = static_cast<__mmask16>(live == 16 ? 0xFFFF : (1u << live) - 1);
-    for (int64_t c = 0; c < C; ++c)
-      for (int i = 0; i < 16; ++i) {
-        const int64_t k0 = 32 * c + 2 * i;
-        __m512i v = _mm512_setzero_si512();
-        if (rows != 0 && k0 < K) v = _mm512_mask_i32gather_epi32(v, rows, idx, w + nb * ldw + k0, 4);
-        _mm512_storeu_si512(panel + ((i * C + c) * 4 + j) * 16, v);
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t pairs = std::min<int64_t>(16, (K - 32 * c + 1) / 2);  // pairs that start before K
+      const __mmask16 kmask = static_cast<__mmask16>(pairs == 16 ? 0xFFFF : (1u << pairs) - 1);
+      __m512 v[16];
+      for (int r = 0; r < 16; ++r) {
+        const uint16_t* src = w + (nb + r) * ldw + 32 * c;
+        v[r] = r >= live        ? _mm512_setzero_ps()
+               : pairs == 16 ? _mm512_loadu_ps(src)
+                             : _mm512_maskz_loadu_ps(kmask, src);
       }
+      transpose16_avx512(v);
+      for (int i = 0; i < 16; ++i) _mm512_storeu_ps(reinterpret_cast<float*>(panel + ((i * C + c) * 4 + j) * 16), v[i]);
+    }
   }
 }
 
