@@ -903,19 +903,28 @@ constexpr int kS8PanelMR = 6;                // activation rows per register til
 constexpr int64_t kS8PanelQBlock = 128;      // words of K per block: 64 rows x 512 bytes = 32 KiB of panel
 constexpr int64_t kS8RowChunk = 16 * kS8PanelMR;  // activation rows whose accumulators are kept across blocks
 
+// Packs weight rows [n0, n0 + 64) of w (rows of K int8, K % 4 == 0) as the panel layout above,
+// by 16 x 16 blocks of words loaded along the rows and transposed in registers (as
+// pack_bf16_panel: one gather per vector cost several times more).
 ATTN_AVX512_VNNI void pack_s8_panel(uint32_t* panel, const int8_t* w, int64_t n0, int64_t N, int64_t K) {
   const int64_t Q = K / 4;
-  const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                         _mm512_set1_epi32(static_cast<int>(Q)));
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int j = 0; j < 4; ++j) {
     const int64_t nb = n0 + 16 * j;
     const int64_t live = std::clamp<int64_t>(N - nb, 0, 16);
-    const __mmask16 rows = static_cast<__mmask16>(live == 16 ? 0xFFFF : (1u << live) - 1);
-    for (int64_t q = 0; q < Q; ++q) {
-      __m512i v = _mm512_setzero_si512();
-      if (rows != 0) v = _mm512_mask_i32gather_epi32(v, rows, idx, w + nb * K + 4 * q, 4);
-      _mm512_storeu_si512(panel + (q * 4 + j) * 16, _mm512_xor_si512(v, flip));
+    for (int64_t q0 = 0; q0 < Q; q0 += 16) {
+      const int64_t words = std::min<int64_t>(16, Q - q0);
+      const __mmask16 qmask = static_cast<__mmask16>(words == 16 ? 0xFFFF : (1u << words) - 1);
+      __m512 v[16];
+      for (int r = 0; r < 16; ++r) {
+        const int8_t* src = w + (nb + r) * K + 4 * q0;
+        v[r] = r >= live       ? _mm512_setzero_ps()
+               : words == 16 ? _mm512_loadu_ps(src)
+                             : _mm512_maskz_loadu_ps(qmask, src);
+      }
+      transpose16_avx512(v);
+      for (int i = 0; i < words; ++i)
+        _mm512_storeu_si512(panel + ((q0 + i) * 4 + j) * 16, _mm512_xor_si512(_mm512_castps_si512(v[i]), flip));
     }
   }
 }
