@@ -63,10 +63,11 @@ void for_row_blocks(int64_t N, int64_t K, const F& f) {
 // (+ bias[n], a separate rounded add) for n in [n0, n1) (the file is built without
 // contraction, so the bits are those of the formula; dequantize_row_avx512 gives the same).
 inline void dequantize_row(float* y, const int32_t* acc, float x_scale, const float* w_scale, const float* bias,
-                           int64_t n0, int64_t n1) {
+                           int64_t n0, int64_t n1, bool relu) {
   for (int64_t n = n0; n < n1; ++n) {
     const float v = static_cast<float>(acc[n - n0]) * (x_scale * w_scale[n]);
-    y[n] = bias != nullptr ? v + bias[n] : v;
+    const float out = bias != nullptr ? v + bias[n] : v;
+    y[n] = relu && out < 0.0f ? 0.0f : out;
   }
 }
 
@@ -470,12 +471,18 @@ ATTN_AVX512 void quantize_row_s8_avx512(int8_t* qr, float* scale, const float* x
 // dequantize_row for at most 16 outputs (one block of weight rows) in one masked vector: the
 // same conversion, products and add, so the same bits.
 static_assert(kNBlock == 16, "dequantize_row_avx512 holds one block of weight rows");
+ATTN_AVX512 inline __m512 relu_avx512(__m512 v) {  // v < 0 ? 0 : v, relu_forward's select
+  const __m512 zero = _mm512_setzero_ps();
+  return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), zero);
+}
+
 ATTN_AVX512 void dequantize_row_avx512(float* y, const int32_t* acc, float x_scale, const float* w_scale,
-                                       const float* bias, int64_t n0, int64_t n1) {
+                                       const float* bias, int64_t n0, int64_t n1, bool relu) {
   const __mmask16 mask = static_cast<__mmask16>((1u << (n1 - n0)) - 1);
   const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(x_scale), _mm512_maskz_loadu_ps(mask, w_scale + n0));
   __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_maskz_loadu_epi32(mask, acc)), scale);
   if (bias != nullptr) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, bias + n0));
+  if (relu) v = relu_avx512(v);
   _mm512_mask_storeu_ps(y + n0, mask, v);
 }
 
@@ -825,7 +832,7 @@ ATTN_AVX512_BF16 void bf16_panel_classes(float* part, const X* const* xr, const 
 // y + sum when accumulating; rows past `rows` and columns past N are not stored.
 template <int MR>
 ATTN_AVX512 void bf16_panel_finish(const float* part, int rows, float* y, int64_t ldy, int64_t n0, int64_t N,
-                                   const float* bias, bool accumulate) {
+                                   const float* bias, bool accumulate, bool relu) {
   for (int m = 0; m < rows; ++m)
     for (int j = 0; j < 4; ++j) {
       const int64_t nb = n0 + 16 * j;
@@ -848,17 +855,18 @@ ATTN_AVX512 void bf16_panel_finish(const float* part, int rows, float* y, int64_
         v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, out), s);
       else if (bias != nullptr)
         v = _mm512_add_ps(s, _mm512_maskz_loadu_ps(mask, bias + nb));
+      if (relu) v = relu_avx512(v);
       _mm512_mask_storeu_ps(out, mask, v);
     }
 }
 
-// y[m, n] = sum (+ bias[n]), or y[m, n] + sum when accumulating, for the bf16 products of M
-// activation rows xb (bf16, row stride ldb >= 32 ceil(K / 32), zeros from K on) and the weight
-// rows w [N, K] (row stride ldw, even), on packed panels (the AVX-512 paths: vdpbf16ps when
-// kNative, else its FMA emulation).
+// y[m, n] = sum (+ bias[n]), or y[m, n] + sum when accumulating, then ReLU when `relu`, for
+// the bf16 products of M activation rows xb (bf16, row stride ldb >= 32 ceil(K / 32), zeros from
+// K on) and the weight rows w [N, K] (row stride ldw, even), on packed panels (the AVX-512
+// paths: vdpbf16ps when kNative, else its FMA emulation).
 template <bool kNative>
 void bf16_panels(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ldb, const uint16_t* w, int64_t ldw,
-                 const float* bias, bool accumulate, float* y, int64_t ldy) {
+                 const float* bias, bool accumulate, float* y, int64_t ldy, bool relu = false) {
   const int64_t C = (K + 31) / 32;
   const PanelSplit split = panel_split(M, N, K, kPanelMR<kNative>);
   using X = std::conditional_t<kNative, uint16_t, float>;
@@ -887,7 +895,7 @@ void bf16_panels(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ld
       for (int r = 0; r < MR; ++r) xr[r] = xp + std::min(m + r, m1 - 1) * ldp;
       bf16_panel_classes<MR, kNative>(part, xr, panel, C);
       bf16_panel_finish<MR>(part, static_cast<int>(std::min<int64_t>(MR, m1 - m)), y + m * ldy, ldy,
-                                  p * kPanelRows, N, bias, accumulate);
+                                  p * kPanelRows, N, bias, accumulate, relu);
     }
   });
 }
@@ -1240,7 +1248,8 @@ void gemm_s8_accumulate(int32_t* acc, const int8_t* xq, int64_t M, const int8_t*
 }
 
 void gemm_s8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const int8_t* w, const float* w_scale,
-             const float* bias, float* y, int64_t ldy, QuantPath path) {
+             const float* bias, float* y, int64_t ldy, QuantPath path, Epilogue epilogue) {
+  const bool relu = epilogue == Epilogue::ReLU;
   check_path(path, true);
   if (M <= 0 || N <= 0) return;
   std::vector<int8_t> xq(static_cast<size_t>(M * K));
@@ -1253,18 +1262,18 @@ void gemm_s8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const
       const float s = xs[static_cast<size_t>(m0 + m)];
 #if defined(__x86_64__)
       if (wide) {
-        dequantize_row_avx512(yr, tile + m * kNBlock, s, w_scale, bias, n0, n1);
+        dequantize_row_avx512(yr, tile + m * kNBlock, s, w_scale, bias, n0, n1, relu);
         continue;
       }
 #endif
-      dequantize_row(yr, tile + m * kNBlock, s, w_scale, bias, n0, n1);
+      dequantize_row(yr, tile + m * kNBlock, s, w_scale, bias, n0, n1, relu);
     }
   });
 }
 
 void gemm_s8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const int8_t* w, const float* w_scale,
-             const float* bias, float* y, int64_t ldy) {
-  gemm_s8(M, N, K, x, ldx, w, w_scale, bias, y, ldy, int8_path());
+             const float* bias, float* y, int64_t ldy, Epilogue epilogue) {
+  gemm_s8(M, N, K, x, ldx, w, w_scale, bias, y, ldy, int8_path(), epilogue);
 }
 
 namespace {
@@ -1324,8 +1333,9 @@ constexpr int64_t kF32ParallelMin = int64_t{1} << 18;  // multiply-adds below wh
 }  // namespace
 
 void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w, const float* bias,
-               float* y, int64_t ldy, QuantPath path) {
+               float* y, int64_t ldy, QuantPath path, Epilogue epilogue) {
   check_path(path, false);
+  const bool relu = epilogue == Epilogue::ReLU;
   if (M <= 0 || N <= 0) return;
   // x as bf16, each row padded with zeros to a multiple of 32 (the AVX2 kernel reads whole chunks).
   const int64_t ldb = std::max<int64_t>(32, (K + 31) / 32 * 32);
@@ -1334,9 +1344,9 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, con
 #if defined(__x86_64__)
   if ((path == QuantPath::Avx512Bf16 || path == QuantPath::Avx512) && M >= kPanelMinRows && K % 2 == 0) {
     if (path == QuantPath::Avx512Bf16)
-      bf16_panels<true>(M, N, K, xb, ldb, w, K, bias, false, y, ldy);
+      bf16_panels<true>(M, N, K, xb, ldb, w, K, bias, false, y, ldy, relu);
     else
-      bf16_panels<false>(M, N, K, xb, ldb, w, K, bias, false, y, ldy);
+      bf16_panels<false>(M, N, K, xb, ldb, w, K, bias, false, y, ldy, relu);
     return;
   }
 #endif
@@ -1349,7 +1359,8 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, con
         float* yr = y + (m0 + m) * ldy;
         for (int64_t n = n0; n < n1; ++n) {
           const float s = sums[m * kNBlock + (n - n0)];
-          yr[n] = bias != nullptr ? s + bias[n] : s;
+          const float v = bias != nullptr ? s + bias[n] : s;
+          yr[n] = relu && v < 0.0f ? 0.0f : v;
         }
       }
     }
@@ -1357,8 +1368,8 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, con
 }
 
 void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w, const float* bias,
-               float* y, int64_t ldy) {
-  gemm_bf16(M, N, K, x, ldx, w, bias, y, ldy, bf16_path());
+               float* y, int64_t ldy, Epilogue epilogue) {
+  gemm_bf16(M, N, K, x, ldx, w, bias, y, ldy, bf16_path(), epilogue);
 }
 
 void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,

@@ -91,20 +91,25 @@ bool int8_weights_in_range(const int8_t* w, int64_t n);
 // acc[m * N + n] = sum_k xq[m * K + k] * w[n * K + k]: the exact int32 accumulators.
 void gemm_s8_accumulate(int32_t* acc, const int8_t* xq, int64_t M, const int8_t* w, int64_t N, int64_t K,
                         QuantPath path);
+// What gemm_s8 and gemm_bf16 apply to each output as they store it: nothing, or ReLU with
+// relu_forward's select (v < 0 ? 0 : v; -0 and NaN pass), the bits of the separate pass.
+enum class Epilogue { None, ReLU };
+
 // y[m * ldy + n] = the int8 product of x[m * ldx + :K] (quantized here, per row) and w [N, K]
-// with scales w_scale [N], plus bias[n] when bias is not null. Paths: Scalar, Avx2, Avx512Vnni.
+// with scales w_scale [N], plus bias[n] when bias is not null, then the epilogue. Paths:
+// Scalar, Avx2, Avx512Vnni.
 void gemm_s8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const int8_t* w, const float* w_scale,
-             const float* bias, float* y, int64_t ldy, QuantPath path);
+             const float* bias, float* y, int64_t ldy, QuantPath path, Epilogue epilogue = Epilogue::None);
 void gemm_s8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const int8_t* w, const float* w_scale,
-             const float* bias, float* y, int64_t ldy);  // int8_path()
+             const float* bias, float* y, int64_t ldy, Epilogue epilogue = Epilogue::None);  // int8_path()
 
 // ---- bf16 ------------------------------------------------------------------------------------
-// y[m * ldy + n] = sum_k bf16(x[m * ldx + k]) w[n * K + k] in the order above (+ bias[n]).
-// Paths: Scalar, Avx2, Avx512, Avx512Bf16.
+// y[m * ldy + n] = sum_k bf16(x[m * ldx + k]) w[n * K + k] in the order above (+ bias[n]), then
+// the epilogue. Paths: Scalar, Avx2, Avx512, Avx512Bf16.
 void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w,
-               const float* bias, float* y, int64_t ldy, QuantPath path);
+               const float* bias, float* y, int64_t ldy, QuantPath path, Epilogue epilogue = Epilogue::None);
 void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w,
-               const float* bias, float* y, int64_t ldy);  // bf16_path()
+               const float* bias, float* y, int64_t ldy, Epilogue epilogue = Epilogue::None);  // bf16_path()
 
 // ---- bf16 products of two float32 operands (mixed-precision training) ----------------------
 // C[M, N] = op(A)[M, K] op(B)[K, N] (+ C when accumulate), op(X) = X or X^T, row-major with the

@@ -52,6 +52,8 @@ FeedForward::FeedForward(int64_t d_model, int64_t d_ff, Activation activation, d
 }
 
 Tensor FeedForward::forward(const Tensor& x) {
+  if (activation_ == Activation::ReLU && linear1_->quantized() && (!dropout_->is_training() || dropout_->p() == 0.0))
+    return linear2_->forward(linear1_->forward_relu(x));  // no dropout: the ReLU in the product's stores
   Tensor hidden = linear1_->forward(x);              // [..., F] ([..., 2F] gated)  x W_1^T + b_1
   if (activation_ == Activation::ReLU) {
     hidden = dropout_->forward_relu(hidden);         // [..., F]  dropout(max(0, .)) in one pass

@@ -30,6 +30,13 @@ Tensor Linear::forward(const Tensor& x) const {
   return linear_any(x, weight_, weight_scale_, bias_);  // [..., Out]: linear(x, W, b) for a float W
 }
 
+Tensor Linear::forward_relu(const Tensor& x) const {
+  if (!quantized()) return relu(forward(x));
+  ATTN_CHECK(x.dim() >= 1 && x.size(-1) == in_, "Linear", "expected input [..., ", in_, "], got ",
+             x.str());
+  return quantized_linear_relu(x, weight_, weight_scale_, bias_);  // [..., Out]
+}
+
 void Linear::quantize_own(QuantizeContext& ctx) {
   const QuantizedWeight& q = ctx.get(weight_, ctx.prefix + "weight");
   swap_parameter("weight", q.weight);

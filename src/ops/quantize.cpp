@@ -128,8 +128,10 @@ Tensor dequantize_weight(const Tensor& w_in, const Tensor& scale_in) {
   return out;
 }
 
-Tensor quantized_linear(const Tensor& x_in, const Tensor& w_in, const Tensor& scale_in, const Tensor& b_in) {
-  const char* op = "quantized_linear";
+namespace {
+
+Tensor quantized_linear_impl(const char* op, const Tensor& x_in, const Tensor& w_in, const Tensor& scale_in,
+                             const Tensor& b_in, kernels::Epilogue epilogue) {
   ATTN_CHECK(x_in.defined() && w_in.defined(), op, "undefined input tensor");
   const Quantization q = w_in.dtype() == DType::I8 ? Quantization::Int8 : Quantization::BF16;
   check_quantized_pair(w_in, scale_in, q, "weight");
@@ -149,11 +151,22 @@ Tensor quantized_linear(const Tensor& x_in, const Tensor& w_in, const Tensor& sc
   const float* bias = b.defined() ? b.data<float>() : nullptr;
   if (q == Quantization::Int8) {
     const Tensor s = scale_in.contiguous();
-    kernels::gemm_s8(M, Out, In, x.data<float>(), In, w.data<int8_t>(), s.data<float>(), bias, y.data<float>(), Out);
+    kernels::gemm_s8(M, Out, In, x.data<float>(), In, w.data<int8_t>(), s.data<float>(), bias, y.data<float>(), Out,
+                     epilogue);
   } else {
-    kernels::gemm_bf16(M, Out, In, x.data<float>(), In, w.data<uint16_t>(), bias, y.data<float>(), Out);
+    kernels::gemm_bf16(M, Out, In, x.data<float>(), In, w.data<uint16_t>(), bias, y.data<float>(), Out, epilogue);
   }
   return y;
+}
+
+}  // namespace
+
+Tensor quantized_linear(const Tensor& x, const Tensor& w, const Tensor& scale, const Tensor& b) {
+  return quantized_linear_impl("quantized_linear", x, w, scale, b, kernels::Epilogue::None);
+}
+
+Tensor quantized_linear_relu(const Tensor& x, const Tensor& w, const Tensor& scale, const Tensor& b) {
+  return quantized_linear_impl("quantized_linear_relu", x, w, scale, b, kernels::Epilogue::ReLU);
 }
 
 Tensor quantized_embedding(const Tensor& w_in, const Tensor& scale_in, const Tensor& ids_in) {

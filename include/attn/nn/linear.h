@@ -17,6 +17,10 @@ class Linear : public Module {
 
   // x [..., In] -> [..., Out].
   Tensor forward(const Tensor& x) const;
+  // relu(forward(x)); with an int8 or bf16 weight the product applies the ReLU as it stores
+  // (quantized_linear_relu: the same bits, one pass less).
+  Tensor forward_relu(const Tensor& x) const;
+  bool quantized() const { return !is_floating(weight_.dtype()); }
 
   const Tensor& weight() const { return weight_; }  // [Out, In]
   const Tensor& bias() const { return bias_; }      // [Out], undefined without bias

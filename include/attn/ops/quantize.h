@@ -50,6 +50,9 @@ Tensor dequantize_weight(const Tensor& w, const Tensor& scale);
 // [Out, In] (scale undefined); b F32 [Out] or undefined. x's rows are quantized per row
 // (int8) or rounded to bf16 at each call, so a row's result does not depend on the others.
 Tensor quantized_linear(const Tensor& x, const Tensor& w, const Tensor& scale, const Tensor& b);
+// relu(quantized_linear(x, w, scale, b)) with the ReLU applied as the product stores its
+// outputs (one pass less over the result; the same bits as relu() after it).
+Tensor quantized_linear_relu(const Tensor& x, const Tensor& w, const Tensor& scale, const Tensor& b);
 // Rows of a quantized table w [V, D] picked by I64 ids [...] -> F32 [..., D], dequantized
 // (scale[id] * q[id, :] in float32, or the bf16 values). Ids outside [0, V) are an error.
 Tensor quantized_embedding(const Tensor& w, const Tensor& scale, const Tensor& ids);

@@ -314,6 +314,34 @@ TEST_P(Int8Path, ProductEqualsScalarBitsAndTheDequantizedFloat64Product) {
       }
 }
 
+// Applies relu_forward's select (v < 0 ? 0 : v) to the outputs of y, not to its padding.
+std::vector<float> relu_outputs(std::vector<float> y, int64_t M, int64_t N, int64_t ldy) {
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      float& v = y[static_cast<size_t>(m * ldy + n)];
+      v = v < 0.0f ? 0.0f : v;
+    }
+  return y;
+}
+
+TEST_P(Int8Path, TheReluEpilogueGivesTheBitsOfReluAfterTheProduct) {
+  Rng rng(41);
+  for (int64_t M : {1, 7, 16, 40})  // row kernels and (VNNI) panels
+    for (int64_t N : {5, 37, 70})
+      for (int64_t K : {33, 132}) {
+        const Int8Case c = make_int8_case(M, N, K, rng);
+        const auto plain = run_int8(c, GetParam());
+        std::vector<float> got(static_cast<size_t>(c.M * c.ldy), -99.0f);
+        gemm_s8(c.M, c.N, c.K, c.x.data(), c.ldx, c.w.data(), c.w_scale.data(), c.bias.data(), got.data(), c.ldy,
+                GetParam(), Epilogue::ReLU);
+        const auto want = relu_outputs(plain, M, N, c.ldy);
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+            << "M " << M << " N " << N << " K " << K;
+        // Control: the plain product has negative outputs, so the epilogue changed something.
+        ASSERT_NE(std::memcmp(got.data(), plain.data(), got.size() * sizeof(float)), 0);
+      }
+}
+
 TEST(Int8Product, ControlAWrongScaleIndexFailsTheCheck) {
   Rng rng(13);
   const Int8Case c = make_int8_case(3, 9, 70, rng);
@@ -492,6 +520,23 @@ TEST_P(Bf16Path, ARowGivesTheSameBitsAloneAsInABatchAndThreadsChangeNothing) {
     gemm_bf16(1, c.N, c.K, c.x.data() + m * c.ldx, c.ldx, c.w.data(), c.bias.data(), one.data(), c.N, GetParam());
     ASSERT_EQ(std::memcmp(one.data(), all.data() + m * c.ldy, one.size() * sizeof(float)), 0) << m;
   }
+}
+
+TEST_P(Bf16Path, TheReluEpilogueGivesTheBitsOfReluAfterTheProduct) {
+  Rng rng(43);
+  for (int64_t M : {1, 7, 40, 70})  // row kernels and (AVX-512) panels
+    for (int64_t N : {5, 37, 129})
+      for (int64_t K : {31, 64, 130}) {
+        const Bf16Case c = make_bf16_case(M, N, K, rng);
+        const auto plain = run_bf16(c, GetParam());
+        std::vector<float> got(static_cast<size_t>(c.M * c.ldy), -99.0f);
+        gemm_bf16(c.M, c.N, c.K, c.x.data(), c.ldx, c.w.data(), c.bias.data(), got.data(), c.ldy, GetParam(),
+                  Epilogue::ReLU);
+        const auto want = relu_outputs(plain, M, N, c.ldy);
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+            << "M " << M << " N " << N << " K " << K;
+        ASSERT_NE(std::memcmp(got.data(), plain.data(), got.size() * sizeof(float)), 0);  // control
+      }
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, Bf16Path, ::testing::ValuesIn(kBf16Paths),

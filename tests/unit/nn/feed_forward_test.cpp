@@ -4,8 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <vector>
 
+#include "attn/core/autograd.h"
 #include "attn/nn/feed_forward.h"
+#include "attn/nn/quantize.h"
+#include "attn/ops/ops.h"
+#include "attn/ops/quantize.h"
 #include "nn_reference.h"
 #include "support/expect_close.h"
 #include "support/gradcheck.h"
@@ -22,6 +28,31 @@ double phi(Activation a, double x) {
     case Activation::SwiGLU: break;  // gated, not element-wise: see the SwiGLU tests
   }
   return x;
+}
+
+// With int8 or bf16 weights and no dropout, the ReLU runs in linear1's product as it stores
+// (quantized_linear_relu): the output's bits are those of the separate ops.
+TEST(FeedForward, QuantizedReluInTheProductGivesTheBitsOfTheSeparateOps) {
+  for (Quantization q : {Quantization::Int8, Quantization::BF16}) {
+    SCOPED_TRACE(static_cast<int>(q));
+    Rng rng(7);
+    FeedForward ff(32, 64, Activation::ReLU, 0.1, DType::F32, rng);
+    quantize_module(ff, q);
+    ff.eval();
+    NoGradGuard no_grad;
+    const Tensor x = Tensor::randn({3, 40, 32}, rng);  // 120 rows: the packed panels on AVX-512
+    const Linear& l1 = *ff.linear1();
+    const Linear& l2 = *ff.linear2();
+    const Tensor hidden = quantized_linear(x, l1.weight(), l1.weight_scale(), l1.bias());
+    const Tensor want = quantized_linear(relu(hidden), l2.weight(), l2.weight_scale(), l2.bias());
+    const Tensor got = ff.forward(x);
+    ASSERT_EQ(got.shape(), want.shape());
+    const std::vector<float> g = got.to_vector<float>(), w = want.to_vector<float>();
+    EXPECT_EQ(std::memcmp(g.data(), w.data(), g.size() * sizeof(float)), 0);
+    // Control: without the ReLU the result differs (linear1 has negative outputs).
+    const Tensor linear_only = quantized_linear(hidden, l2.weight(), l2.weight_scale(), l2.bias());
+    EXPECT_NE(got.to_vector<float>(), linear_only.to_vector<float>());
+  }
 }
 
 TEST(FeedForward, MatchesBruteForceForEachActivation) {
