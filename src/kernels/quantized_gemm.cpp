@@ -400,6 +400,20 @@ ATTN_AVX512 inline void transpose16_avx512(__m512* v) {
   }
 }
 
+// v[i] = the 32-bit word i of each of 16 rows, the rows `row_bytes` apart from `first`: a 16 x 16
+// block of words loaded along the rows and transposed in registers. Rows from `live` on and
+// words from `words` on are zeros (masked loads only then). How the weight panels are packed.
+ATTN_AVX512 inline void load_words_transposed16(__m512* v, const void* first, int64_t row_bytes, int64_t live,
+                                               int64_t words) {
+  const __mmask16 mask = static_cast<__mmask16>(words >= 16 ? 0xFFFF : (1u << words) - 1);
+  const char* base = static_cast<const char*>(first);
+  for (int r = 0; r < 16; ++r) {
+    const void* src = base + r * row_bytes;
+    v[r] = r >= live ? _mm512_setzero_ps() : words >= 16 ? _mm512_loadu_ps(src) : _mm512_maskz_loadu_ps(mask, src);
+  }
+  transpose16_avx512(v);
+}
+
 // Rows [r0, r0 + 16) (fewer at the end) of an operand whose rows are contiguous (element (r, k)
 // at x[r + k * k_stride], a transposed matrix) as bf16 rows out[r * ld_out + k], k < K: 16 x 16
 // blocks loaded along r, transposed in registers and converted (vcvtneps2bf16 when kNative, else
@@ -750,16 +764,8 @@ ATTN_AVX512 void pack_bf16_panel(uint32_t* panel, const uint16_t* w, int64_t ldw
     const int64_t nb = n0 + 16 * j;
     const int64_t live = std::clamp<int64_t>(N - nb, 0, 16);
     for (int64_t c = 0; c < C; ++c) {
-      const int64_t pairs = std::min<int64_t>(16, (K - 32 * c + 1) / 2);  // pairs that start before K
-      const __mmask16 kmask = static_cast<__mmask16>(pairs == 16 ? 0xFFFF : (1u << pairs) - 1);
-      __m512 v[16];
-      for (int r = 0; r < 16; ++r) {
-        const uint16_t* src = w + (nb + r) * ldw + 32 * c;
-        v[r] = r >= live        ? _mm512_setzero_ps()
-               : pairs == 16 ? _mm512_loadu_ps(src)
-                             : _mm512_maskz_loadu_ps(kmask, src);
-      }
-      transpose16_avx512(v);
+      __m512 v[16];  // pairs that start before K
+      load_words_transposed16(v, w + nb * ldw + 32 * c, 2 * ldw, live, (K - 32 * c + 1) / 2);
       for (int i = 0; i < 16; ++i) _mm512_storeu_ps(reinterpret_cast<float*>(panel + ((i * C + c) * 4 + j) * 16), v[i]);
     }
   }
@@ -922,15 +928,8 @@ ATTN_AVX512_VNNI void pack_s8_panel(uint32_t* panel, const int8_t* w, int64_t n0
     const int64_t live = std::clamp<int64_t>(N - nb, 0, 16);
     for (int64_t q0 = 0; q0 < Q; q0 += 16) {
       const int64_t words = std::min<int64_t>(16, Q - q0);
-      const __mmask16 qmask = static_cast<__mmask16>(words == 16 ? 0xFFFF : (1u << words) - 1);
       __m512 v[16];
-      for (int r = 0; r < 16; ++r) {
-        const int8_t* src = w + (nb + r) * K + 4 * q0;
-        v[r] = r >= live       ? _mm512_setzero_ps()
-               : words == 16 ? _mm512_loadu_ps(src)
-                             : _mm512_maskz_loadu_ps(qmask, src);
-      }
-      transpose16_avx512(v);
+      load_words_transposed16(v, w + nb * K + 4 * q0, K, live, words);
       for (int i = 0; i < words; ++i)
         _mm512_storeu_si512(panel + ((q0 + i) * 4 + j) * 16, _mm512_xor_si512(_mm512_castps_si512(v[i]), flip));
     }
