@@ -49,8 +49,8 @@ BENCHMARK(gemm)->Apply(gemm_args);
 // ---- x W^T for a few rows -----------------------------------------------------------------
 
 // C[M, N] = A[M, K] W[N, K]^T, beta = 0: a linear layer on the M rows of one decoding step,
-// through kernels::gemm (gemm_small_m up to kSmallM rows, BLAS above; with invariant = 1, the
-// batch-invariant mode's gemm_invariant for every M). A decoding step streams every layer's
+// through kernels::gemm (gemm_small_m up to kSmallMMaxRows rows, BLAS above; with invariant =
+// 1, the batch-invariant mode's gemm_invariant for every M). A decoding step streams every layer's
 // weight from memory (the base model's decoder holds about 90 MB of them), so the calls
 // rotate over copies of W that together overflow the last-level cache (32 MiB here): a weight
 // is not in cache when its turn comes. FLOPs = 2 M N K per call.

@@ -54,15 +54,23 @@ template <class T>
 void gemm_invariant(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
                     int64_t ldb, T beta, T* C, int64_t ldc);
 
-// Rows up to which float gemm takes the small-M path, and the smallest weight (N * K) it does
-// so for: x W^T for the few rows of a decoding step, not attention tiles or training batches.
+// Rows up to which gemm_invariant runs one gemm_small_m call (its smallest chunk of rows).
 inline constexpr int64_t kSmallM = 8;
+// Rows up to which float gemm takes the small-M path, and the smallest weight (N * K) it does
+// so for: x W^T for the rows of a decoding step (a batch, its beams, a speculative pass, a short
+// source), not attention tiles or training batches. OpenBLAS packs the whole weight on every
+// call; the small-M path reads it once. gemm_bench's linear_rows (float32, weights out of cache,
+// 2 threads, Zen 5; five shapes of the base and a small model), OpenBLAS -> small-M, us: 16
+// rows 101-358 -> 62-187 (1.5-2.2x), 32 rows 130-485 -> 110-328 (1.15-1.6x); from 48 rows on
+// the two trade places by shape (64 rows, N x K = 1024 x 256: 164 -> 199).
+inline constexpr int64_t kSmallMMaxRows = 32;
 inline constexpr int64_t kSmallMMinWeight = 1 << 16;
 
-// Whether gemm<float> hands this product to gemm_small_m: op(A) = A, op(B) = B^T, few rows,
-// a weight-sized B. (float64 goes to BLAS outside the batch-invariant mode: the reference dtype.)
+// Whether gemm<float> hands this product to gemm_small_m: op(A) = A, op(B) = B^T, up to
+// kSmallMMaxRows rows, a weight-sized B. (float64 goes to BLAS outside the batch-invariant
+// mode: the reference dtype.)
 inline bool use_small_m(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K) {
-  return !trans_a && trans_b && M >= 1 && M <= kSmallM && N * K >= kSmallMMinWeight;
+  return !trans_a && trans_b && M >= 1 && M <= kSmallMMaxRows && N * K >= kSmallMMinWeight;
 }
 
 }  // namespace attn::kernels

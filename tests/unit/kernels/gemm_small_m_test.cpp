@@ -123,19 +123,20 @@ TEST(GemmSmallM, ARowGivesTheSameBitsAloneAsAmongOtherRows) {
 
 TEST(GemmSmallM, GemmTakesThePathOnlyForFewRowsAgainstALargeTransposedWeight) {
   EXPECT_TRUE(use_small_m(false, true, 1, 512, 512));
-  EXPECT_TRUE(use_small_m(false, true, kSmallM, 1000, 512));
-  EXPECT_FALSE(use_small_m(false, true, kSmallM + 1, 1000, 512));  // many rows: BLAS
-  EXPECT_FALSE(use_small_m(false, true, 1, 64, 64));               // an attention tile: BLAS
-  EXPECT_FALSE(use_small_m(false, false, 1, 512, 512));            // B not transposed
-  EXPECT_FALSE(use_small_m(true, true, 1, 512, 512));              // A transposed
+  EXPECT_TRUE(use_small_m(false, true, kSmallMMaxRows, 1000, 512));
+  EXPECT_FALSE(use_small_m(false, true, kSmallMMaxRows + 1, 1000, 512));  // many rows: BLAS
+  EXPECT_FALSE(use_small_m(false, true, 1, 64, 64));                      // an attention tile: BLAS
+  EXPECT_FALSE(use_small_m(false, false, 1, 512, 512));                   // B not transposed
+  EXPECT_FALSE(use_small_m(true, true, 1, 512, 512));                     // A transposed
   EXPECT_FALSE(use_small_m(false, true, 0, 512, 512));
 }
 
 TEST(GemmSmallM, GemmGivesTheSameValuesThroughEitherPath) {
-  // x W^T for one row and a [512, 256] weight goes to gemm_small_m; the same product with 12
-  // rows (the row repeated) goes to BLAS. Both must equal the double loop within rounding.
+  // x W^T for one row and a [512, 256] weight goes to gemm_small_m; the same product with
+  // kSmallMMaxRows + 1 rows (the row repeated) goes to BLAS. Both must equal the double loop
+  // within rounding.
   Rng rng(8);
-  const int64_t N = 512, K = 256, rows = 12;
+  const int64_t N = 512, K = 256, rows = kSmallMMaxRows + 1;
   ASSERT_TRUE(use_small_m(false, true, 1, N, K));
   ASSERT_FALSE(use_small_m(false, true, rows, N, K));
   const auto x = random_values<float>(K, rng), W = random_values<float>(N * K, rng);

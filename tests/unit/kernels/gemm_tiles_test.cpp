@@ -157,7 +157,7 @@ TEST(GemmTiles, SmallMAndInvariantKeepTheOldKernelsBitsOnEveryTail) {
         const auto want = reference(c);
         for (simd::Isa isa : vector_isas()) {
           simd::IsaGuard guard(isa);
-          if (M <= kSmallM) {
+          if (M <= kSmallMMaxRows) {
             ASSERT_EQ(differing(run(c, Path::SmallM), want), 0)
                 << "gemm_small_m " << simd::isa_name(isa) << " M " << M << " N " << N << " K " << K << " pad " << pad
                 << " alpha " << alpha << " beta " << beta;
@@ -183,7 +183,7 @@ TEST(GemmTiles, ThreadedAndServingShapesKeepTheOldKernelsBits) {
       const auto want = reference(c);
       for (simd::Isa isa : vector_isas()) {
         simd::IsaGuard guard(isa);
-        if (M <= kSmallM) {
+        if (M <= kSmallMMaxRows) {
           ASSERT_EQ(differing(run(c, Path::SmallM), want), 0)
               << "gemm_small_m " << simd::isa_name(isa) << " M " << M << " N " << s[0] << " K " << s[1];
         }
