@@ -113,6 +113,80 @@ Tensor take_positions(const Tensor& x, const std::vector<int64_t>& rows) {
   return view;
 }
 
+// Where cross-attention K/V x [N_src, Hkv, S, Dh] lies when it is a view of the first N_src
+// sources and S positions of a buffer [rows, Hkv, positions, Dh] (what stack_sources makes):
+// the buffer's rows and positions, or zeros when x is no such view.
+struct SourceRoom {
+  int64_t rows = 0, positions = 0;
+};
+SourceRoom source_room(const Tensor& x) {
+  if (!x.defined() || x.dim() != 4 || !is_floating(x.dtype()) || x.offset() != 0) return {};
+  const Shape& st = x.strides();
+  const int64_t H = x.size(1), S = x.size(2), Dh = x.size(3);
+  if (H < 1 || Dh < 1 || st[3] != 1 || st[2] != Dh || st[1] % Dh != 0 || st[1] / Dh < S || st[0] != H * st[1])
+    return {};
+  const int64_t positions = st[1] / Dh;
+  const size_t slab = static_cast<size_t>(H * positions * Dh) * dtype_size(x.dtype());
+  const int64_t rows = static_cast<int64_t>(x.storage()->nbytes() / slab);
+  if (rows < x.size(0)) return {};
+  return {rows, positions};
+}
+
+// The whole buffer of a view that source_room accepted: [room.rows, Hkv, room.positions, Dh].
+Tensor source_buffer(const Tensor& x, const SourceRoom& room) {
+  return Tensor::from_storage(x.storage(), 0, {room.rows, x.size(1), room.positions, x.size(3)}, x.dtype());
+}
+
+// Sources a [Na, H, Sa, Dh] and b [Nb, H, Sb, Dh] stacked, each left-aligned to S = max(Sa, Sb)
+// positions with zeros after: a view of the first Na + Nb rows and S positions of a buffer with
+// room for more of both. When a is such a view with room enough and no other tensor holds its
+// buffer, b's rows are written into the spare rows (a continuous-batching join then copies the
+// newcomer's sources only, not every running one's). Copies of a cache share a's tensor: the
+// first to append writes past every view of the buffer, and its new view then holds the buffer
+// too, so that the others' appends copy (as append_positions). Otherwise a new zero-filled buffer
+// with room for half as many rows again (at least 8) and a quarter more positions (at least
+// kMinCachePositions). Every source row holds zeros past the view's positions (its whole row is
+// written when it arrives, a former source's values overwritten), so widening the view to a
+// longer newcomer shows zeros in the others' new positions, which their padding masks.
+Tensor stack_sources(const Tensor& a, const Tensor& b) {
+  if (!a.defined()) return b;
+  if (!b.defined()) return a;
+  const int64_t na = a.size(0), nb = b.size(0), s = std::max(a.size(2), b.size(2));
+  const SourceRoom at = source_room(a);
+  Tensor buffer;  // [rows, H, positions, Dh]
+  if (at.rows >= na + nb && at.positions >= s && a.storage().use_count() == 1) {
+    buffer = source_buffer(a, at);
+  } else {
+    const int64_t rows = std::max<int64_t>(8, na + nb + (na + nb) / 2);
+    const int64_t positions = std::max(kMinCachePositions, s + s / 4);
+    buffer = Tensor::zeros({rows, a.size(1), positions, a.size(3)}, a.dtype());
+    buffer.slice(0, 0, na).slice(2, 0, a.size(2)).copy_from(a);
+  }
+  const Tensor mine = buffer.slice(0, na, na + nb);  // [Nb, H, positions, Dh]
+  mine.slice(2, 0, b.size(2)).copy_from(b);
+  if (b.size(2) < buffer.size(2)) mine.slice(2, b.size(2), buffer.size(2)).fill(0);  // a former row's values
+  return buffer.slice(0, 0, na + nb).slice(2, 0, s);
+}
+
+// Cross-attention K/V x [N_src, H, S, Dh] keeping the sources `kept` (increasing), as rows 0, 1,
+// .... In place, moving each kept source's whole row down, when x is a view of a buffer with
+// room (stack_sources) and nothing else holds that buffer or x itself (a copy of the cache
+// shares x: it must keep seeing its rows); else into a new tensor.
+Tensor keep_sources(const Tensor& x, const std::vector<int64_t>& kept) {
+  const int64_t m = static_cast<int64_t>(kept.size());
+  const SourceRoom at = source_room(x);
+  if (at.rows == 0 || x.storage().use_count() != 1 || x.impl_ptr().use_count() != 1) {
+    return take_rows(x, Tensor::from_vector<int64_t>(kept, {m}));  // [M, H, S, Dh]
+  }
+  const size_t slab = static_cast<size_t>(x.size(1) * at.positions * x.size(3)) * dtype_size(x.dtype());
+  auto* base = static_cast<unsigned char*>(x.storage()->data());
+  for (int64_t i = 0; i < m; ++i) {
+    const int64_t from = kept[static_cast<size_t>(i)];
+    if (from != i) std::memmove(base + static_cast<size_t>(i) * slab, base + static_cast<size_t>(from) * slab, slab);
+  }
+  return source_buffer(x, at).slice(0, 0, m).slice(2, 0, x.size(2));
+}
+
 }  // namespace
 
 
@@ -447,10 +521,10 @@ void KVCache::reorder(const std::vector<int64_t>& rows) {
         kept.push_back(s);
       }
     if (static_cast<int64_t>(kept.size()) < n_src) {  // sources no row reads any more are dropped
-      const Tensor ids = Tensor::from_vector<int64_t>(kept, {static_cast<int64_t>(kept.size())});  // [N_src']
       for (LayerKV& l : layers_)
-        for (Tensor* t : {&l.cross.k, &l.cross.v}) *t = take_rows(*t, ids);  // [N_src', Hkv, S, Dh]
-      memory_padding_ = take_rows(memory_padding_, ids);                      // [N_src', S]
+        for (Tensor* t : {&l.cross.k, &l.cross.v}) *t = keep_sources(*t, kept);  // [N_src', Hkv, S, Dh]
+      const Tensor ids = Tensor::from_vector<int64_t>(kept, {static_cast<int64_t>(kept.size())});  // [N_src']
+      memory_padding_ = take_rows(memory_padding_, ids);                         // [N_src', S]
     }
     bool identity = static_cast<int64_t>(kept.size()) == m;
     for (int64_t i = 0; i < m; ++i) {
@@ -490,18 +564,6 @@ Tensor stack_right_aligned(const Tensor& a, int64_t na, const Tensor& b, int64_t
   if (ha > 0) view.slice(0, 0, na).slice(2, h - ha, h).copy_from(a);
   if (hb > 0) view.slice(0, na, na + nb).slice(2, h - hb, h).copy_from(b);
   return view;
-}
-
-// Sources a [Sa_n, H, Sa, Dh] and b [Sb_n, H, Sb, Dh] stacked, each left-aligned to max(Sa, Sb)
-// positions with zeros after.
-Tensor stack_left_aligned(const Tensor& a, const Tensor& b) {
-  if (!a.defined()) return b;
-  if (!b.defined()) return a;
-  const int64_t na = a.size(0), nb = b.size(0), s = std::max(a.size(2), b.size(2));
-  Tensor out = Tensor::zeros({na + nb, a.size(1), s, a.size(3)}, a.dtype());  // [Sa_n + Sb_n, H, S, Dh]
-  out.slice(0, 0, na).slice(2, 0, a.size(2)).copy_from(a);
-  out.slice(0, na, na + nb).slice(2, 0, b.size(2)).copy_from(b);
-  return out;
 }
 
 }  // namespace
@@ -573,8 +635,8 @@ void KVCache::append_rows(const KVCache& other) {
     for (int64_t i = 0; i < num_layers(); ++i) {
       LayerKV& l = layers_[static_cast<size_t>(i)];
       const LayerKV& o = other.layers_[static_cast<size_t>(i)];
-      l.cross.k = stack_left_aligned(l.cross.k, o.cross.k);  // [Sa + Sb, Hkv, S, Dh]
-      l.cross.v = stack_left_aligned(l.cross.v, o.cross.v);
+      l.cross.k = stack_sources(l.cross.k, o.cross.k);  // [Sa + Sb, Hkv, S, Dh]
+      l.cross.v = stack_sources(l.cross.v, o.cross.v);
     }
     if (memory_padding_.defined() || other.memory_padding_.defined() || len_a != len_b) {
       std::vector<int> pad(static_cast<size_t>((sa + sb) * s), 1);

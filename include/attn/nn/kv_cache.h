@@ -211,7 +211,8 @@ class KVCache {
   // and padding flags are copied row by row (into fresh buffers of the same capacity, so steps
   // keep appending in place); the cross-attention K/V and memory padding are not: new row i
   // reads the source old row rows[i] read (row_sources), and sources no row reads any more are
-  // dropped (the only copy: of the sources that stay, when some go).
+  // dropped: the sources that stay move down within their buffer when append_rows made it and
+  // no copy of this cache shares it, else they are copied.
   void reorder(const std::vector<int64_t>& rows);
 
   // Continuous batching (serve/engine.h): appends `other`'s rows after this cache's rows, so
@@ -221,7 +222,10 @@ class KVCache {
   // every row keeps its own positions (next_positions). The cross-attention sources are
   // concatenated too, the shorter sources right-padded (memory_padding true there) and other's
   // rows reading their own sources. A cache without rows takes other's state as it is.
-  // Every row's attention sees exactly the keys it saw before (the rest is masked).
+  // The sources live in a buffer with room for more rows and positions (nn/kv_cache.cpp):
+  // while other's fit and no copy of this cache has appended into it, only other's sources are
+  // written (as the self-attention K/V's append_positions). Every row's attention sees exactly
+  // the keys it saw before (the rest is masked).
   void append_rows(const KVCache& other);
   // Prefix sharing (serve/engine.h): this cache, paged over `from`'s pool and still empty (no
   // positions, at most one row),

@@ -3,9 +3,15 @@
 // when the room runs out, a buffer another tensor shares is never written past its views (two
 // caches decoding on from one state stay independent), earlier views keep their values, a
 // window's trailing view keeps appending, KVCache::reorder keeps the room, and misuse throws.
-// Values against a plain concatenation of every appended row.
+// Values against a plain concatenation of every appended row. The cross-attention sources of
+// KVCache::append_rows likewise: newcomers written into spare rows, a reorder moving the rest
+// down in place, zeros past each source (also where a longer one lay before), copies of the
+// cache kept apart; against each source's K/V padded with zeros.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "attn/core/autograd.h"
@@ -112,6 +118,81 @@ TEST(KVCacheBuffer, ReorderGathersRowsAndKeepsTheRoom) {
   l.self.k = append_positions(l.self.k, positions_of(3, 1, 1, 2, 7.0));
   EXPECT_EQ(buffer_of(l.self.k), buffer);
   EXPECT_EQ(kv.memory_bytes(), 2 * 3 * 1 * 2 * int64_t{sizeof(float)} * 5 + 3 * 1 * 2 * int64_t{sizeof(float)});
+}
+
+// A cache of one layer holding only the cross-attention K/V of one source of `len` positions
+// (K and V filled from `seed`), as TransformerDecoder::join appends it.
+KVCache one_source(int64_t len, double seed) {
+  KVCache kv(1);
+  kv.layer(0).cross.k = positions_of(1, 2, len, 3, seed);
+  kv.layer(0).cross.v = positions_of(1, 2, len, 3, seed + 0.25);
+  kv.set_memory_padding(Tensor::from_bools(std::vector<int>(static_cast<size_t>(len), 0), {1, len}));
+  return kv;
+}
+
+// What the cache's cross K/V and memory padding must hold for the sources `live` (their lengths
+// and seeds, in row order): each source's own positions, then zeros (K and V) and padding up to
+// the longest (or `width` positions: a reorder keeps the width when the longest leaves).
+void expect_sources(const KVCache& kv, const std::vector<std::pair<int64_t, double>>& live, const std::string& when,
+                    int64_t width = 0) {
+  int64_t s = width;
+  for (const auto& [len, seed] : live) s = std::max(s, len);
+  std::vector<Tensor> ks, vs;
+  std::vector<int> pad;
+  for (const auto& [len, seed] : live) {
+    const Tensor zeros = Tensor::zeros({1, 2, s - len, 3});
+    ks.push_back(concat({positions_of(1, 2, len, 3, seed), zeros}, 2));
+    vs.push_back(concat({positions_of(1, 2, len, 3, seed + 0.25), zeros}, 2));
+    for (int64_t j = 0; j < s; ++j) pad.push_back(j >= len ? 1 : 0);
+  }
+  const int64_t n = static_cast<int64_t>(live.size());
+  ASSERT_EQ(kv.layer(0).cross.k.shape(), (Shape{n, 2, s, 3})) << when;
+  EXPECT_EQ(kv.layer(0).cross.k.to_vector<double>(), concat(ks, 0).to_vector<double>()) << when;
+  EXPECT_EQ(kv.layer(0).cross.v.to_vector<double>(), concat(vs, 0).to_vector<double>()) << when;
+  EXPECT_EQ(kv.memory_padding().to_vector<int64_t>(), Tensor::from_bools(pad, {n, s}).to_vector<int64_t>()) << when;
+  EXPECT_EQ(kv.sources(), n) << when;
+}
+
+TEST(KVCacheBuffer, CrossAttentionSourcesJoinIntoSpareRowsAndLeaveInPlace) {
+  NoGradGuard no_grad;
+  KVCache kv = one_source(5, 0.0);
+  kv.append_rows(one_source(3, 100.0));  // into a new buffer with room
+  expect_sources(kv, {{5, 0.0}, {3, 100.0}}, "two sources");
+  const void* buffer = buffer_of(kv.layer(0).cross.k);
+  kv.append_rows(one_source(7, 200.0));  // a longer one: the view widens in the same buffer
+  expect_sources(kv, {{5, 0.0}, {3, 100.0}, {7, 200.0}}, "a longer third");
+  EXPECT_EQ(buffer_of(kv.layer(0).cross.k), buffer);
+  kv.reorder({1, 2});  // the first leaves: the others move down in place
+  expect_sources(kv, {{3, 100.0}, {7, 200.0}}, "after the first left");
+  EXPECT_EQ(buffer_of(kv.layer(0).cross.k), buffer);
+  // A short newcomer takes the row that held the longer source: nothing of that one shows.
+  kv.append_rows(one_source(2, 300.0));
+  expect_sources(kv, {{3, 100.0}, {7, 200.0}, {2, 300.0}}, "a short newcomer in a former row");
+  EXPECT_EQ(buffer_of(kv.layer(0).cross.k), buffer);
+
+  // Copies share the buffer: the first to append writes past both views, the other's append
+  // and a reorder that drops a source (which would move rows in place) copy instead.
+  KVCache copy = kv, other = kv;
+  other.reorder({0, 2});
+  EXPECT_NE(buffer_of(other.layer(0).cross.k), buffer);
+  kv.append_rows(one_source(4, 400.0));
+  EXPECT_EQ(buffer_of(kv.layer(0).cross.k), buffer);
+  copy.append_rows(one_source(6, 450.0));
+  EXPECT_NE(buffer_of(copy.layer(0).cross.k), buffer);
+  expect_sources(kv, {{3, 100.0}, {7, 200.0}, {2, 300.0}, {4, 400.0}}, "the cache");
+  expect_sources(copy, {{3, 100.0}, {7, 200.0}, {2, 300.0}, {6, 450.0}}, "a copy that appended");
+  expect_sources(other, {{3, 100.0}, {2, 300.0}}, "a copy that dropped a source", 7);
+
+  // A source longer than the room, and more sources than the rows: a larger buffer.
+  kv.append_rows(one_source(40, 500.0));
+  for (int i = 0; i < 12; ++i) kv.append_rows(one_source(1 + i % 3, 600.0 + i));
+  std::vector<std::pair<int64_t, double>> live = {{3, 100.0}, {7, 200.0}, {2, 300.0}, {4, 400.0}, {40, 500.0}};
+  for (int i = 0; i < 12; ++i) live.push_back({1 + i % 3, 600.0 + i});
+  expect_sources(kv, live, "after growing");
+  // Rows reordered with a repeat keep one source row per source (the repeat reads it twice).
+  kv.reorder({0, 0, 4, 16});
+  expect_sources(kv, {{3, 100.0}, {40, 500.0}, {3, 611.0}}, "after the repeat");
+  EXPECT_EQ(kv.row_sources(), (std::vector<int64_t>{0, 0, 1, 2}));
 }
 
 TEST(KVCacheBuffer, MismatchedShapesOrDtypesAreErrors) {
