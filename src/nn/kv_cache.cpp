@@ -137,13 +137,27 @@ Tensor source_buffer(const Tensor& x, const SourceRoom& room) {
   return Tensor::from_storage(x.storage(), 0, {room.rows, x.size(1), room.positions, x.size(3)}, x.dtype());
 }
 
+// Zeros positions [from, P) of every row and head of x [N, H, P, Dh], a view of whole rows of a
+// source buffer (each head's positions one run of memory).
+void zero_positions_from(const Tensor& x, int64_t from) {
+  const int64_t N = x.size(0), H = x.size(1), P = x.size(2), Dh = x.size(3);
+  if (from >= P) return;
+  const size_t es = dtype_size(x.dtype());
+  auto* base = static_cast<unsigned char*>(x.raw_data());
+  const Shape& st = x.strides();
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t h = 0; h < H; ++h)
+      std::memset(base + static_cast<size_t>(n * st[0] + h * st[1] + from * Dh) * es, 0,
+                  static_cast<size_t>((P - from) * Dh) * es);
+}
+
 // Sources a [Na, H, Sa, Dh] and b [Nb, H, Sb, Dh] stacked, each left-aligned to S = max(Sa, Sb)
 // positions with zeros after: a view of the first Na + Nb rows and S positions of a buffer with
 // room for more of both. When a is such a view with room enough and no other tensor holds its
 // buffer, b's rows are written into the spare rows (a continuous-batching join then copies the
 // newcomer's sources only, not every running one's). Copies of a cache share a's tensor: the
 // first to append writes past every view of the buffer, and its new view then holds the buffer
-// too, so that the others' appends copy (as append_positions). Otherwise a new zero-filled buffer
+// too, so that the others' appends copy (as append_positions). Otherwise a new buffer
 // with room for half as many rows again (at least 8) and a quarter more positions (at least
 // kMinCachePositions). Every source row holds zeros past the view's positions (its whole row is
 // written when it arrives, a former source's values overwritten), so widening the view to a
@@ -159,12 +173,15 @@ Tensor stack_sources(const Tensor& a, const Tensor& b) {
   } else {
     const int64_t rows = std::max<int64_t>(8, na + nb + (na + nb) / 2);
     const int64_t positions = std::max(kMinCachePositions, s + s / 4);
-    buffer = Tensor::zeros({rows, a.size(1), positions, a.size(3)}, a.dtype());
-    buffer.slice(0, 0, na).slice(2, 0, a.size(2)).copy_from(a);
+    // Rows are written when they are taken (fresh pages cost more than the copy).
+    buffer = Tensor::empty({rows, a.size(1), positions, a.size(3)}, a.dtype());
+    const Tensor kept = buffer.slice(0, 0, na);  // [Na, H, positions, Dh]
+    kept.slice(2, 0, a.size(2)).copy_from(a);
+    zero_positions_from(kept, a.size(2));
   }
   const Tensor mine = buffer.slice(0, na, na + nb);  // [Nb, H, positions, Dh]
   mine.slice(2, 0, b.size(2)).copy_from(b);
-  if (b.size(2) < buffer.size(2)) mine.slice(2, b.size(2), buffer.size(2)).fill(0);  // a former row's values
+  zero_positions_from(mine, b.size(2));  // also over a former row's values
   return buffer.slice(0, 0, na + nb).slice(2, 0, s);
 }
 
