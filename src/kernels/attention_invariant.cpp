@@ -65,6 +65,22 @@ struct Rows {
       return sum;
     }
   }
+  // out[j] = dot(x, ys[j], n) for j < count.
+  void dots(T* out, const T* x, const T* const* ys, int64_t count, int64_t n) const {
+    if constexpr (std::is_same_v<T, float>) {
+      vk->dots(out, x, ys, count, n);
+    } else {
+      for (int64_t j = 0; j < count; ++j) out[j] = dot(x, ys[j], n);
+    }
+  }
+  // accumulate(acc, xs[t], ws[t], n) for t < count in turn.
+  void accumulate_rows(T* acc, const T* const* xs, const T* ws, int64_t count, int64_t n) const {
+    if constexpr (std::is_same_v<T, float>) {
+      vk->accumulate_rows(acc, xs, ws, count, n);
+    } else {
+      for (int64_t t = 0; t < count; ++t) accumulate(acc, xs[t], ws[t], n);
+    }
+  }
   // acc[c] += s * x[c]
   void accumulate(T* acc, const T* x, T s, int64_t n) const {
     if constexpr (std::is_same_v<T, float>) {
@@ -98,6 +114,7 @@ void invariant_forward(T* out, T* lse, const T* q, KeysOf keys_of, const Attenti
     // output accumulator.
     std::vector<T> score(static_cast<size_t>(d.Tk));
     std::vector<int64_t> key(static_cast<size_t>(d.Tk));
+    std::vector<const T*> rows_of(static_cast<size_t>(d.Tk));  // the visible keys' K (then V) rows
     std::vector<T> acc(static_cast<size_t>(d.Dv));
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < BH; ++bh) {
@@ -114,17 +131,26 @@ void invariant_forward(T* out, T* lse, const T* q, KeysOf keys_of, const Attenti
         const int64_t last = mask.causal ? std::min(self, d.Tk - 1) : d.Tk - 1;
         const int64_t first = mask.window > 0 ? std::max<int64_t>(0, self - mask.window + 1) : 0;
         const T* brow = mask.bias ? mask.bias + b * mask.bias_stride_b + h * mask.bias_stride_h + i * d.Tk : nullptr;
-        // The visible keys in increasing order, and their scores.
+        // The visible keys in increasing order, and their scores. Keys whose rows stay where
+        // they are are scored together (the same bits as one at a time).
         int64_t n = 0;
         for (int64_t j = first; j <= last; ++j) {
           if (pad && pad[j]) continue;
           if (brow && brow[j] == kNegInf) continue;
-          T s = scale * rows.dot(qi, keys.k(j), d.Dh);
+          key[static_cast<size_t>(n++)] = j;
+        }
+        if (keys.stable()) {
+          for (int64_t t = 0; t < n; ++t) rows_of[static_cast<size_t>(t)] = keys.k(key[static_cast<size_t>(t)]);
+          rows.dots(score.data(), qi, rows_of.data(), n, d.Dh);
+        } else {
+          for (int64_t t = 0; t < n; ++t) score[static_cast<size_t>(t)] = rows.dot(qi, keys.k(key[static_cast<size_t>(t)]), d.Dh);
+        }
+        for (int64_t t = 0; t < n; ++t) {
+          const int64_t j = key[static_cast<size_t>(t)];
+          T s = scale * score[static_cast<size_t>(t)];
           if (brow) s += brow[j];
           if (mask.alibi) s -= slope * static_cast<T>(j > self ? j - self : self - j);
-          score[static_cast<size_t>(n)] = s;
-          key[static_cast<size_t>(n)] = j;
-          ++n;
+          score[static_cast<size_t>(t)] = s;
         }
         T* li = lse + bh * d.Tq + i;
         if (n == 0) {  // no visible key: zeros, and the backward's marker
@@ -135,8 +161,13 @@ void invariant_forward(T* out, T* lse, const T* q, KeysOf keys_of, const Attenti
         const T m = rows.max(score.data(), n);
         const T l = rows.exp_shifted_sum(score.data(), m, n);  // score now holds e_j
         std::fill(acc.begin(), acc.end(), T(0));
-        for (int64_t t = 0; t < n; ++t)
-          rows.accumulate(acc.data(), keys.v(key[static_cast<size_t>(t)]), score[static_cast<size_t>(t)], d.Dv);
+        if (keys.stable()) {
+          for (int64_t t = 0; t < n; ++t) rows_of[static_cast<size_t>(t)] = keys.v(key[static_cast<size_t>(t)]);
+          rows.accumulate_rows(acc.data(), rows_of.data(), score.data(), n, d.Dv);
+        } else {
+          for (int64_t t = 0; t < n; ++t)
+            rows.accumulate(acc.data(), keys.v(key[static_cast<size_t>(t)]), score[static_cast<size_t>(t)], d.Dv);
+        }
         rows.scale(oi, acc.data(), T(1) / l, d.Dv);
         *li = m + std::log(l);
       }
@@ -152,6 +183,7 @@ struct DenseKeys {
   int64_t krow, vrow;
   const T* k(int64_t j) const { return kb + j * krow; }
   const T* v(int64_t j) const { return vb + j * vrow; }
+  bool stable() const { return true; }  // a row's pointer stays valid while others are read
 };
 
 // Keys in the blocks of a pool (PagedKV): key j of batch row b is the row's position
@@ -190,6 +222,9 @@ struct PagedKeys {
     if (r < 0) return zeros;
     return kv->v16 != nullptr ? widen(vw, kv->v16 + r * Dv, Dv) : kv->v + r * Dv;
   }
+  // Whether a row's pointer stays valid while others are read: not for bf16 blocks, whose rows
+  // are widened into one buffer.
+  bool stable() const { return kv->k16 == nullptr; }
 };
 
 }  // namespace

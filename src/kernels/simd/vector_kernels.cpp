@@ -358,6 +358,34 @@ void accumulate(float* dx, const float* g, float s, int64_t n) {
   });
 }
 
+// accumulate(acc, xs[t], ws[t], n) for t = 0, 1, ..., count - 1 in turn (the same operations),
+// in one pass over acc: four blocks of acc stay in registers while every row is added (four
+// independent chains of additions), then the rest block by block.
+void accumulate_rows(float* acc, const float* const* xs, const float* ws, int64_t count, int64_t n) {
+  int64_t i0 = 0;
+  for (; i0 + 4 * W <= n; i0 += 4 * W) {
+    R a0 = V::load(acc + i0), a1 = V::load(acc + i0 + W), a2 = V::load(acc + i0 + 2 * W),
+      a3 = V::load(acc + i0 + 3 * W);
+    for (int64_t t = 0; t < count; ++t) {
+      const R s = V::set1(ws[t]);
+      const float* x = xs[t] + i0;
+      a0 = V::add(a0, V::mul(V::load(x), s));
+      a1 = V::add(a1, V::mul(V::load(x + W), s));
+      a2 = V::add(a2, V::mul(V::load(x + 2 * W), s));
+      a3 = V::add(a3, V::mul(V::load(x + 3 * W), s));
+    }
+    V::store(acc + i0, a0);
+    V::store(acc + i0 + W, a1);
+    V::store(acc + i0 + 2 * W, a2);
+    V::store(acc + i0 + 3 * W, a3);
+  }
+  for_blocks(n - i0, [&](int64_t i, int64_t k) {
+    R a = load(acc + i0 + i, k);
+    for (int64_t t = 0; t < count; ++t) a = V::add(a, V::mul(load(xs[t] + i0 + i, k), V::set1(ws[t])));
+    store(acc + i0 + i, a, k);
+  });
+}
+
 // dx += g * other (mul's gradient: d(a b)/da = b).
 void accumulate_mul(float* dx, const float* g, const float* other, int64_t n) {
   for_blocks(n, [&](int64_t i, int64_t k) {
@@ -675,6 +703,28 @@ float dot(const float* x, const float* y, int64_t n) {
   return V::reduce_add(acc);
 }
 
+// out[j] = dot(x, ys[j], n) for j < count, four at a time (independent chains), each with dot's
+// operations.
+void dots(float* out, const float* x, const float* const* ys, int64_t count, int64_t n) {
+  int64_t j = 0;
+  for (; j + 4 <= count; j += 4) {
+    const float *y0 = ys[j], *y1 = ys[j + 1], *y2 = ys[j + 2], *y3 = ys[j + 3];
+    R a0 = V::zero(), a1 = V::zero(), a2 = V::zero(), a3 = V::zero();
+    for_blocks(n, [&](int64_t i, int64_t k) {
+      const R xv = load(x + i, k);
+      a0 = V::fma(xv, load(y0 + i, k), a0);
+      a1 = V::fma(xv, load(y1 + i, k), a1);
+      a2 = V::fma(xv, load(y2 + i, k), a2);
+      a3 = V::fma(xv, load(y3 + i, k), a3);
+    });
+    out[j] = V::reduce_add(a0);
+    out[j + 1] = V::reduce_add(a1);
+    out[j + 2] = V::reduce_add(a2);
+    out[j + 3] = V::reduce_add(a3);
+  }
+  for (; j < count; ++j) out[j] = dot(x, ys[j], n);
+}
+
 // ---- small products and softmax rows of the short-sequence attention (attention_short.h) --
 // Sizes here are a few dozen at most: the kernels avoid horizontal sums and per-row calls,
 // whose latency, not arithmetic, would dominate, and work on whole slices at a time.
@@ -864,6 +914,7 @@ constexpr VectorKernels kTable = {
     .mul = mul_span,
     .scale = scale_span,
     .accumulate = accumulate,
+    .accumulate_rows = accumulate_rows,
     .accumulate_mul = accumulate_mul,
     .relu_forward = relu_forward,
     .relu_backward = relu_backward,
@@ -883,6 +934,7 @@ constexpr VectorKernels kTable = {
     .exp_shifted_sum = exp_shifted_sum,
     .softmax_grad_shifted = softmax_grad_shifted,
     .dot = dot,
+    .dots = dots,
     .column_sums = column_sums,
     .tile_nt = tile_nt,
     .tile_nn = tile_nn,

@@ -53,6 +53,8 @@ struct VectorKernels {
   void (*mul)(float* out, const float* a, const float* b, int64_t n);  // out = a * b
   void (*scale)(float* out, const float* x, float s, int64_t n);       // out = x * s
   void (*accumulate)(float* dx, const float* g, float s, int64_t n);   // dx += g * s
+  // accumulate(acc, xs[t], ws[t], n) for t = 0 .. count - 1 in turn: its bits, one pass over acc.
+  void (*accumulate_rows)(float* acc, const float* const* xs, const float* ws, int64_t count, int64_t n);
   void (*accumulate_mul)(float* dx, const float* g, const float* other, int64_t n);  // dx += g * other
   void (*relu_forward)(float* y, const float* x, int64_t n);
   void (*relu_backward)(float* dx, const float* dy, const float* x, int64_t n);
@@ -96,6 +98,8 @@ struct VectorKernels {
   void (*softmax_grad_shifted)(float* ds, const float* p, const float* dp, float d, int64_t n);
   // sum_i x[i] * y[i].
   float (*dot)(const float* x, const float* y, int64_t n);
+  // out[j] = dot(x, ys[j], n) for j < count: dot's bits, several rows at a time.
+  void (*dots)(float* out, const float* x, const float* const* ys, int64_t count, int64_t n);
 
   // ---- column sums (the bias gradient of ops/matmul.cpp's linear) --------------------------
   // db[j] += dy[0, j] + dy[1, j] + ... + dy[rows - 1, j] for j < cols, with row r at dy + r * ld,

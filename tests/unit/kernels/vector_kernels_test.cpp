@@ -10,6 +10,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "kernels/adam.h"
@@ -357,6 +358,46 @@ TEST(VectorKernels, ElementwiseKernelsAndAdamGiveTheScalarBitsOnEveryIsa) {
         EXPECT_TRUE(same_bits(c.run(vector_kernels(isa), n, static_cast<uint64_t>(n) + 100), ref,
                               std::string(c.name) + " on " + kernels::simd::isa_name(isa) +
                                   ", n = " + std::to_string(n)));
+    }
+  }
+}
+
+TEST(VectorKernels, BatchedDotsAndAccumulationsGiveTheBitsOfOneRowAtATime) {
+  // dots and accumulate_rows (the batch-invariant attention's scores and weighted values) must
+  // be exactly dot and accumulate row after row, on every ISA: rows counts around the four
+  // chains of dots, lengths around the vector widths, NaN past every input row.
+  for (Isa isa : kernels::simd::supported_isas()) {
+    const VectorKernels& vk = vector_kernels(isa);
+    for (int64_t n : kSpanLengths) {
+      for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{4}, int64_t{7}, int64_t{9}}) {
+        const std::string where = std::string(kernels::simd::isa_name(isa)) + ", n = " + std::to_string(n) +
+                                  ", rows = " + std::to_string(count);
+        Rng rng(static_cast<uint64_t>(n * 31 + count));
+        const auto x = nan_padded(random_floats(n, rng, -2.0, 2.0));
+        std::vector<std::vector<float>> rows;
+        std::vector<const float*> ptrs;
+        std::vector<float> weights;
+        for (int64_t j = 0; j < count; ++j) {
+          rows.push_back(nan_padded(random_floats(n, rng, -2.0, 2.0)));
+          weights.push_back(static_cast<float>(rng.uniform() * 4.0 - 2.0));
+        }
+        for (const auto& r : rows) ptrs.push_back(r.data());
+        std::vector<float> batched(static_cast<size_t>(count) + 1, 7.0f), single;
+        vk.dots(batched.data(), x.data(), ptrs.data(), count, n);
+        for (int64_t j = 0; j < count; ++j) single.push_back(vk.dot(x.data(), ptrs[static_cast<size_t>(j)], n));
+        single.push_back(7.0f);  // not written past count
+        EXPECT_TRUE(same_bits(batched, single, "dots on " + where));
+
+        const auto start = random_floats(n, rng, -1.0, 1.0);
+        Guarded one_pass(n), in_turn(n);
+        std::copy(start.begin(), start.end(), one_pass.data());
+        std::copy(start.begin(), start.end(), in_turn.data());
+        vk.accumulate_rows(one_pass.data(), ptrs.data(), weights.data(), count, n);
+        for (int64_t t = 0; t < count; ++t)
+          vk.accumulate(in_turn.data(), ptrs[static_cast<size_t>(t)], weights[static_cast<size_t>(t)], n);
+        EXPECT_TRUE(same_bits(checked(one_pass, "accumulate_rows"), checked(in_turn, "accumulate"),
+                              "accumulate_rows on " + where));
+      }
     }
   }
 }
