@@ -855,10 +855,11 @@ ATTN_AVX512_BF16 void bf16_panel_classes(float* part, const X* const* xr, const 
 }
 
 // The tree of the lane classes and the epilogue for MR rows of one panel: y = sum (+ bias), or
-// y + sum when accumulating; rows past `rows` and columns past N are not stored.
+// y + sum when accumulating; rows past `rows` and columns past N are not stored. With yb, the
+// results go there instead, rounded to bf16 (bf16_lanes_avx512: bf16_from_float's bits).
 template <int MR>
 ATTN_AVX512 void bf16_panel_finish(const float* part, int rows, float* y, int64_t ldy, int64_t n0, int64_t N,
-                                   const float* bias, bool accumulate, bool relu) {
+                                   const float* bias, bool accumulate, bool relu, uint16_t* yb, int64_t ldyb) {
   for (int m = 0; m < rows; ++m)
     for (int j = 0; j < 4; ++j) {
       const int64_t nb = n0 + 16 * j;
@@ -875,24 +876,37 @@ ATTN_AVX512 void bf16_panel_finish(const float* part, int rows, float* y, int64_
 #pragma GCC unroll 4
       for (int q = 0; q < 4; ++q) t4[q] = _mm512_add_ps(t8[q], t8[q + 4]);
       const __m512 s = _mm512_add_ps(_mm512_add_ps(t4[0], t4[2]), _mm512_add_ps(t4[1], t4[3]));
-      float* out = y + m * ldy + nb;
+      float* out = yb != nullptr ? nullptr : y + m * ldy + nb;
       __m512 v = s;
       if (accumulate)
         v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, out), s);
       else if (bias != nullptr)
         v = _mm512_add_ps(s, _mm512_maskz_loadu_ps(mask, bias + nb));
       if (relu) v = relu_avx512(v);
-      _mm512_mask_storeu_ps(out, mask, v);
+      // Whole vectors by plain stores (a masked store costs more on AMD's Zen 5).
+      if (yb != nullptr) {
+        const __m256i h = _mm512_cvtepi32_epi16(bf16_lanes_avx512(_mm512_castps_si512(v)));
+        if (live == 16)
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(yb + m * ldyb + nb), h);
+        else
+          _mm512_mask_storeu_epi16(yb + m * ldyb + nb, static_cast<__mmask32>(mask), _mm512_castsi256_si512(h));
+      } else if (live == 16) {
+        _mm512_storeu_ps(out, v);
+      } else {
+        _mm512_mask_storeu_ps(out, mask, v);
+      }
     }
 }
 
 // y[m, n] = sum (+ bias[n]), or y[m, n] + sum when accumulating, then ReLU when `relu`, for
 // the bf16 products of M activation rows xb (bf16, row stride ldb >= 32 ceil(K / 32), zeros from
 // K on) and the weight rows w [N, K] (row stride ldw, even), on packed panels (the AVX-512
-// paths: vdpbf16ps when kNative, else its FMA emulation).
+// paths: vdpbf16ps when kNative, else its FMA emulation). With yb (not accumulating), the
+// results are stored rounded to bf16 at yb[m * ldyb + n] instead of y.
 template <bool kNative>
 void bf16_panels(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ldb, const uint16_t* w, int64_t ldw,
-                 const float* bias, bool accumulate, float* y, int64_t ldy, bool relu = false) {
+                 const float* bias, bool accumulate, float* y, int64_t ldy, bool relu = false,
+                 uint16_t* yb = nullptr, int64_t ldyb = 0) {
   const int64_t C = (K + 31) / 32;
   const PanelSplit split = panel_split(M, N, K, kPanelMR<kNative>);
   using X = std::conditional_t<kNative, uint16_t, float>;
@@ -920,8 +934,8 @@ void bf16_panels(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ld
       const X* xr[MR];
       for (int r = 0; r < MR; ++r) xr[r] = xp + std::min(m + r, m1 - 1) * ldp;
       bf16_panel_classes<MR, kNative>(part, xr, panel, C);
-      bf16_panel_finish<MR>(part, static_cast<int>(std::min<int64_t>(MR, m1 - m)), y + m * ldy, ldy,
-                                  p * kPanelRows, N, bias, accumulate, relu);
+      bf16_panel_finish<MR>(part, static_cast<int>(std::min<int64_t>(MR, m1 - m)), yb ? y : y + m * ldy, ldy,
+                            p * kPanelRows, N, bias, accumulate, relu, yb ? yb + m * ldyb : nullptr, ldyb);
     }
   });
 }
@@ -1351,21 +1365,20 @@ constexpr int64_t kF32ParallelMin = int64_t{1} << 18;  // multiply-adds below wh
 
 }  // namespace
 
-void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w, const float* bias,
-               float* y, int64_t ldy, QuantPath path, Epilogue epilogue) {
-  check_path(path, false);
-  const bool relu = epilogue == Epilogue::ReLU;
-  if (M <= 0 || N <= 0) return;
-  // x as bf16, each row padded with zeros to a multiple of 32 (the AVX2 kernel reads whole chunks).
-  const int64_t ldb = std::max<int64_t>(32, (K + 31) / 32 * 32);
-  uint16_t* const xb = bf16_scratch<0>(M * ldb);
-  pack_bf16_rows(xb, ldb, x, M, K, ldx, 1, path);
+int64_t bf16_row_stride(int64_t K) { return std::max<int64_t>(32, (K + 31) / 32 * 32); }
+
+namespace {
+
+// gemm_bf16 on activation rows already in bf16 (xb, row stride ldb >= bf16_row_stride(K), zeros
+// from K on): y[m * ldy + n], or yb[m * ldyb + n] rounded to bf16 when yb is not null.
+void bf16_product(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ldb, const uint16_t* w,
+                  const float* bias, float* y, int64_t ldy, uint16_t* yb, int64_t ldyb, QuantPath path, bool relu) {
 #if defined(__x86_64__)
   if ((path == QuantPath::Avx512Bf16 || path == QuantPath::Avx512) && M >= kPanelMinRows && K % 2 == 0) {
     if (path == QuantPath::Avx512Bf16)
-      bf16_panels<true>(M, N, K, xb, ldb, w, K, bias, false, y, ldy, relu);
+      bf16_panels<true>(M, N, K, xb, ldb, w, K, bias, false, y, ldy, relu, yb, ldyb);
     else
-      bf16_panels<false>(M, N, K, xb, ldb, w, K, bias, false, y, ldy, relu);
+      bf16_panels<false>(M, N, K, xb, ldb, w, K, bias, false, y, ldy, relu, yb, ldyb);
     return;
   }
 #endif
@@ -1375,15 +1388,63 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, con
       const int64_t rows = std::min(kMChunk, M - m0);
       bf16_block(path, sums, kNBlock, xb + m0 * ldb, ldb, rows, w, n0, n1, K);
       for (int64_t m = 0; m < rows; ++m) {
-        float* yr = y + (m0 + m) * ldy;
         for (int64_t n = n0; n < n1; ++n) {
           const float s = sums[m * kNBlock + (n - n0)];
           const float v = bias != nullptr ? s + bias[n] : s;
-          yr[n] = relu && v < 0.0f ? 0.0f : v;
+          const float r = relu && v < 0.0f ? 0.0f : v;
+          if (yb != nullptr)
+            yb[(m0 + m) * ldyb + n] = bf16_from_float(r);
+          else
+            y[(m0 + m) * ldy + n] = r;
         }
       }
     }
   });
+}
+
+}  // namespace
+
+void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w, const float* bias,
+               float* y, int64_t ldy, QuantPath path, Epilogue epilogue) {
+  check_path(path, false);
+  if (M <= 0 || N <= 0) return;
+  // x as bf16, each row padded with zeros to a multiple of 32 (the AVX2 kernel reads whole chunks).
+  const int64_t ldb = bf16_row_stride(K);
+  uint16_t* const xb = bf16_scratch<0>(M * ldb);
+  pack_bf16_rows(xb, ldb, x, M, K, ldx, 1, path);
+  bf16_product(M, N, K, xb, ldb, w, bias, y, ldy, nullptr, 0, path, epilogue == Epilogue::ReLU);
+}
+
+void gemm_bf16_input(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ldb, const uint16_t* w,
+                     const float* bias, float* y, int64_t ldy, QuantPath path, Epilogue epilogue) {
+  check_path(path, false);
+  ATTN_CHECK(ldb >= bf16_row_stride(K), "gemm_bf16_input", "row stride ", ldb, " is below ", bf16_row_stride(K),
+             " for K = ", K);
+  if (M <= 0 || N <= 0) return;
+  bf16_product(M, N, K, xb, ldb, w, bias, y, ldy, nullptr, 0, path, epilogue == Epilogue::ReLU);
+}
+
+void gemm_bf16_output(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w,
+                      const float* bias, uint16_t* yb, int64_t ldyb, QuantPath path, Epilogue epilogue) {
+  check_path(path, false);
+  ATTN_CHECK(ldyb >= bf16_row_stride(N), "gemm_bf16_output", "row stride ", ldyb, " is below ",
+             bf16_row_stride(N), " for N = ", N);
+  if (M <= 0 || N <= 0) return;
+  const int64_t ldb = bf16_row_stride(K);
+  uint16_t* const xb = bf16_scratch<0>(M * ldb);
+  pack_bf16_rows(xb, ldb, x, M, K, ldx, 1, path);
+  for (int64_t m = 0; m < M; ++m) std::fill(yb + m * ldyb + N, yb + (m + 1) * ldyb, uint16_t{0});
+  bf16_product(M, N, K, xb, ldb, w, bias, nullptr, 0, yb, ldyb, path, epilogue == Epilogue::ReLU);
+}
+
+void gemm_bf16_input(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ldb, const uint16_t* w,
+                     const float* bias, float* y, int64_t ldy, Epilogue epilogue) {
+  gemm_bf16_input(M, N, K, xb, ldb, w, bias, y, ldy, bf16_path(), epilogue);
+}
+
+void gemm_bf16_output(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w,
+                      const float* bias, uint16_t* yb, int64_t ldyb, Epilogue epilogue) {
+  gemm_bf16_output(M, N, K, x, ldx, w, bias, yb, ldyb, bf16_path(), epilogue);
 }
 
 void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w, const float* bias,

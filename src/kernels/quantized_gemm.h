@@ -111,6 +111,24 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, con
 void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w,
                const float* bias, float* y, int64_t ldy, Epilogue epilogue = Epilogue::None);  // bf16_path()
 
+// The same product in two halves, so that one product's outputs feed the next without a
+// float32 copy (a feed-forward block's hidden rows): bf16 rows have a row stride of at least
+// bf16_row_stride(K) (K rounded up to a multiple of 32, at least 32) and hold zeros from K on.
+// gemm_bf16_output stores bf16_from_float of gemm_bf16's outputs (the epilogue applied first)
+// at yb[m * ldyb + n] and zeros in [N, ldyb), ldyb >= bf16_row_stride(N); gemm_bf16_input takes
+// activation rows already in bf16 (xb [M, ldb]) and gives gemm_bf16's outputs for the floats
+// they stand for. So gemm_bf16_input(gemm_bf16_output(x)) has the bits of gemm_bf16 on the float
+// outputs of the first product. A row stride too small is an attn::Error.
+int64_t bf16_row_stride(int64_t K);
+void gemm_bf16_output(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w,
+                      const float* bias, uint16_t* yb, int64_t ldyb, QuantPath path, Epilogue epilogue = Epilogue::None);
+void gemm_bf16_output(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w,
+                      const float* bias, uint16_t* yb, int64_t ldyb, Epilogue epilogue = Epilogue::None);
+void gemm_bf16_input(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ldb, const uint16_t* w,
+                     const float* bias, float* y, int64_t ldy, QuantPath path, Epilogue epilogue = Epilogue::None);
+void gemm_bf16_input(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ldb, const uint16_t* w,
+                     const float* bias, float* y, int64_t ldy, Epilogue epilogue = Epilogue::None);
+
 // ---- bf16 products of two float32 operands (mixed-precision training) ----------------------
 // C[M, N] = op(A)[M, K] op(B)[K, N] (+ C when accumulate), op(X) = X or X^T, row-major with the
 // stored matrices' row strides lda/ldb/ldc as kernels/gemm.h takes them (cblas, CblasRowMajor).

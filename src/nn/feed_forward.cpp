@@ -3,6 +3,7 @@
 #include "attn/nn/feed_forward.h"
 
 #include "attn/ops/ops.h"
+#include "attn/ops/quantize.h"
 
 namespace attn::nn {
 
@@ -52,8 +53,14 @@ FeedForward::FeedForward(int64_t d_model, int64_t d_ff, Activation activation, d
 }
 
 Tensor FeedForward::forward(const Tensor& x) {
-  if (activation_ == Activation::ReLU && linear1_->quantized() && (!dropout_->is_training() || dropout_->p() == 0.0))
-    return linear2_->forward(linear1_->forward_relu(x));  // no dropout: the ReLU in the product's stores
+  if (activation_ == Activation::ReLU && linear1_->quantized() && (!dropout_->is_training() || dropout_->p() == 0.0)) {
+    // No dropout: the ReLU in the first product's stores; with bf16 weights the hidden rows
+    // pass to the second product in bf16.
+    if (!linear2_->quantized() || x.dim() < 1 || x.size(-1) != linear1_->in_features())
+      return linear2_->forward(linear1_->forward_relu(x));  // (its errors name a wrong input)
+    return quantized_feed_forward(x, linear1_->weight(), linear1_->weight_scale(), linear1_->bias(),
+                                  linear2_->weight(), linear2_->weight_scale(), linear2_->bias());
+  }
   Tensor hidden = linear1_->forward(x);              // [..., F] ([..., 2F] gated)  x W_1^T + b_1
   if (activation_ == Activation::ReLU) {
     hidden = dropout_->forward_relu(hidden);         // [..., F]  dropout(max(0, .)) in one pass

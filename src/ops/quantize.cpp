@@ -169,6 +169,42 @@ Tensor quantized_linear_relu(const Tensor& x, const Tensor& w, const Tensor& sca
   return quantized_linear_impl("quantized_linear_relu", x, w, scale, b, kernels::Epilogue::ReLU);
 }
 
+Tensor quantized_feed_forward(const Tensor& x_in, const Tensor& w1, const Tensor& s1, const Tensor& b1,
+                              const Tensor& w2, const Tensor& s2, const Tensor& b2) {
+  const char* op = "quantized_feed_forward";
+  ATTN_CHECK(w1.defined() && w2.defined() && w1.dim() == 2 && w2.dim() == 2 && w2.size(1) == w1.size(0), op,
+             "the second weight must be [Out, F] for a first weight [F, In], got ", w1.defined() ? w1.str() : "undefined",
+             " and ", w2.defined() ? w2.str() : "undefined");
+  if (w1.dtype() != DType::BF16 || w2.dtype() != DType::BF16)
+    return quantized_linear(quantized_linear_relu(x_in, w1, s1, b1), w2, s2, b2);
+  // Both bf16: the hidden rows go from the first product to the second as bf16 (the rounding
+  // the second product would apply to their floats), never as float32.
+  check_quantized_pair(w1, s1, Quantization::BF16, "weight");
+  check_quantized_pair(w2, s2, Quantization::BF16, "weight");
+  const int64_t F = w1.size(0), In = w1.size(1), Out = w2.size(0);
+  ATTN_CHECK(In > 0 && F > 0, op, "weights ", w1.str(), " and ", w2.str(), " must have columns");
+  ATTN_CHECK(x_in.defined() && x_in.dtype() == DType::F32 && x_in.dim() >= 1 && x_in.size(-1) == In, op,
+             "expected f32 input [..., ", In, "] for weight ", w1.str(), ", got ", x_in.defined() ? x_in.str() : "undefined");
+  for (const Tensor* b : {&b1, &b2}) {
+    const int64_t n = b == &b1 ? F : Out;
+    ATTN_CHECK(!b->defined() || (b->dtype() == DType::F32 && b->dim() == 1 && b->size(0) == n), op,
+               "bias must be f32 [", n, "], got ", b->defined() ? b->str() : "");
+  }
+  check_no_grad(op, {&x_in, &b1, &b2});
+  const Tensor x = x_in.contiguous(), v1 = w1.contiguous(), v2 = w2.contiguous();
+  const Tensor c1 = b1.defined() ? b1.contiguous() : Tensor(), c2 = b2.defined() ? b2.contiguous() : Tensor();
+  const int64_t M = x.numel() / In, ldh = kernels::bf16_row_stride(F);
+  Tensor hidden = Tensor::empty({M, ldh}, DType::BF16);  // [M, F] and zeros to the row stride
+  Shape out_shape = x.shape();
+  out_shape.back() = Out;
+  Tensor y = Tensor::empty(out_shape, DType::F32);
+  kernels::gemm_bf16_output(M, F, In, x.data<float>(), In, v1.data<uint16_t>(), c1.defined() ? c1.data<float>() : nullptr,
+                            hidden.data<uint16_t>(), ldh, kernels::Epilogue::ReLU);
+  kernels::gemm_bf16_input(M, Out, F, hidden.data<uint16_t>(), ldh, v2.data<uint16_t>(),
+                           c2.defined() ? c2.data<float>() : nullptr, y.data<float>(), Out);
+  return y;
+}
+
 Tensor quantized_embedding(const Tensor& w_in, const Tensor& scale_in, const Tensor& ids_in) {
   const char* op = "quantized_embedding";
   ATTN_CHECK(w_in.defined() && ids_in.defined(), op, "undefined input tensor");

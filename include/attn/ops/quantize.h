@@ -53,6 +53,12 @@ Tensor quantized_linear(const Tensor& x, const Tensor& w, const Tensor& scale, c
 // relu(quantized_linear(x, w, scale, b)) with the ReLU applied as the product stores its
 // outputs (one pass less over the result; the same bits as relu() after it).
 Tensor quantized_linear_relu(const Tensor& x, const Tensor& w, const Tensor& scale, const Tensor& b);
+// quantized_linear(quantized_linear_relu(x, w1, s1, b1), w2, s2, b2), the same bits: a
+// feed-forward block's two products (w1 [F, In], w2 [Out, F], each I8 or BF16). When both are
+// BF16 the hidden rows pass from one product to the other in bf16, never as float32 (the
+// rounding the second product applies anyway).
+Tensor quantized_feed_forward(const Tensor& x, const Tensor& w1, const Tensor& s1, const Tensor& b1,
+                              const Tensor& w2, const Tensor& s2, const Tensor& b2);
 // Rows of a quantized table w [V, D] picked by I64 ids [...] -> F32 [..., D], dequantized
 // (scale[id] * q[id, :] in float32, or the bf16 values). Ids outside [0, V) are an error.
 Tensor quantized_embedding(const Tensor& w, const Tensor& scale, const Tensor& ids);

@@ -539,6 +539,46 @@ TEST_P(Bf16Path, TheReluEpilogueGivesTheBitsOfReluAfterTheProduct) {
       }
 }
 
+// gemm_bf16_output stores gemm_bf16's outputs rounded to bf16 with zeros to the row stride, and
+// gemm_bf16_input on those rows gives gemm_bf16's bits on the float outputs: a feed-forward
+// block's two products chained without a float copy (ops::quantized_feed_forward).
+TEST_P(Bf16Path, ProductsChainedThroughBf16RowsGiveTheBitsOfTheFloatChain) {
+  Rng rng(47);
+  for (int64_t M : {1, 7, 40, 70})  // row kernels and (AVX-512) panels, for both products
+    for (int64_t N : {5, 37, 64, 129})
+      for (int64_t K : {31, 64, 130})
+        for (Epilogue e : {Epilogue::None, Epilogue::ReLU}) {
+          SCOPED_TRACE(testing::Message() << "M " << M << " N " << N << " K " << K << " relu " << (e == Epilogue::ReLU));
+          const Bf16Case c = make_bf16_case(M, N, K, rng);
+          std::vector<float> y(static_cast<size_t>(M * c.ldy), -99.0f);
+          gemm_bf16(M, N, K, c.x.data(), c.ldx, c.w.data(), c.bias.data(), y.data(), c.ldy, GetParam(), e);
+          const int64_t ldyb = bf16_row_stride(N) + 16;
+          std::vector<uint16_t> yb(static_cast<size_t>(M * ldyb), 0xBEEF);
+          gemm_bf16_output(M, N, K, c.x.data(), c.ldx, c.w.data(), c.bias.data(), yb.data(), ldyb, GetParam(), e);
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < ldyb; ++n)
+              ASSERT_EQ(yb[m * ldyb + n], n < N ? bf16_from_float(y[m * c.ldy + n]) : uint16_t{0}) << m << " " << n;
+          // The next product (9 outputs of N inputs) on the bf16 rows and on the floats.
+          const Bf16Case next = make_bf16_case(1, 9, N, rng);
+          std::vector<float> want(static_cast<size_t>(M * 9)), got(want.size(), -99.0f);
+          gemm_bf16(M, 9, N, y.data(), c.ldy, next.w.data(), next.bias.data(), want.data(), 9, GetParam());
+          gemm_bf16_input(M, 9, N, yb.data(), ldyb, next.w.data(), next.bias.data(), got.data(), 9, GetParam());
+          ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+        }
+}
+
+TEST(Bf16Product, ChainedRowsNeedTheirRowStride) {
+  const std::vector<float> x(64, 1.0f);
+  const std::vector<uint16_t> w(64 * 40, bf16_from_float(0.5f));
+  std::vector<uint16_t> yb(64);
+  std::vector<float> y(64);
+  EXPECT_EQ(bf16_row_stride(1), 32);
+  EXPECT_EQ(bf16_row_stride(33), 64);
+  EXPECT_THROW(gemm_bf16_output(1, 40, 64, x.data(), 64, w.data(), nullptr, yb.data(), 40, QuantPath::Scalar), Error);
+  EXPECT_THROW(gemm_bf16_input(1, 40, 40, yb.data(), 40, w.data(), nullptr, y.data(), 40, QuantPath::Scalar), Error);
+  EXPECT_NO_THROW(gemm_bf16_output(1, 40, 64, x.data(), 64, w.data(), nullptr, yb.data(), 64, QuantPath::Scalar));
+}
+
 INSTANTIATE_TEST_SUITE_P(Paths, Bf16Path, ::testing::ValuesIn(kBf16Paths),
                          [](const auto& info) { return std::string(quant_path_name(info.param)); });
 

@@ -30,17 +30,21 @@ double phi(Activation a, double x) {
   return x;
 }
 
-// With int8 or bf16 weights and no dropout, the ReLU runs in linear1's product as it stores
-// (quantized_linear_relu): the output's bits are those of the separate ops.
+// With int8 or bf16 weights and no dropout, the ReLU runs in linear1's product as it stores,
+// and bf16 hidden rows go to linear2 in bf16 (quantized_feed_forward): the output's bits are
+// those of the separate ops.
 TEST(FeedForward, QuantizedReluInTheProductGivesTheBitsOfTheSeparateOps) {
   for (Quantization q : {Quantization::Int8, Quantization::BF16}) {
     SCOPED_TRACE(static_cast<int>(q));
+   for (int64_t d_ff : {64, 40})   // 40: bf16 hidden rows padded to their row stride
+    for (int64_t rows : {40, 3}) {  // 3 x 40 rows: the packed panels on AVX-512; 3 x 3: the row kernels
+    SCOPED_TRACE(testing::Message() << "d_ff " << d_ff << " rows " << rows);
     Rng rng(7);
-    FeedForward ff(32, 64, Activation::ReLU, 0.1, DType::F32, rng);
+    FeedForward ff(32, d_ff, Activation::ReLU, 0.1, DType::F32, rng);
     quantize_module(ff, q);
     ff.eval();
     NoGradGuard no_grad;
-    const Tensor x = Tensor::randn({3, 40, 32}, rng);  // 120 rows: the packed panels on AVX-512
+    const Tensor x = Tensor::randn({3, rows, 32}, rng);
     const Linear& l1 = *ff.linear1();
     const Linear& l2 = *ff.linear2();
     const Tensor hidden = quantized_linear(x, l1.weight(), l1.weight_scale(), l1.bias());
@@ -52,6 +56,11 @@ TEST(FeedForward, QuantizedReluInTheProductGivesTheBitsOfTheSeparateOps) {
     // Control: without the ReLU the result differs (linear1 has negative outputs).
     const Tensor linear_only = quantized_linear(hidden, l2.weight(), l2.weight_scale(), l2.bias());
     EXPECT_NE(got.to_vector<float>(), linear_only.to_vector<float>());
+    // The op itself, on a wrong input: an error naming it.
+    EXPECT_THROW(quantized_feed_forward(Tensor::randn({2, 31}, rng), l1.weight(), l1.weight_scale(), l1.bias(),
+                                        l2.weight(), l2.weight_scale(), l2.bias()),
+                 Error);
+    }
   }
 }
 
