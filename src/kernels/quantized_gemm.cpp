@@ -442,6 +442,9 @@ ATTN_AVX512_BF16 void pack_bf16_columns_avx512(uint16_t* out, int64_t ld_out, co
   for (int64_t k0 = 0; k0 < K; k0 += 16) {
     const int64_t nk = std::min<int64_t>(16, K - k0);
     const __mmask16 kmask = static_cast<__mmask16>(nk == 16 ? 0xFFFF : (1u << nk) - 1);
+    // The next block's rows, ahead of their loads (they lie k_stride apart: no stream to detect).
+    for (int64_t k = k0 + 16; k < std::min(k0 + 32, K); ++k)
+      _mm_prefetch(reinterpret_cast<const char*>(x + r0 + k * k_stride), _MM_HINT_T0);
     __m512 v[16];
     for (int64_t k = 0; k < 16; ++k)
       v[k] = k >= nk     ? _mm512_setzero_ps()
@@ -784,11 +787,50 @@ ATTN_AVX512 void pack_bf16_panel(uint32_t* panel, const uint16_t* w, int64_t ldw
     const int64_t nb = n0 + 16 * j;
     const int64_t live = std::clamp<int64_t>(N - nb, 0, 16);
     for (int64_t c = 0; c < C; ++c) {
+      // The rows' next chunks, ahead of their loads (16 rows ldw apart: 16 streams at once).
+      if (c + 4 < C)
+        for (int64_t r = 0; r < live; ++r)
+          _mm_prefetch(reinterpret_cast<const char*>(w + (nb + r) * ldw + 32 * (c + 4)), _MM_HINT_T0);
       __m512 v[16];  // pairs that start before K
       load_words_transposed16(v, w + nb * ldw + 32 * c, 2 * ldw, live, (K - 32 * c + 1) / 2);
       for (int i = 0; i < 16; ++i) _mm512_storeu_ps(reinterpret_cast<float*>(panel + ((i * C + c) * 4 + j) * 16), v[i]);
     }
   }
+}
+
+// The same panel when weight row n is column n of a float matrix B [K, N] (row stride ldb), as
+// the backward products of training have it (op(B) = B): word (i, c, j, l) =
+// bf16(B[k0][n]) | bf16(B[k0 + 1][n]) << 16 with bf16_from_float's bits (bf16_lanes_avx512),
+// zeros past N and K. Two rows of B make 16 words, so no transpose is needed (the rows-then-
+// panel route rounded B into transposed rows first, then transposed those again).
+ATTN_AVX512 void pack_bf16_panel_from_columns(uint32_t* panel, const float* B, int64_t ldb, int64_t n0, int64_t N,
+                                              int64_t K) {
+  const int64_t C = (K + 31) / 32;
+  const __m512i zero = _mm512_setzero_si512();
+  int64_t live[4];
+  __mmask16 mask[4];
+  for (int j = 0; j < 4; ++j) {
+    live[j] = std::clamp<int64_t>(N - (n0 + 16 * j), 0, 16);
+    mask[j] = static_cast<__mmask16>(live[j] >= 16 ? 0xFFFF : (1u << live[j]) - 1);
+  }
+  for (int64_t c = 0; c < C; ++c)
+    for (int i = 0; i < 16; ++i) {
+      const int64_t k0 = 32 * c + 2 * i;
+      uint32_t* out = panel + (i * C + c) * 64;
+      // The rows 8 pairs on, ahead of their loads (the rows lie ldb apart: no stream to detect).
+      for (int64_t k = k0 + 16; k < std::min(k0 + 18, K); ++k)
+        for (int j = 0; j < 4; ++j)
+          if (live[j] > 0) _mm_prefetch(reinterpret_cast<const char*>(B + k * ldb + n0 + 16 * j), _MM_HINT_T0);
+      for (int j = 0; j < 4; ++j) {
+        __m512i half[2] = {zero, zero};  // bf16 of B[k0 + h][n0 + 16 j .. + 15] in the low halves
+        for (int h = 0; h < 2; ++h) {
+          if (k0 + h >= K || live[j] == 0) continue;
+          const float* src = B + (k0 + h) * ldb + n0 + 16 * j;
+          half[h] = bf16_lanes_avx512(live[j] == 16 ? _mm512_loadu_si512(src) : _mm512_maskz_loadu_epi32(mask[j], src));
+        }
+        _mm512_storeu_si512(out + 16 * j, _mm512_or_si512(half[0], _mm512_slli_epi32(half[1], 16)));
+      }
+    }
 }
 
 // The 16 lane-class accumulators of MR activation rows against a packed panel:
@@ -902,11 +944,12 @@ ATTN_AVX512 void bf16_panel_finish(const float* part, int rows, float* y, int64_
 // the bf16 products of M activation rows xb (bf16, row stride ldb >= 32 ceil(K / 32), zeros from
 // K on) and the weight rows w [N, K] (row stride ldw, even), on packed panels (the AVX-512
 // paths: vdpbf16ps when kNative, else its FMA emulation). With yb (not accumulating), the
-// results are stored rounded to bf16 at yb[m * ldyb + n] instead of y.
+// results are stored rounded to bf16 at yb[m * ldyb + n] instead of y. With wcols, the weight
+// rows are the columns of the float matrix wcols [K, N] (row stride ldwc) and w is unused.
 template <bool kNative>
 void bf16_panels(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ldb, const uint16_t* w, int64_t ldw,
                  const float* bias, bool accumulate, float* y, int64_t ldy, bool relu = false,
-                 uint16_t* yb = nullptr, int64_t ldyb = 0) {
+                 uint16_t* yb = nullptr, int64_t ldyb = 0, const float* wcols = nullptr, int64_t ldwc = 0) {
   const int64_t C = (K + 31) / 32;
   const PanelSplit split = panel_split(M, N, K, kPanelMR<kNative>);
   using X = std::conditional_t<kNative, uint16_t, float>;
@@ -926,7 +969,12 @@ void bf16_panels(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ld
     for (int64_t m = 0; m < M; ++m) widen_bf16_avx512(xw + m * ldp, xb + m * ldb, ldp);
     xp = xw;
   }
-  const auto pack = [&](uint32_t* panel, int64_t p) { pack_bf16_panel(panel, w, ldw, p * kPanelRows, N, K); };
+  const auto pack = [&](uint32_t* panel, int64_t p) {
+    if (wcols != nullptr)
+      pack_bf16_panel_from_columns(panel, wcols, ldwc, p * kPanelRows, N, K);
+    else
+      pack_bf16_panel(panel, w, ldw, p * kPanelRows, N, K);
+  };
   for_panel_items(M, N, split, C * 16 * 64, pack, [&](int64_t p, int64_t m0, int64_t m1, const uint32_t* panel) {
     constexpr int MR = kPanelMR<kNative>;
     alignas(64) float part[16 * MR * 4 * 16];
@@ -1465,20 +1513,25 @@ void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   // chunks of the activation rows); op(B) transposed, N rows of K (the weight rows).
   const int64_t lda_b = (K + 31) / 32 * 32;
   uint16_t* const ab = bf16_scratch<0>(M * lda_b);
-  uint16_t* const bb = bf16_scratch<1>(N * K);
   // op(A)[m, k] = A[m * lda + k], or A[k * lda + m] when transposed.
   pack_bf16_rows(ab, lda_b, A, M, K, trans_a ? 1 : lda, trans_a ? lda : 1, path);
-  // op(B)[k, n] = B[k * ldb + n], or B[n * ldb + k] when transposed: row n of the packed B.
-  pack_bf16_rows(bb, K, B, N, K, trans_b ? ldb : 1, trans_b ? 1 : ldb, path);
 #if defined(__x86_64__)
   if ((path == QuantPath::Avx512Bf16 || path == QuantPath::Avx512) && M >= kPanelMinRows && K % 2 == 0) {
+    // The panels are packed from op(B) itself: B's rows when transposed (via bf16 rows), else
+    // its columns directly (pack_bf16_panel_from_columns: no transposed copy).
+    uint16_t* const bb = trans_b ? bf16_scratch<1>(N * K) : nullptr;
+    if (trans_b) pack_bf16_rows(bb, K, B, N, K, ldb, 1, path);
+    const float* const bcols = trans_b ? nullptr : B;
     if (path == QuantPath::Avx512Bf16)
-      bf16_panels<true>(M, N, K, ab, lda_b, bb, K, nullptr, accumulate, C, ldc);
+      bf16_panels<true>(M, N, K, ab, lda_b, bb, K, nullptr, accumulate, C, ldc, false, nullptr, 0, bcols, ldb);
     else
-      bf16_panels<false>(M, N, K, ab, lda_b, bb, K, nullptr, accumulate, C, ldc);
+      bf16_panels<false>(M, N, K, ab, lda_b, bb, K, nullptr, accumulate, C, ldc, false, nullptr, 0, bcols, ldb);
     return;
   }
 #endif
+  uint16_t* const bb = bf16_scratch<1>(N * K);
+  // op(B)[k, n] = B[k * ldb + n], or B[n * ldb + k] when transposed: row n of the packed B.
+  pack_bf16_rows(bb, K, B, N, K, trans_b ? ldb : 1, trans_b ? 1 : ldb, path);
   const int64_t n_blocks = (N + kNBlock - 1) / kNBlock, m_chunks = (M + kMChunk - 1) / kMChunk;
   const int64_t items = n_blocks * m_chunks;
   const bool parallel =

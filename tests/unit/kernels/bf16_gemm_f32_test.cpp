@@ -182,15 +182,19 @@ TEST_P(Bf16F32Path, EqualsTheInferenceProductOnTheSameOperands) {
 
 TEST_P(Bf16F32Path, ThreadsChangeNoBits) {
   Rng rng(47);
-  const Case c = make_case(false, true, 150, 90, 200, rng);  // large enough to use the threads
-  const int before = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const auto one = run(c, GetParam(), true);
-  omp_set_num_threads(3);
-  const auto three = run(c, GetParam(), true);
-  omp_set_num_threads(before);
-  EXPECT_TRUE(same_bits(one, three));
-  EXPECT_TRUE(same_bits(one, reference(c, true)));
+  // Large enough to use the threads; op(B) = B packs the panels from B's columns, op(B) = B^T
+  // from its rows.
+  for (bool tb : {true, false}) {
+    const Case c = make_case(false, tb, 150, 90, 200, rng);
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const auto one = run(c, GetParam(), true);
+    omp_set_num_threads(3);
+    const auto three = run(c, GetParam(), true);
+    omp_set_num_threads(before);
+    EXPECT_TRUE(same_bits(one, three)) << tb;
+    EXPECT_TRUE(same_bits(one, reference(c, true))) << tb;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, Bf16F32Path, ::testing::ValuesIn(kBf16Paths),
