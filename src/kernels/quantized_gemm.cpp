@@ -48,6 +48,7 @@ namespace {
 constexpr int64_t kNBlock = 16;             // weight rows per work item
 constexpr int64_t kMChunk = 32;             // activation rows per accumulator tile
 constexpr int64_t kParallelMin = 1 << 16;  // weight elements (N * K) below which one thread works
+constexpr int64_t kRowsParallelMin = 1 << 16;  // activation elements below which one thread quantizes
 
 // Calls f(n0, n1) for consecutive blocks of weight rows, over the OpenMP threads when the
 // weight is large and the caller is not inside a parallel region already.
@@ -61,7 +62,7 @@ void for_row_blocks(int64_t N, int64_t K, const F& f) {
 
 // The dequantization every int8 path shares: y[n] = float(acc[n - n0]) * (x_scale * w_scale[n])
 // (+ bias[n], a separate rounded add) for n in [n0, n1) (the file is built without
-// contraction, so the bits are those of the formula; dequantize_row_avx512 gives the same).
+// contraction, so the bits are those of the formula; dequantize_tile_avx512 gives the same).
 inline void dequantize_row(float* y, const int32_t* acc, float x_scale, const float* w_scale, const float* bias,
                            int64_t n0, int64_t n1, bool relu) {
   for (int64_t n = n0; n < n1; ++n) {
@@ -501,22 +502,41 @@ ATTN_AVX512 void quantize_row_s8_avx512(int8_t* qr, float* scale, const float* x
   *scale = amax / 127.0f;
 }
 
-// dequantize_row for at most 16 outputs (one block of weight rows) in one masked vector: the
+// dequantize_row for at most 16 outputs (one block of weight rows) in one vector per row: the
 // same conversion, products and add, so the same bits.
-static_assert(kNBlock == 16, "dequantize_row_avx512 holds one block of weight rows");
+static_assert(kNBlock == 16, "dequantize_tile_avx512 holds one block of weight rows");
 ATTN_AVX512 inline __m512 relu_avx512(__m512 v) {  // v < 0 ? 0 : v, relu_forward's select
   const __m512 zero = _mm512_setzero_ps();
   return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), zero);
 }
 
-ATTN_AVX512 void dequantize_row_avx512(float* y, const int32_t* acc, float x_scale, const float* w_scale,
-                                       const float* bias, int64_t n0, int64_t n1, bool relu) {
+// Rows m < rows of a tile (acc[m * 16 + n - n0], row scales x_scale[m]) into y + m * ldy. A whole
+// block (16 outputs) takes plain loads and stores, its weight scales and bias loaded once per
+// tile: masked loads and stores cost several times more on AMD's Zen 5.
+ATTN_AVX512 void dequantize_tile_avx512(float* y, int64_t ldy, const int32_t* acc, const float* x_scale, int64_t rows,
+                                        const float* w_scale, const float* bias, int64_t n0, int64_t n1, bool relu) {
+  if (n1 - n0 == 16) {
+    const __m512 ws = _mm512_loadu_ps(w_scale + n0);
+    const __m512 b = bias != nullptr ? _mm512_loadu_ps(bias + n0) : _mm512_setzero_ps();
+    for (int64_t m = 0; m < rows; ++m) {
+      const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(x_scale[m]), ws);
+      __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(acc + m * 16)), scale);
+      if (bias != nullptr) v = _mm512_add_ps(v, b);
+      if (relu) v = relu_avx512(v);
+      _mm512_storeu_ps(y + m * ldy + n0, v);
+    }
+    return;
+  }
   const __mmask16 mask = static_cast<__mmask16>((1u << (n1 - n0)) - 1);
-  const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(x_scale), _mm512_maskz_loadu_ps(mask, w_scale + n0));
-  __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_maskz_loadu_epi32(mask, acc)), scale);
-  if (bias != nullptr) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, bias + n0));
-  if (relu) v = relu_avx512(v);
-  _mm512_mask_storeu_ps(y + n0, mask, v);
+  const __m512 ws = _mm512_maskz_loadu_ps(mask, w_scale + n0);
+  const __m512 b = bias != nullptr ? _mm512_maskz_loadu_ps(mask, bias + n0) : _mm512_setzero_ps();
+  for (int64_t m = 0; m < rows; ++m) {
+    const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(x_scale[m]), ws);
+    __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_maskz_loadu_epi32(mask, acc + m * 16)), scale);
+    if (bias != nullptr) v = _mm512_add_ps(v, b);
+    if (relu) v = relu_avx512(v);
+    _mm512_mask_storeu_ps(y + m * ldy + n0, mask, v);
+  }
 }
 
 inline __mmask32 tail_mask32(int64_t left) { return left >= 32 ? ~__mmask32{0} : (__mmask32{1} << left) - 1; }
@@ -1170,6 +1190,8 @@ void s8_driver(const int8_t* xq, int64_t M, const int8_t* w, int64_t N, int64_t 
   if (path == QuantPath::Avx512Vnni) {  // 128 sum_k xq[m][k], taken back from the shifted weights' sums
     x_shift.assign(static_cast<size_t>(M), 0u);
 #if defined(__x86_64__)
+    const bool parallel = M > 1 && M * K >= kRowsParallelMin && !omp_in_parallel() && omp_get_max_threads() > 1;
+#pragma omp parallel for schedule(static) if (parallel)
     for (int64_t m = 0; m < M; ++m) x_shift[static_cast<size_t>(m)] = s8_shift_vnni(xq + m * K, K);
 #endif
   }
@@ -1299,12 +1321,16 @@ void quantize_rows_s8(int8_t* q, float* scale, const float* x, int64_t rows, int
                       QuantPath path) {
   ATTN_CHECK(quant_path_supported(path), "quantize_rows_s8", "path ", quant_path_name(path),
              " is not supported by this CPU or build");
+  // Rows are independent: many are quantized over the threads.
+  const bool parallel = rows > 1 && rows * K >= kRowsParallelMin && !omp_in_parallel() && omp_get_max_threads() > 1;
 #if defined(__x86_64__)
   if (path == QuantPath::Avx512 || path == QuantPath::Avx512Vnni || path == QuantPath::Avx512Bf16) {
+#pragma omp parallel for schedule(static) if (parallel)
     for (int64_t r = 0; r < rows; ++r) quantize_row_s8_avx512(q + r * K, scale + r, x + r * ldx, K);
     return;
   }
 #endif
+#pragma omp parallel for schedule(static) if (parallel)
   for (int64_t r = 0; r < rows; ++r) quantize_row_s8_scalar(q + r * K, scale + r, x + r * ldx, K);
 }
 
@@ -1333,22 +1359,24 @@ void gemm_s8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const
   const bool relu = epilogue == Epilogue::ReLU;
   check_path(path, true);
   if (M <= 0 || N <= 0) return;
-  std::vector<int8_t> xq(static_cast<size_t>(M * K));
-  std::vector<float> xs(static_cast<size_t>(M));
-  quantize_rows_s8(xq.data(), xs.data(), x, M, K, ldx, path);
+  // The calling thread's buffers, kept between calls (fresh pages cost more than the work).
+  thread_local std::vector<int8_t> xq_buf;
+  thread_local std::vector<float> xs_buf;
+  if (xq_buf.size() < static_cast<size_t>(M * K)) xq_buf.resize(static_cast<size_t>(M * K));
+  if (xs_buf.size() < static_cast<size_t>(M)) xs_buf.resize(static_cast<size_t>(M));
+  int8_t* const xq = xq_buf.data();
+  const float* const xs = xs_buf.data();
+  quantize_rows_s8(xq, xs_buf.data(), x, M, K, ldx, path);
   [[maybe_unused]] const bool wide = path == QuantPath::Avx512Vnni;  // kNBlock = 16 rows: one vector
-  s8_driver(xq.data(), M, w, N, K, path, [&](int64_t m0, int64_t rows, int64_t n0, int64_t n1, const int32_t* tile) {
-    for (int64_t m = 0; m < rows; ++m) {
-      float* yr = y + (m0 + m) * ldy;
-      const float s = xs[static_cast<size_t>(m0 + m)];
+  s8_driver(xq, M, w, N, K, path, [&](int64_t m0, int64_t rows, int64_t n0, int64_t n1, const int32_t* tile) {
 #if defined(__x86_64__)
-      if (wide) {
-        dequantize_row_avx512(yr, tile + m * kNBlock, s, w_scale, bias, n0, n1, relu);
-        continue;
-      }
-#endif
-      dequantize_row(yr, tile + m * kNBlock, s, w_scale, bias, n0, n1, relu);
+    if (wide) {
+      dequantize_tile_avx512(y + m0 * ldy, ldy, tile, xs + m0, rows, w_scale, bias, n0, n1, relu);
+      return;
     }
+#endif
+    for (int64_t m = 0; m < rows; ++m)
+      dequantize_row(y + (m0 + m) * ldy, tile + m * kNBlock, xs[m0 + m], w_scale, bias, n0, n1, relu);
   });
 }
 

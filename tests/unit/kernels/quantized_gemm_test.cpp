@@ -9,6 +9,7 @@
 #include "kernels/quantized_gemm.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -184,6 +185,28 @@ TEST(QuantizeRowsS8, EveryPathGivesTheScalarBits) {
       quantize_rows_s8(got.data(), gs.data(), x.data(), rows, K, ldx, path);
       ASSERT_EQ(got, want) << quant_path_name(path) << " K " << K;
       ASSERT_EQ(std::memcmp(gs.data(), ws.data(), ws.size() * sizeof(float)), 0) << quant_path_name(path) << " K " << K;
+    }
+  }
+}
+
+TEST(QuantizeRowsS8, ManyRowsOverTheThreadsGiveEachRowsBitsAlone) {
+  // 300 rows of 512: enough to be split over the threads; each row quantized alone is the reference.
+  Rng rng(29);
+  const int64_t rows = 300, K = 512, ldx = K + 3;
+  const auto x = random_floats(rows * ldx, rng, -3.0, 3.0);
+  for (QuantPath path : {QuantPath::Scalar, QuantPath::Avx512Vnni}) {
+    if (!quant_path_supported(path)) continue;
+    std::vector<int8_t> all(static_cast<size_t>(rows * K)), one(static_cast<size_t>(K));
+    std::vector<float> as(rows);
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(2);
+    quantize_rows_s8(all.data(), as.data(), x.data(), rows, K, ldx, path);
+    omp_set_num_threads(before);
+    for (int64_t r = 0; r < rows; ++r) {
+      float s = 0.0f;
+      quantize_rows_s8(one.data(), &s, x.data() + r * ldx, 1, K, ldx, path);
+      ASSERT_EQ(std::memcmp(one.data(), all.data() + r * K, static_cast<size_t>(K)), 0) << quant_path_name(path) << " " << r;
+      ASSERT_EQ(std::memcmp(&s, &as[static_cast<size_t>(r)], sizeof s), 0) << quant_path_name(path) << " " << r;
     }
   }
 }
