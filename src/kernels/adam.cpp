@@ -8,6 +8,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "kernels/parallel_for.h"
 #include "kernels/simd/parallel_chunks.h"
 #include "kernels/simd/vector_kernels.h"
 
@@ -48,8 +49,7 @@ void adam_update(T* p, T* m, T* v, const T* g, int64_t n, const AdamStep<T>& s) 
       vk.adam_update(p + i, m + i, v + i, g + i, count, s);
     });
   } else {
-#pragma omp parallel for if (n >= kParallelMin)
-    for (int64_t i = 0; i < n; ++i) {
+    parallel_for(n, n >= kParallelMin, [&](int64_t i) {
       T gi = g[i];
       if (s.l2) gi = gi + s.weight_decay * p[i];
       if (s.decoupled) p[i] = p[i] * s.decay;
@@ -57,7 +57,7 @@ void adam_update(T* p, T* m, T* v, const T* g, int64_t n, const AdamStep<T>& s) 
       v[i] = v[i] * s.beta2 + s.one_minus_beta2 * (gi * gi);
       const T denom = std::sqrt(v[i]) / s.bc2_sqrt + s.eps;
       p[i] = p[i] + s.neg_step_size * (m[i] / denom);
-    }
+    });
   }
 }
 

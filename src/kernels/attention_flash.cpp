@@ -23,6 +23,7 @@
 
 #include "attn/core/dtype.h"  // float_from_bf16
 #include "kernels/gemm.h"
+#include "kernels/parallel_for.h"
 #include "kernels/simd/vector_kernels.h"
 
 namespace attn::kernels {
@@ -373,13 +374,11 @@ void attention_flash_forward(T* out, T* lse, const T* q, const T* k, const T* v,
   std::vector<T> scratch(static_cast<size_t>(n_threads * per_thread));  // [threads, per_thread]
   std::vector<int64_t> kt_head(static_cast<size_t>(n_threads), -1);     // [threads]: whose K^T
   // Work is uneven under causal masks (late query tiles see more keys): dynamic schedule.
-#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads) if (parallel)
-  for (int64_t item = 0; item < items; ++item) {
+  parallel_for_team<Schedule::Dynamic>(items, n_threads, [&](int64_t item, int t) {
     const int64_t bh = item / n_qt, i0 = (item % n_qt) * Br;
     const int64_t b = bh / H, h = bh % H, hkv = h / group;  // the K/V head query head h reads
     const int64_t bkv = b * Hkv + hkv;
     const Rows<const T> ks = head_rows(k, layout.k, b, hkv);  // [Tk, Dh]
-    const int t = omp_get_thread_num();
     T* s = scratch.data() + t * per_thread;
     T* kt = use_kt ? s + Br * Bc + 2 * Br : nullptr;  // [Dh, Tk]
     if (use_kt && kt_head[static_cast<size_t>(t)] != bkv) {
@@ -389,7 +388,7 @@ void attention_flash_forward(T* out, T* lse, const T* q, const T* k, const T* v,
     forward_query_tile(head_rows(out, layout.out, b, h), lse + bh * Tq, head_rows(q, layout.q, b, h),
                        StridedKV<T>{ks, head_rows(v, layout.v, b, hkv)}, kt, mask, b, h, i0, std::min(Br, Tq - i0),
                        Tq, Tk, Dh, Dv, scale, Bc, rk, s, s + Br * Bc, s + Br * Bc + Br);
-  }
+  });
 }
 
 // The forward above with K and V in a block pool: the same work items, tiles and products in
@@ -411,12 +410,10 @@ void attention_flash_forward_paged(T* out, T* lse, const T* q, const PagedKV<T>&
   const int64_t per_thread = Br * Bc + 2 * Br + Bc * (Dh + Dv) + (use_kt ? Dh * Tk : 0);
   std::vector<T> scratch(static_cast<size_t>(n_threads * per_thread));
   std::vector<int64_t> kt_head(static_cast<size_t>(n_threads), -1);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads) if (parallel)
-  for (int64_t item = 0; item < items; ++item) {
+  parallel_for_team<Schedule::Dynamic>(items, n_threads, [&](int64_t item, int t) {
     const int64_t bh = item / n_qt, i0 = (item % n_qt) * Br;
     const int64_t b = bh / H, h = bh % H, hkv = h / group;
     const int64_t bkv = b * Hkv + hkv;
-    const int t = omp_get_thread_num();
     T* s = scratch.data() + t * per_thread;
     PagedKVTiles<T> tiles_kv;
     tiles_kv.kpool = kv.k;
@@ -447,7 +444,7 @@ void attention_flash_forward_paged(T* out, T* lse, const T* q, const PagedKV<T>&
     forward_query_tile(head_rows(out, out_layout, b, h), lse + bh * Tq, head_rows(q, q_layout, b, h), tiles_kv, kt,
                        mask, b, h, i0, std::min(Br, Tq - i0), Tq, Tk, Dh, Dv, scale, Bc, rk, s, s + Br * Bc,
                        s + Br * Bc + Br);
-  }
+  });
 }
 
 // Backward of, per slice, S = scale Q K^T (+ mask), P = softmax_rows(S), O = P V, given
@@ -488,14 +485,13 @@ void attention_flash_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, 
   std::vector<T> scratch(static_cast<size_t>(n_threads * per_thread));  // [threads, per_thread]
 
   if (by_slice) {
-#pragma omp parallel for schedule(static) num_threads(n_threads) if (n_threads > 1)
-    for (int64_t bkv = 0; bkv < BHkv; ++bkv) {
+    parallel_for_team<Schedule::Static>(BHkv, n_threads, [&](int64_t bkv, int t) {
       const int64_t b = bkv / Hkv, hkv = bkv % Hkv;
       const Rows<const T> ks = head_rows(k, x.k, b, hkv), vs = head_rows(v, x.v, b, hkv);
       const Rows<T> dks = head_rows(dk, dx.k, b, hkv), dvs = head_rows(dv, dx.v, b, hkv);
       zero_rows(dks, Tk, Dh);
       zero_rows(dvs, Tk, Dv);
-      T* p = scratch.data() + omp_get_thread_num() * per_thread;
+      T* p = scratch.data() + t * per_thread;
       T* dp = p + Br * Bc;
       T* dd = dp + Br * Bc;  // [Tq]
       T* kt = use_kvt ? dd + Tq : nullptr;       // [Dh, Tk]
@@ -514,7 +510,7 @@ void attention_flash_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, 
           backward_key_tile(dqs, dks, dvs, dos, lse + bh * Tq, dd, head_rows(q, x.q, b, h), ks, vs, kt, vt, mask,
                             b, h, j0, std::min(Bc, Tk - j0), Tq, Tk, Dh, Dv, scale, Br, Bc, rk, p, dp);
       }
-    }
+    });
     return;
   }
 

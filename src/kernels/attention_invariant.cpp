@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "attn/core/dtype.h"  // float_from_bf16
+#include "kernels/parallel_for.h"
 #include "kernels/simd/vector_kernels.h"
 
 namespace attn::kernels {
@@ -108,16 +109,14 @@ void invariant_forward(T* out, T* lse, const T* q, KeysOf keys_of, const Attenti
   const Rows<T> rows = Rows<T>::make();
   const int64_t BH = d.B * d.H, group = d.H / d.Hkv, off = d.Tk - d.Tq;
   const bool parallel = BH > 1 && BH * d.Tq * d.Tk * (d.Dh + d.Dv) >= kParallelWork && !omp_in_parallel();
-#pragma omp parallel if (parallel)
-  {
+  parallel_ranges(BH, parallel, [&](int64_t bh_begin, int64_t bh_end) {
     // One thread's scratch: the visible keys' scores (then weights) and indices, and the
     // output accumulator.
     std::vector<T> score(static_cast<size_t>(d.Tk));
     std::vector<int64_t> key(static_cast<size_t>(d.Tk));
     std::vector<const T*> rows_of(static_cast<size_t>(d.Tk));  // the visible keys' K (then V) rows
     std::vector<T> acc(static_cast<size_t>(d.Dv));
-#pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < BH; ++bh) {
+    for (int64_t bh = bh_begin; bh < bh_end; ++bh) {
       const int64_t b = bh / d.H, h = bh % d.H, kh = h / group;
       const T* qh = q_layout.at(q, b, h);     // [Tq, Dh], rows q_layout.row apart
       const auto keys = keys_of(b, kh);       // K [Tk, Dh] and V [Tk, Dv], row by row
@@ -143,7 +142,8 @@ void invariant_forward(T* out, T* lse, const T* q, KeysOf keys_of, const Attenti
           for (int64_t t = 0; t < n; ++t) rows_of[static_cast<size_t>(t)] = keys.k(key[static_cast<size_t>(t)]);
           rows.dots(score.data(), qi, rows_of.data(), n, d.Dh);
         } else {
-          for (int64_t t = 0; t < n; ++t) score[static_cast<size_t>(t)] = rows.dot(qi, keys.k(key[static_cast<size_t>(t)]), d.Dh);
+          for (int64_t t = 0; t < n; ++t)
+            score[static_cast<size_t>(t)] = rows.dot(qi, keys.k(key[static_cast<size_t>(t)]), d.Dh);
         }
         for (int64_t t = 0; t < n; ++t) {
           const int64_t j = key[static_cast<size_t>(t)];
@@ -172,7 +172,7 @@ void invariant_forward(T* out, T* lse, const T* q, KeysOf keys_of, const Attenti
         *li = m + std::log(l);
       }
     }
-  }
+  });
 }
 
 // Keys laid out as a HeadLayout says.

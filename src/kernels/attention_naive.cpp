@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "kernels/gemm.h"
+#include "kernels/parallel_for.h"
 
 namespace attn::kernels {
 
@@ -53,8 +54,7 @@ void attention_naive_forward(T* out, T* probs, T* work, const T* q, const T* k, 
   const int64_t B = d.B, H = d.H, Hkv = d.Hkv, Tq = d.Tq, Tk = d.Tk, Dh = d.Dh, Dv = d.Dv;
   const int64_t BH = B * H, group = H / Hkv;
   const int64_t lq = layout.q.row, lk = layout.k.row, lv = layout.v.row, lo = layout.out.row;
-#pragma omp parallel for schedule(static) if (BH > 1 && BH * Tq * Tk * (Dh + Dv) >= 32768)
-  for (int64_t bh = 0; bh < BH; ++bh) {
+  parallel_for(BH, BH > 1 && BH * Tq * Tk * (Dh + Dv) >= 32768, [&](int64_t bh) {
     const int64_t b = bh / H, h = bh % H, hkv = h / group;  // the K/V head query head h reads
     const T* qs = layout.q.at(q, b, h);      // [Tq, Dh], rows lq apart
     const T* ks = layout.k.at(k, b, hkv);    // [Tk, Dh], rows lk apart
@@ -64,7 +64,7 @@ void attention_naive_forward(T* out, T* probs, T* work, const T* q, const T* k, 
     if (Tk == 0) {  // no keys: every row is fully masked
       for (int64_t i = 0; i < Tq; ++i)
         for (int64_t c = 0; c < Dv; ++c) os[i * lo + c] = T(0);
-      continue;
+      return;
     }
     // S = scale * q k^T, then the mask: S_ij += bias_ij, masked S_ij = -inf.
     gemm<T>(false, true, Tq, Tk, Dh, scale, qs, lq, ks, lk, T(0), ps, Tk);
@@ -80,7 +80,7 @@ void attention_naive_forward(T* out, T* probs, T* work, const T* q, const T* k, 
       pv = ws;
     }
     gemm<T>(false, false, Tq, Dv, Tk, T(1), pv, Tk, vs, lv, T(0), os, lo);
-  }
+  });
 }
 
 // Backward of, per slice,
@@ -112,8 +112,7 @@ void attention_naive_backward(T* dq, T* dk, T* dv, T* work, const T* dout, const
   }
   const int64_t lq = x.q.row, lk = x.k.row, lv = x.v.row;
   const int64_t ldq = dx.q.row, ldk = dx.k.row, ldv = dx.v.row, ldo = dx.out.row;
-#pragma omp parallel for schedule(static) if (BHkv > 1 && B * H * Tq * Tk * (Dh + Dv) >= 32768)
-  for (int64_t bkv = 0; bkv < BHkv; ++bkv) {
+  parallel_for(BHkv, BHkv > 1 && B * H * Tq * Tk * (Dh + Dv) >= 32768, [&](int64_t bkv) {
     const int64_t b = bkv / Hkv, hkv = bkv % Hkv;
     const T* ks = x.k.at(k, b, hkv);   // [Tk, Dh]
     const T* vs = x.v.at(v, b, hkv);   // [Tk, Dv]
@@ -151,7 +150,7 @@ void attention_naive_backward(T* dq, T* dk, T* dv, T* work, const T* dout, const
       gemm<T>(false, false, Tq, Dh, Tk, scale, ws, Tk, ks, lk, T(0), dqs, ldq);
       gemm<T>(true, false, Tk, Dh, Tq, scale, ws, Tk, qs, lq, beta, dks, ldk);
     }
-  }
+  });
 }
 
 template void attention_naive_forward<float>(float*, float*, float*, const float*, const float*,

@@ -8,6 +8,7 @@
 #include "kernels/attention_short.h"
 
 #include "attn/core/error.h"
+#include "kernels/parallel_for.h"
 #include "kernels/simd/vector_kernels.h"
 
 namespace attn::kernels {
@@ -40,8 +41,7 @@ void attention_short_forward(float* out, float* probs, float* work, const float*
   const int64_t BH = B * H, group = H / Hkv, ls = padded(Tk);
   const int64_t lq = layout.q.row, lk = layout.k.row, lv = layout.v.row, lo = layout.out.row;
   const bool masked = has_mask(mask);
-#pragma omp parallel for schedule(static) if (BH > 1 && BH * Tq * Tk * (Dh + Dv) >= kParallelMin)
-  for (int64_t bh = 0; bh < BH; ++bh) {
+  parallel_for(BH, BH > 1 && BH * Tq * Tk * (Dh + Dv) >= kParallelMin, [&](int64_t bh) {
     const int64_t b = bh / H, h = bh % H, hkv = h / group;
     const float* qs = layout.q.at(q, b, h);    // [Tq, Dh], rows lq apart
     const float* ks = layout.k.at(k, b, hkv);  // [Tk, Dh], rows lk apart
@@ -51,7 +51,7 @@ void attention_short_forward(float* out, float* probs, float* work, const float*
     if (Tk == 0) {  // no keys: every row is fully masked
       for (int64_t i = 0; i < Tq; ++i)
         for (int64_t c = 0; c < Dv; ++c) os[i * lo + c] = 0.0f;
-      continue;
+      return;
     }
     float sc[kScratch];  // [Tq, ls]
     // S = scale * q k^T, then the mask (bias added, masked entries -inf), then P = softmax(S)
@@ -63,7 +63,7 @@ void attention_short_forward(float* out, float* probs, float* work, const float*
     vk.softmax_rows(ps, Tk, sc, ls, ws, dropout_scale ? dropout_scale + bh * Tq * Tk : nullptr, Tq, Tk);
     // out = (P ∘ D) v, with D the dropout keep-scale (absent: D = 1).
     vk.tile_nn(os, lo, ws ? ws : ps, Tk, false, vs, lv, Tq, Dv, Tk, 1.0f, false);
-  }
+  });
 }
 
 // The naive backward's products (attention_naive.cpp), per K/V head and its query heads:
@@ -86,8 +86,7 @@ void attention_short_backward(float* dq, float* dk, float* dv, float* work, cons
   const int64_t BHkv = B * Hkv, group = H / Hkv, ls = padded(Tk);
   const int64_t lq = x.q.row, lk = x.k.row, lv = x.v.row;
   const int64_t ldq = dx.q.row, ldk = dx.k.row, ldv = dx.v.row, ldo = dx.out.row;
-#pragma omp parallel for schedule(static) if (BHkv > 1 && B * H * Tq * Tk * (Dh + Dv) >= kParallelMin)
-  for (int64_t bkv = 0; bkv < BHkv; ++bkv) {
+  parallel_for(BHkv, BHkv > 1 && B * H * Tq * Tk * (Dh + Dv) >= kParallelMin, [&](int64_t bkv) {
     const int64_t b = bkv / Hkv, hkv = bkv % Hkv;
     const float* ks = x.k.at(k, b, hkv);  // [Tk, Dh]
     const float* vs = x.v.at(v, b, hkv);  // [Tk, Dv]
@@ -117,7 +116,7 @@ void attention_short_backward(float* dq, float* dk, float* dv, float* work, cons
       vk.tile_nn(dqs, ldq, sc, ls, false, ks, lk, Tq, Dh, Tk, scale, false);
       vk.tile_nn(dks, ldk, sc, ls, true, qs, lq, Tk, Dh, Tq, scale, add);
     }
-  }
+  });
 }
 
 }  // namespace attn::kernels

@@ -11,6 +11,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "kernels/parallel_for.h"
 #include "kernels/simd/vector_kernels.h"
 
 namespace attn::kernels {
@@ -28,13 +29,12 @@ void cross_entropy_forward(T* losses, T* lse_out, const T* logits, const int64_t
   const T eps = static_cast<T>(label_smoothing);
   const simd::VectorKernels* vk = nullptr;
   if constexpr (std::is_same_v<T, float>) vk = &simd::vector_kernels();
-#pragma omp parallel for if (N > 1 && N * V >= kParallelMin)
-  for (int64_t n = 0; n < N; ++n) {
+  parallel_for(N, N > 1 && N * V >= kParallelMin, [&](int64_t n) {
     const int64_t t = targets[n];
     if (t == ignore_index) {
       losses[n] = T(0);
       lse_out[n] = T(0);
-      continue;
+      return;
     }
     const T* x = logits + n * V;  // [V]
     T lse = 0, sum_x = 0;
@@ -57,7 +57,7 @@ void cross_entropy_forward(T* losses, T* lse_out, const T* logits, const int64_t
     if (eps != T(0)) loss += eps * (lse - sum_x / static_cast<T>(V));
     losses[n] = loss;
     lse_out[n] = lse;
-  }
+  });
 }
 
 // Forward: loss = (1 - eps) * (lse - x_t) + eps / V * sum_v (lse - x_v), lse = log sum_v exp(x_v).
@@ -73,10 +73,9 @@ void cross_entropy_backward(T* dlogits, const T* lse, const T* logits, const int
   const T uniform = eps / static_cast<T>(V);
   const simd::VectorKernels* vk = nullptr;
   if constexpr (std::is_same_v<T, float>) vk = &simd::vector_kernels();
-#pragma omp parallel for if (N > 1 && N * V >= kParallelMin)
-  for (int64_t n = 0; n < N; ++n) {
+  parallel_for(N, N > 1 && N * V >= kParallelMin, [&](int64_t n) {
     const int64_t t = targets[n];
-    if (t == ignore_index) continue;
+    if (t == ignore_index) return;
     const T* x = logits + n * V;  // [V]
     T* dx = dlogits + n * V;      // [V]
     const T l = lse[n];
@@ -85,7 +84,7 @@ void cross_entropy_backward(T* dlogits, const T* lse, const T* logits, const int
     else
       for (int64_t v = 0; v < V; ++v) dx[v] += scale * (std::exp(x[v] - l) - uniform);
     dx[t] -= scale * (T(1) - eps);
-  }
+  });
 }
 
 template void cross_entropy_forward<float>(float*, float*, const float*, const int64_t*, int64_t,

@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "attn/core/error.h"
+#include "kernels/parallel_for.h"
 #include "kernels/simd/parallel_chunks.h"
 #include "kernels/simd/vector_kernels.h"
 
@@ -36,8 +37,7 @@ void apply_mask(T* out, const uint8_t* keep, const T* g, T scale, int64_t n) {
     simd::for_chunks(n, kParallelMin,
                      [&](int64_t i, int64_t k) { vk.dropout_forward(out + i, keep + i, g + i, scale, k); });
   } else {
-#pragma omp parallel for if (n >= kParallelMin)
-    for (int64_t i = 0; i < n; ++i) out[i] = keep[i] ? g[i] * scale : T(0);
+    parallel_for(n, n >= kParallelMin, [&](int64_t i) { out[i] = keep[i] ? g[i] * scale : T(0); });
   }
 }
 
@@ -94,8 +94,7 @@ void dropout_backward(T* dx, const T* dout, const uint8_t* keep, T scale, int64_
     simd::for_chunks(n, kParallelMin,
                      [&](int64_t i, int64_t k) { vk.dropout_backward(dx + i, dout + i, keep + i, scale, k); });
   } else {
-#pragma omp parallel for if (n >= kParallelMin)
-    for (int64_t i = 0; i < n; ++i) dx[i] += keep[i] ? dout[i] * scale : T(0);
+    parallel_for(n, n >= kParallelMin, [&](int64_t i) { dx[i] += keep[i] ? dout[i] * scale : T(0); });
   }
 }
 
@@ -116,8 +115,7 @@ void dropout_add_forward(T* out, uint8_t* keep, const T* residual, const T* x, i
       vk.dropout_add_forward(out + i, keep + i, residual + i, x + i, scale, k);
     });
   } else {
-#pragma omp parallel for if (n >= kParallelMin)
-    for (int64_t i = 0; i < n; ++i) out[i] = residual[i] + (keep[i] ? x[i] * scale : T(0));
+    parallel_for(n, n >= kParallelMin, [&](int64_t i) { out[i] = residual[i] + (keep[i] ? x[i] * scale : T(0)); });
   }
 }
 
@@ -131,8 +129,8 @@ void relu_dropout_forward(T* out, uint8_t* keep, const T* x, int64_t n, double p
     simd::for_chunks(n, kParallelMin,
                      [&](int64_t i, int64_t k) { vk.relu_dropout_forward(out + i, keep + i, x + i, scale, k); });
   } else {
-#pragma omp parallel for if (n >= kParallelMin)
-    for (int64_t i = 0; i < n; ++i) out[i] = keep[i] ? (x[i] < T(0) ? T(0) : x[i]) * scale : T(0);
+    parallel_for(n, n >= kParallelMin,
+                 [&](int64_t i) { out[i] = keep[i] ? (x[i] < T(0) ? T(0) : x[i]) * scale : T(0); });
   }
 }
 
@@ -145,8 +143,7 @@ void relu_dropout_backward_write(T* dx, const T* dout, const T* y, T scale, int6
     simd::for_chunks(n, kParallelMin,
                      [&](int64_t i, int64_t k) { vk.relu_dropout_backward_write(dx + i, dout + i, y + i, scale, k); });
   } else {
-#pragma omp parallel for if (n >= kParallelMin)
-    for (int64_t i = 0; i < n; ++i) dx[i] = T(0) + (y[i] > T(0) ? dout[i] * scale : T(0));
+    parallel_for(n, n >= kParallelMin, [&](int64_t i) { dx[i] = T(0) + (y[i] > T(0) ? dout[i] * scale : T(0)); });
   }
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "attn/core/error.h"
+#include "kernels/parallel_for.h"
 #include "kernels/simd/parallel_chunks.h"
 #include "kernels/simd/vector_kernels.h"
 
@@ -27,16 +28,14 @@ constexpr int64_t kParallelMin = 32768;
 
 template <class T, class F>
 void forward_same(T* out, const T* a, const T* b, int64_t n, F f) {
-#pragma omp parallel for if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
+  parallel_for(n, n >= kParallelMin, [&](int64_t i) { out[i] = f(a[i], b[i]); });
 }
 
 // out[o, i] = f(a[o, i], b[i]) (RowB) or f(a[i], b[o, i]) (RowA).
 template <class T, class F>
 void forward_row(T* out, const T* a, const T* b, int64_t outer, int64_t inner, bool small_is_a,
                  F f) {
-#pragma omp parallel for if (outer * inner >= kParallelMin && outer > 1)
-  for (int64_t o = 0; o < outer; ++o) {
+  parallel_for(outer, outer * inner >= kParallelMin && outer > 1, [&](int64_t o) {
     T* po = out + o * inner;  // [inner]
     if (small_is_a) {
       const T* pb = b + o * inner;
@@ -45,7 +44,7 @@ void forward_row(T* out, const T* a, const T* b, int64_t outer, int64_t inner, b
       const T* pa = a + o * inner;
       for (int64_t i = 0; i < inner; ++i) po[i] = f(pa[i], b[i]);
     }
-  }
+  });
 }
 
 // Calls visit(flat_out, off_a, off_b) for every output element, in row-major order.
@@ -97,8 +96,7 @@ template <class T, class F>
 void reduce_rows(T* dsmall, int64_t outer, int64_t inner, F term) {
   constexpr int64_t kBlock = 64;
   const int64_t nblocks = (inner + kBlock - 1) / kBlock;
-#pragma omp parallel for if (outer * inner >= kParallelMin && nblocks > 1)
-  for (int64_t blk = 0; blk < nblocks; ++blk) {
+  parallel_for(nblocks, outer * inner >= kParallelMin && nblocks > 1, [&](int64_t blk) {
     const int64_t i0 = blk * kBlock, i1 = std::min(inner, i0 + kBlock);
     double acc[kBlock] = {};
     for (int64_t o = 0; o < outer; ++o) {
@@ -106,7 +104,7 @@ void reduce_rows(T* dsmall, int64_t outer, int64_t inner, F term) {
       for (int64_t i = i0; i < i1; ++i) acc[i - i0] += static_cast<double>(term(base + i, i));
     }
     for (int64_t i = i0; i < i1; ++i) dsmall[i] += static_cast<T>(acc[i - i0]);
-  }
+  });
 }
 
 // ga(g, a, b) = g * d(a op b)/da, gb likewise for b.
@@ -118,19 +116,16 @@ void backward_any(T* da, T* db, const T* dout, const T* a, const T* b, const Bro
   switch (p.kind) {
     case K::Same:
       if (da) {
-#pragma omp parallel for if (n >= kParallelMin)
-        for (int64_t i = 0; i < n; ++i) da[i] += ga(dout[i], a, b, i, i);
+        parallel_for(n, n >= kParallelMin, [&](int64_t i) { da[i] += ga(dout[i], a, b, i, i); });
       }
       if (db) {
-#pragma omp parallel for if (n >= kParallelMin)
-        for (int64_t i = 0; i < n; ++i) db[i] += gb(dout[i], a, b, i, i);
+        parallel_for(n, n >= kParallelMin, [&](int64_t i) { db[i] += gb(dout[i], a, b, i, i); });
       }
       return;
     case K::RowB: {  // a full [outer, inner], b repeated [inner]
       const int64_t inner = p.inner;
       if (da) {
-#pragma omp parallel for if (n >= kParallelMin)
-        for (int64_t i = 0; i < n; ++i) da[i] += ga(dout[i], a, b, i, i % inner);
+        parallel_for(n, n >= kParallelMin, [&](int64_t i) { da[i] += ga(dout[i], a, b, i, i % inner); });
       }
       if (db)
         reduce_rows(db, p.outer, inner,
@@ -143,8 +138,7 @@ void backward_any(T* da, T* db, const T* dout, const T* a, const T* b, const Bro
         reduce_rows(da, p.outer, inner,
                     [&](int64_t i, int64_t j) { return ga(dout[i], a, b, j, i); });
       if (db) {
-#pragma omp parallel for if (n >= kParallelMin)
-        for (int64_t i = 0; i < n; ++i) db[i] += gb(dout[i], a, b, i % inner, i);
+        parallel_for(n, n >= kParallelMin, [&](int64_t i) { db[i] += gb(dout[i], a, b, i % inner, i); });
       }
       return;
     }
@@ -186,11 +180,10 @@ bool binary_forward_vector(BinaryOp op, float* out, const float* a, const float*
     case K::RowB: {
       const bool small_is_a = p.kind == K::RowA;
       const int64_t inner = p.inner;
-#pragma omp parallel for if (p.outer * inner >= kParallelMin && p.outer > 1)
-      for (int64_t o = 0; o < p.outer; ++o) {
+      parallel_for(p.outer, p.outer * inner >= kParallelMin && p.outer > 1, [&](int64_t o) {
         const int64_t off = o * inner;
         f(out + off, small_is_a ? a : a + off, small_is_a ? b + off : b, inner);
-      }
+      });
       return true;
     }
     case K::General: return false;
@@ -212,9 +205,8 @@ void full_grad_vector(float* dfull, const float* dout, float s, const float* oth
     });
   } else {
     const int64_t inner = p.inner;
-#pragma omp parallel for if (p.numel >= kParallelMin && p.outer > 1)
-    for (int64_t o = 0; o < p.outer; ++o)
-      vk.accumulate_mul(dfull + o * inner, dout + o * inner, other, inner);
+    parallel_for(p.outer, p.numel >= kParallelMin && p.outer > 1,
+                 [&](int64_t o) { vk.accumulate_mul(dfull + o * inner, dout + o * inner, other, inner); });
   }
 }
 
@@ -327,8 +319,7 @@ void scale_forward(T* out, const T* x, T s, int64_t n) {
     const auto& vk = simd::vector_kernels();
     return simd::for_chunks(n, kParallelMin, [&](int64_t i, int64_t k) { vk.scale(out + i, x + i, s, k); });
   }
-#pragma omp parallel for if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * s;
+  parallel_for(n, n >= kParallelMin, [&](int64_t i) { out[i] = x[i] * s; });
 }
 
 // forward: out = s * x;  d out / dx = s.
@@ -339,8 +330,7 @@ void scale_backward(T* dx, const T* dout, T s, int64_t n) {
     return simd::for_chunks(n, kParallelMin,
                             [&](int64_t i, int64_t k) { vk.accumulate(dx + i, dout + i, s, k); });
   }
-#pragma omp parallel for if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) dx[i] += dout[i] * s;
+  parallel_for(n, n >= kParallelMin, [&](int64_t i) { dx[i] += dout[i] * s; });
 }
 
 template <class T>
@@ -349,8 +339,7 @@ void relu_forward(T* out, const T* x, int64_t n) {
     const auto& vk = simd::vector_kernels();
     return simd::for_chunks(n, kParallelMin, [&](int64_t i, int64_t k) { vk.relu_forward(out + i, x + i, k); });
   }
-#pragma omp parallel for if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) out[i] = x[i] < T(0) ? T(0) : x[i];  // NaN passes through
+  parallel_for(n, n >= kParallelMin, [&](int64_t i) { out[i] = x[i] < T(0) ? T(0) : x[i]; });  // NaN passes through
 }
 
 // forward: out = max(x, 0);  d out / dx = 1 for x > 0, else 0 (0 at x = 0, as PyTorch).
@@ -361,8 +350,7 @@ void relu_backward(T* dx, const T* dout, const T* x, int64_t n) {
     return simd::for_chunks(n, kParallelMin,
                             [&](int64_t i, int64_t k) { vk.relu_backward(dx + i, dout + i, x + i, k); });
   }
-#pragma omp parallel for if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) dx[i] += x[i] > T(0) ? dout[i] : T(0);
+  parallel_for(n, n >= kParallelMin, [&](int64_t i) { dx[i] += x[i] > T(0) ? dout[i] : T(0); });
 }
 
 template <class T>
@@ -372,8 +360,7 @@ void gelu_forward(T* out, const T* x, int64_t n) {
     return simd::for_chunks(n, kParallelMin, [&](int64_t i, int64_t k) { vk.gelu_forward(out + i, x + i, k); });
   }
   const T inv_sqrt2 = static_cast<T>(0.70710678118654752440);
-#pragma omp parallel for if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) out[i] = T(0.5) * x[i] * (T(1) + std::erf(x[i] * inv_sqrt2));
+  parallel_for(n, n >= kParallelMin, [&](int64_t i) { out[i] = T(0.5) * x[i] * (T(1) + std::erf(x[i] * inv_sqrt2)); });
 }
 
 // forward: out = x * Phi(x), Phi(x) = 0.5 * (1 + erf(x / sqrt 2)) (Hendrycks & Gimpel 2016);
@@ -387,13 +374,12 @@ void gelu_backward(T* dx, const T* dout, const T* x, int64_t n) {
   }
   const T inv_sqrt2 = static_cast<T>(0.70710678118654752440);
   const T inv_sqrt_2pi = static_cast<T>(0.39894228040143267794);
-#pragma omp parallel for if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
+  parallel_for(n, n >= kParallelMin, [&](int64_t i) {
     const T v = x[i];
     const T cdf = T(0.5) * (T(1) + std::erf(v * inv_sqrt2));
     const T pdf = inv_sqrt_2pi * std::exp(T(-0.5) * v * v);
     dx[i] += dout[i] * (cdf + v * pdf);
-  }
+  });
 }
 
 template <class T>
@@ -404,11 +390,10 @@ void gelu_tanh_forward(T* out, const T* x, int64_t n) {
   }
   const T k = static_cast<T>(0.79788456080286535588);  // sqrt(2 / pi)
   const T c = static_cast<T>(0.044715);
-#pragma omp parallel for if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
+  parallel_for(n, n >= kParallelMin, [&](int64_t i) {
     const T v = x[i];
     out[i] = T(0.5) * v * (T(1) + std::tanh(k * (v + c * v * v * v)));
-  }
+  });
 }
 
 // forward: out = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3) (PyTorch approximate='tanh');
@@ -422,42 +407,37 @@ void gelu_tanh_backward(T* dx, const T* dout, const T* x, int64_t n) {
   }
   const T k = static_cast<T>(0.79788456080286535588);
   const T c = static_cast<T>(0.044715);
-#pragma omp parallel for if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
+  parallel_for(n, n >= kParallelMin, [&](int64_t i) {
     const T v = x[i];
     const T t = std::tanh(k * (v + c * v * v * v));
     const T local = T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * k * (T(1) + T(3) * c * v * v);
     dx[i] += dout[i] * local;
-  }
+  });
 }
 
 template <class T>
 void silu_forward(T* out, const T* x, int64_t n) {
-#pragma omp parallel for if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) out[i] = x[i] / (T(1) + std::exp(-x[i]));
+  parallel_for(n, n >= kParallelMin, [&](int64_t i) { out[i] = x[i] / (T(1) + std::exp(-x[i])); });
 }
 
 // forward: out = x * s(x), s = sigmoid;  d out / dx = s(x) * (1 + x * (1 - s(x))).
 template <class T>
 void silu_backward(T* dx, const T* dout, const T* x, int64_t n) {
-#pragma omp parallel for if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
+  parallel_for(n, n >= kParallelMin, [&](int64_t i) {
     const T s = T(1) / (T(1) + std::exp(-x[i]));
     dx[i] += dout[i] * s * (T(1) + x[i] * (T(1) - s));
-  }
+  });
 }
 
 template <class T>
 void tanh_forward(T* out, const T* x, int64_t n) {
-#pragma omp parallel for if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) out[i] = std::tanh(x[i]);
+  parallel_for(n, n >= kParallelMin, [&](int64_t i) { out[i] = std::tanh(x[i]); });
 }
 
 // forward: y = tanh(x);  dy / dx = 1 - y^2.
 template <class T>
 void tanh_backward(T* dx, const T* dout, const T* y, int64_t n) {
-#pragma omp parallel for if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) dx[i] += dout[i] * (T(1) - y[i] * y[i]);
+  parallel_for(n, n >= kParallelMin, [&](int64_t i) { dx[i] += dout[i] * (T(1) - y[i] * y[i]); });
 }
 
 #define ATTN_INSTANTIATE(T)                                                                   \

@@ -6,6 +6,8 @@
 
 #include <cstring>
 
+#include "kernels/parallel_for.h"
+
 namespace attn::kernels {
 
 namespace {
@@ -14,9 +16,8 @@ constexpr int64_t kParallelMin = 32768;
 
 template <class T>
 void embedding_forward(T* out, const T* weight, const int64_t* ids, int64_t N, int64_t D) {
-#pragma omp parallel for if (N * D >= kParallelMin)
-  for (int64_t n = 0; n < N; ++n)
-    std::memcpy(out + n * D, weight + ids[n] * D, static_cast<size_t>(D) * sizeof(T));
+  parallel_for(N, N * D >= kParallelMin,
+               [&](int64_t n) { std::memcpy(out + n * D, weight + ids[n] * D, static_cast<size_t>(D) * sizeof(T)); });
 }
 
 template <class T>

@@ -25,6 +25,7 @@
 #endif
 
 #include "kernels/batch_invariant.h"
+#include "kernels/parallel_for.h"
 #include "kernels/simd/isa.h"
 
 // OpenBLAS's own thread setting and the name of the core it chose (its cblas.h declares them
@@ -198,13 +199,12 @@ void invariant_product(Rows rows, int64_t M, int64_t N, int64_t K, T alpha, cons
   const int64_t chunk = invariant_chunk_rows(K, static_cast<int64_t>(sizeof(T)));
   // Threads split the weight blocks; which thread computes an output never changes its sum.
   const bool parallel = blocks > 1 && M * N * K >= kSmallMParallelMin && !omp_in_parallel();
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
+  parallel_for(blocks, parallel, [&](int64_t blk) {
     const int64_t n0 = blk * block, n1 = std::min(N, n0 + block);
     for (int64_t m0 = 0; m0 < M; m0 += chunk)
       rows(C + m0 * ldc + n0, ldc, A + m0 * lda, lda, B + n0 * ldb, ldb, std::min(chunk, M - m0), n1 - n0, K,
            alpha, beta);
-  }
+  });
 }
 
 }  // namespace
@@ -218,11 +218,10 @@ void gemm_small_m<float>(int64_t M, int64_t N, int64_t K, float alpha, const flo
   // C[m, n] = alpha * sum_k A[m, k] B[n, k] + beta * C[m, n], threads splitting the weight rows
   // in tasks of kSmallMTaskRows.
   const int64_t tasks = (N + kSmallMTaskRows - 1) / kSmallMTaskRows;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t t = 0; t < tasks; ++t) {
+  parallel_for(tasks, parallel, [&](int64_t t) {
     const int64_t n0 = t * kSmallMTaskRows;
     rows(C + n0, ldc, A, lda, B + n0 * ldb, ldb, M, std::min(kSmallMTaskRows, N - n0), K, alpha, beta);
-  }
+  });
 }
 
 template <>
@@ -230,8 +229,8 @@ void gemm_small_m<double>(int64_t M, int64_t N, int64_t K, double alpha, const d
                           const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   const bool parallel = N * K >= kSmallMParallelMin && N >= 64 && !omp_in_parallel();
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t n = 0; n < N; ++n) rows_double(C + n, ldc, A, lda, B + n * ldb, ldb, M, 1, K, alpha, beta);
+  parallel_for(N, parallel,
+               [&](int64_t n) { rows_double(C + n, ldc, A, lda, B + n * ldb, ldb, M, 1, K, alpha, beta); });
 }
 
 template <>
@@ -301,9 +300,9 @@ void gemm_batched(int64_t batch, bool ta, bool tb, int64_t M, int64_t N, int64_t
                   const T* A, int64_t lda, int64_t sa, const T* B, int64_t ldb, int64_t sb, T beta,
                   T* C, int64_t ldc, int64_t sc) {
   const bool invariant = batch_invariant();  // the calling thread's mode, for every worker
-#pragma omp parallel for schedule(static) if (batch > 1 && M * N * K * batch > 32768)
-  for (int64_t i = 0; i < batch; ++i)
+  parallel_for(batch, batch > 1 && M * N * K * batch > 32768, [&](int64_t i) {
     gemm_mode(invariant, ta, tb, M, N, K, alpha, A + i * sa, lda, B + i * sb, ldb, beta, C + i * sc, ldc);
+  });
 }
 template void gemm_batched<float>(int64_t, bool, bool, int64_t, int64_t, int64_t, float,
                                   const float*, int64_t, int64_t, const float*, int64_t, int64_t,

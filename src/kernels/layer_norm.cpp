@@ -11,6 +11,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "kernels/parallel_for.h"
 #include "kernels/simd/vector_kernels.h"
 
 namespace attn::kernels {
@@ -28,13 +29,12 @@ void norm_params_vector(const simd::VectorKernels& vk, float* dw, float* db, con
                         const float* x, const float* mean, const float* rstd, int64_t rows,
                         int64_t D) {
   const int64_t blocks = (D + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for if (blocks > 1 && rows * D >= kParallelMin)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
+  parallel_for(blocks, blocks > 1 && rows * D >= kParallelMin, [&](int64_t blk) {
     const int64_t i0 = blk * kColumnBlock, n = std::min(D, i0 + kColumnBlock) - i0;
     for (int64_t r = 0; r < rows; ++r)
       vk.norm_params_backward(dw ? dw + i0 : nullptr, db ? db + i0 : nullptr, dy + r * D + i0,
                               x + r * D + i0, mean ? mean[r] : 0.0f, rstd[r], n);
-  }
+  });
 }
 
 }  // namespace
@@ -45,13 +45,11 @@ void layer_norm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T*
   if constexpr (std::is_same_v<T, float>) {
     const auto& vk = simd::vector_kernels();
     const float e = static_cast<float>(eps);
-#pragma omp parallel for if (rows > 1 && rows * D >= kParallelMin)
-    for (int64_t r = 0; r < rows; ++r)
-      vk.layer_norm_forward(y + r * D, mean + r, rstd + r, x + r * D, w, b, D, e);
+    parallel_for(rows, rows > 1 && rows * D >= kParallelMin,
+                 [&](int64_t r) { vk.layer_norm_forward(y + r * D, mean + r, rstd + r, x + r * D, w, b, D, e); });
     return;
   }
-#pragma omp parallel for if (rows > 1 && rows * D >= kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, rows > 1 && rows * D >= kParallelMin, [&](int64_t r) {
     const T* xr = x + r * D;  // [D]
     T* yr = y + r * D;        // [D]
     T m = 0;
@@ -70,7 +68,7 @@ void layer_norm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T*
     }
     mean[r] = m;
     rstd[r] = s;
-  }
+  });
 }
 
 // Forward: xhat_i = (x_i - mean) * rstd, rstd = (var + eps)^(-1/2), y_i = xhat_i * w_i + b_i.
@@ -83,16 +81,15 @@ void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* 
   if constexpr (std::is_same_v<T, float>) {
     const auto& vk = simd::vector_kernels();
     if (dx) {
-#pragma omp parallel for if (rows > 1 && rows * D >= kParallelMin)
-      for (int64_t r = 0; r < rows; ++r)
+      parallel_for(rows, rows > 1 && rows * D >= kParallelMin, [&](int64_t r) {
         vk.layer_norm_backward(dx + r * D, dy + r * D, x + r * D, w, mean[r], rstd[r], D);
+      });
     }
     if (dw || db) norm_params_vector(vk, dw, db, dy, x, mean, rstd, rows, D);
     return;
   }
   if (dx) {
-#pragma omp parallel for if (rows > 1 && rows * D >= kParallelMin)
-    for (int64_t r = 0; r < rows; ++r) {
+    parallel_for(rows, rows > 1 && rows * D >= kParallelMin, [&](int64_t r) {
       const T* xr = x + r * D;    // [D]
       const T* dyr = dy + r * D;  // [D]
       T* dxr = dx + r * D;        // [D]
@@ -110,12 +107,11 @@ void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* 
         const T xhat = (xr[i] - m) * s;
         dxr[i] += s * (g - g_mean - xhat * gx_mean);
       }
-    }
+    });
   }
   if (dw || db) {
     const int64_t blocks = (D + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for if (blocks > 1 && rows * D >= kParallelMin)
-    for (int64_t blk = 0; blk < blocks; ++blk) {
+    parallel_for(blocks, blocks > 1 && rows * D >= kParallelMin, [&](int64_t blk) {
       const int64_t i0 = blk * kColumnBlock, i1 = std::min(D, i0 + kColumnBlock);
       for (int64_t r = 0; r < rows; ++r) {
         const T* xr = x + r * D;    // [D]
@@ -126,7 +122,7 @@ void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* 
           if (db) db[i] += dyr[i];
         }
       }
-    }
+    });
   }
 }
 
@@ -135,12 +131,11 @@ void rms_norm_forward(T* y, T* rstd, const T* x, const T* w, int64_t rows, int64
   if constexpr (std::is_same_v<T, float>) {
     const auto& vk = simd::vector_kernels();
     const float e = static_cast<float>(eps);
-#pragma omp parallel for if (rows > 1 && rows * D >= kParallelMin)
-    for (int64_t r = 0; r < rows; ++r) vk.rms_norm_forward(y + r * D, rstd + r, x + r * D, w, D, e);
+    parallel_for(rows, rows > 1 && rows * D >= kParallelMin,
+                 [&](int64_t r) { vk.rms_norm_forward(y + r * D, rstd + r, x + r * D, w, D, e); });
     return;
   }
-#pragma omp parallel for if (rows > 1 && rows * D >= kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, rows > 1 && rows * D >= kParallelMin, [&](int64_t r) {
     const T* xr = x + r * D;  // [D]
     T* yr = y + r * D;        // [D]
     T ms = 0;
@@ -149,7 +144,7 @@ void rms_norm_forward(T* y, T* rstd, const T* x, const T* w, int64_t rows, int64
     const T s = T(1) / std::sqrt(ms + static_cast<T>(eps));
     for (int64_t i = 0; i < D; ++i) yr[i] = xr[i] * s * (w ? w[i] : T(1));
     rstd[r] = s;
-  }
+  });
 }
 
 // Forward: y_i = x_i * rstd * w_i, rstd = (mean_j(x_j^2) + eps)^(-1/2).
@@ -163,17 +158,15 @@ void rms_norm_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, const 
   if constexpr (std::is_same_v<T, float>) {
     const auto& vk = simd::vector_kernels();
     if (dx) {
-#pragma omp parallel for if (rows > 1 && rows * D >= kParallelMin)
-      for (int64_t r = 0; r < rows; ++r)
-        vk.rms_norm_backward(dx + r * D, dy + r * D, x + r * D, w, rstd[r], D);
+      parallel_for(rows, rows > 1 && rows * D >= kParallelMin,
+                   [&](int64_t r) { vk.rms_norm_backward(dx + r * D, dy + r * D, x + r * D, w, rstd[r], D); });
     }
     // xhat = x * rstd is the layer-norm xhat with mean 0.
     if (dw) norm_params_vector(vk, dw, nullptr, dy, x, nullptr, rstd, rows, D);
     return;
   }
   if (dx) {
-#pragma omp parallel for if (rows > 1 && rows * D >= kParallelMin)
-    for (int64_t r = 0; r < rows; ++r) {
+    parallel_for(rows, rows > 1 && rows * D >= kParallelMin, [&](int64_t r) {
       const T* xr = x + r * D;    // [D]
       const T* dyr = dy + r * D;  // [D]
       T* dxr = dx + r * D;        // [D]
@@ -185,12 +178,11 @@ void rms_norm_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, const 
         const T g = dyr[i] * (w ? w[i] : T(1));
         dxr[i] += s * (g - xr[i] * s * gx_mean);
       }
-    }
+    });
   }
   if (dw) {
     const int64_t blocks = (D + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for if (blocks > 1 && rows * D >= kParallelMin)
-    for (int64_t blk = 0; blk < blocks; ++blk) {
+    parallel_for(blocks, blocks > 1 && rows * D >= kParallelMin, [&](int64_t blk) {
       const int64_t i0 = blk * kColumnBlock, i1 = std::min(D, i0 + kColumnBlock);
       for (int64_t r = 0; r < rows; ++r) {
         const T* xr = x + r * D;    // [D]
@@ -198,7 +190,7 @@ void rms_norm_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, const 
         const T s = rstd[r];
         for (int64_t i = i0; i < i1; ++i) dw[i] += dyr[i] * xr[i] * s;
       }
-    }
+    });
   }
 }
 

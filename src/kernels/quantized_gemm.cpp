@@ -31,6 +31,7 @@
 
 #include "attn/core/dtype.h"
 #include "attn/core/error.h"
+#include "kernels/parallel_for.h"
 #include "kernels/simd/isa.h"
 
 // GCC 12's AVX-512 headers self-initialise undefined registers, which -Wuninitialized flags at
@@ -56,8 +57,7 @@ template <class F>
 void for_row_blocks(int64_t N, int64_t K, const F& f) {
   const int64_t blocks = (N + kNBlock - 1) / kNBlock;
   const bool parallel = N * K >= kParallelMin && blocks > 1 && !omp_in_parallel() && omp_get_max_threads() > 1;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t b = 0; b < blocks; ++b) f(b * kNBlock, std::min(N, (b + 1) * kNBlock));
+  parallel_for(blocks, parallel, [&](int64_t b) { f(b * kNBlock, std::min(N, (b + 1) * kNBlock)); });
 }
 
 // The dequantization every int8 path shares: y[n] = float(acc[n - n0]) * (x_scale * w_scale[n])
@@ -770,14 +770,13 @@ void for_panel_items(int64_t M, int64_t N, const PanelSplit& split, int64_t word
                      const Body& body) {
   const int64_t items = (N + kPanelRows - 1) / kPanelRows * split.parts;
   const uint64_t call = g_panel_call.fetch_add(1, std::memory_order_relaxed) + 1;
-#pragma omp parallel for schedule(static) if (split.threads > 1 && items > 1)
-  for (int64_t item = 0; item < items; ++item) {
+  parallel_for(items, split.threads > 1 && items > 1, [&](int64_t item) {
     thread_local std::vector<uint32_t> panel;
     thread_local uint64_t packed_call = 0;
     thread_local int64_t packed_panel = -1;
     const int64_t p = item / split.parts, m0 = (item % split.parts) * split.rows_per;
     const int64_t m1 = std::min(M, m0 + split.rows_per);
-    if (m0 >= m1) continue;
+    if (m0 >= m1) return;
     if (packed_call != call || packed_panel != p) {
       if (panel.size() < static_cast<size_t>(words)) panel.resize(static_cast<size_t>(words));
       pack(panel.data(), p);
@@ -785,7 +784,7 @@ void for_panel_items(int64_t M, int64_t N, const PanelSplit& split, int64_t word
       packed_panel = p;
     }
     body(p, m0, m1, static_cast<const uint32_t*>(panel.data()));
-  }
+  });
 }
 
 // out[i] = float_from_bf16(x[i]), n a multiple of 16.
@@ -985,8 +984,8 @@ void bf16_panels(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ld
     ldp = C * 32;
     if (xl.size() < static_cast<size_t>(M * ldp)) xl.resize(static_cast<size_t>(M * ldp));
     float* const xw = xl.data();
-#pragma omp parallel for schedule(static) if (split.threads > 1 && M * ldp >= kPackParallelMin)
-    for (int64_t m = 0; m < M; ++m) widen_bf16_avx512(xw + m * ldp, xb + m * ldb, ldp);
+    parallel_for(M, split.threads > 1 && M * ldp >= kPackParallelMin,
+                 [&](int64_t m) { widen_bf16_avx512(xw + m * ldp, xb + m * ldb, ldp); });
     xp = xw;
   }
   const auto pack = [&](uint32_t* panel, int64_t p) {
@@ -1191,8 +1190,7 @@ void s8_driver(const int8_t* xq, int64_t M, const int8_t* w, int64_t N, int64_t 
     x_shift.assign(static_cast<size_t>(M), 0u);
 #if defined(__x86_64__)
     const bool parallel = M > 1 && M * K >= kRowsParallelMin && !omp_in_parallel() && omp_get_max_threads() > 1;
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t m = 0; m < M; ++m) x_shift[static_cast<size_t>(m)] = s8_shift_vnni(xq + m * K, K);
+    parallel_for(M, parallel, [&](int64_t m) { x_shift[static_cast<size_t>(m)] = s8_shift_vnni(xq + m * K, K); });
 #endif
   }
 #if defined(__x86_64__)
@@ -1325,13 +1323,11 @@ void quantize_rows_s8(int8_t* q, float* scale, const float* x, int64_t rows, int
   const bool parallel = rows > 1 && rows * K >= kRowsParallelMin && !omp_in_parallel() && omp_get_max_threads() > 1;
 #if defined(__x86_64__)
   if (path == QuantPath::Avx512 || path == QuantPath::Avx512Vnni || path == QuantPath::Avx512Bf16) {
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t r = 0; r < rows; ++r) quantize_row_s8_avx512(q + r * K, scale + r, x + r * ldx, K);
+    parallel_for(rows, parallel, [&](int64_t r) { quantize_row_s8_avx512(q + r * K, scale + r, x + r * ldx, K); });
     return;
   }
 #endif
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t r = 0; r < rows; ++r) quantize_row_s8_scalar(q + r * K, scale + r, x + r * ldx, K);
+  parallel_for(rows, parallel, [&](int64_t r) { quantize_row_s8_scalar(q + r * K, scale + r, x + r * ldx, K); });
 }
 
 void quantize_rows_s8(int8_t* q, float* scale, const float* x, int64_t rows, int64_t K, int64_t ldx) {
@@ -1398,25 +1394,24 @@ void pack_bf16_rows(uint16_t* out, int64_t ld_out, const float* x, int64_t rows,
   if (ld_out > K)
     for (int64_t r = 0; r < rows; ++r) std::fill(out + r * ld_out + K, out + (r + 1) * ld_out, uint16_t{0});
   if (k_stride == 1) {
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t r = 0; r < rows; ++r) f32_to_bf16(out + r * ld_out, x + r * row_stride, K, path);
+    parallel_for(rows, parallel, [&](int64_t r) { f32_to_bf16(out + r * ld_out, x + r * row_stride, K, path); });
     return;
   }
 #if defined(__x86_64__)
   if (row_stride == 1 && (path == QuantPath::Avx512 || path == QuantPath::Avx512Bf16)) {
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+    parallel_for((rows + 15) / 16, parallel, [&](int64_t blk) {
+      const int64_t r0 = blk * 16;
       if (path == QuantPath::Avx512Bf16)
         pack_bf16_columns_avx512<true>(out, ld_out, x, rows, r0, K, k_stride);
       else
         pack_bf16_columns_avx512<false>(out, ld_out, x, rows, r0, K, k_stride);
-    }
+    });
     return;
   }
 #endif
   constexpr int64_t kTile = 32;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+  parallel_for((rows + kTile - 1) / kTile, parallel, [&](int64_t blk) {
+    const int64_t r0 = blk * kTile;
     float tile[kTile * kTile];
     const int64_t nr = std::min(kTile, rows - r0);
     for (int64_t k0 = 0; k0 < K; k0 += kTile) {
@@ -1425,7 +1420,7 @@ void pack_bf16_rows(uint16_t* out, int64_t ld_out, const float* x, int64_t rows,
         for (int64_t r = 0; r < nr; ++r) tile[r * kTile + k] = x[(r0 + r) * row_stride + (k0 + k) * k_stride];
       for (int64_t r = 0; r < nr; ++r) f32_to_bf16(out + (r0 + r) * ld_out + k0, tile + r * kTile, nk, path);
     }
-  }
+  });
 }
 
 // A buffer of at least n elements that the calling thread keeps between calls (a fresh page
@@ -1564,8 +1559,7 @@ void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   const int64_t items = n_blocks * m_chunks;
   const bool parallel =
       items > 1 && M * N * K >= kF32ParallelMin && !omp_in_parallel() && omp_get_max_threads() > 1;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t item = 0; item < items; ++item) {
+  parallel_for(items, parallel, [&](int64_t item) {
     const int64_t b = item % n_blocks, c = item / n_blocks;
     const int64_t n0 = b * kNBlock, n1 = std::min(N, n0 + kNBlock);
     const int64_t m0 = c * kMChunk, rows = std::min(kMChunk, M - m0);
@@ -1578,7 +1572,7 @@ void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
         cr[n] = accumulate ? cr[n] + s : s;
       }
     }
-  }
+  });
 }
 
 void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/parallel_for.h"
+
 namespace attn::kernels {
 
 namespace {
@@ -49,11 +51,9 @@ void rotate_all(T* out, const T* x, const int64_t* positions, int64_t pos_stride
   for (int64_t i = 0; i < n; ++i)
     inv_freq[static_cast<size_t>(i)] = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(Dh));
   const int64_t rows = B * T_;
-#pragma omp parallel if (rows > 1 && rows * H * Dh >= kParallelWork)
-  {
+  parallel_ranges(rows, rows > 1 && rows * H * Dh >= kParallelWork, [&](int64_t row_begin, int64_t row_end) {
     std::vector<double> c(static_cast<size_t>(n)), s(static_cast<size_t>(n));  // [Dh/2] each
-#pragma omp for schedule(static)
-    for (int64_t row = 0; row < rows; ++row) {
+    for (int64_t row = row_begin; row < row_end; ++row) {
       const int64_t b = row / T_, t = row % T_;
       const double p = static_cast<double>(positions[b * pos_stride_b + t]);
       for (int64_t i = 0; i < n; ++i) {
@@ -65,7 +65,7 @@ void rotate_all(T* out, const T* x, const int64_t* positions, int64_t pos_stride
       const int64_t base = (b * H * T_ + t) * Dh;
       rotate_row(out + base, x + base, c.data(), s.data(), sign, H, T_ * Dh, Dh, half, add);
     }
-  }
+  });
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "kernels/parallel_for.h"
 #include "kernels/simd/vector_kernels.h"
 
 namespace attn::kernels {
@@ -40,19 +41,18 @@ template <class T>
 void softmax_forward(T* y, const T* x, int64_t rows, int64_t cols) {
   if constexpr (std::is_same_v<T, float>) {
     const auto& vk = simd::vector_kernels();
-#pragma omp parallel for if (rows > 1 && rows * cols >= kParallelMin)
-    for (int64_t r = 0; r < rows; ++r) vk.softmax_forward(y + r * cols, x + r * cols, cols);
+    parallel_for(rows, rows > 1 && rows * cols >= kParallelMin,
+                 [&](int64_t r) { vk.softmax_forward(y + r * cols, x + r * cols, cols); });
     return;
   }
-#pragma omp parallel for if (rows > 1 && rows * cols >= kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, rows > 1 && rows * cols >= kParallelMin, [&](int64_t r) {
     const T* xr = x + r * cols;  // [cols]
     T* yr = y + r * cols;        // [cols]
     const T m = row_max(xr, cols);
     if (fully_masked(m)) {
       // Every logit is -inf: exp(x - max) would be exp(NaN). Define the result as zeros.
       for (int64_t c = 0; c < cols; ++c) yr[c] = T(0);
-      continue;
+      return;
     }
     T s = 0;
     for (int64_t c = 0; c < cols; ++c) {
@@ -61,7 +61,7 @@ void softmax_forward(T* y, const T* x, int64_t rows, int64_t cols) {
     }
     const T inv = T(1) / s;  // s >= 1: the max element contributes exp(0)
     for (int64_t c = 0; c < cols; ++c) yr[c] *= inv;
-  }
+  });
 }
 
 // Forward: y_i = exp(x_i) / sum_j exp(x_j).
@@ -73,45 +73,42 @@ template <class T>
 void softmax_backward(T* dx, const T* dy, const T* y, int64_t rows, int64_t cols) {
   if constexpr (std::is_same_v<T, float>) {
     const auto& vk = simd::vector_kernels();
-#pragma omp parallel for if (rows > 1 && rows * cols >= kParallelMin)
-    for (int64_t r = 0; r < rows; ++r)
-      vk.softmax_backward(dx + r * cols, dy + r * cols, y + r * cols, cols);
+    parallel_for(rows, rows > 1 && rows * cols >= kParallelMin,
+                 [&](int64_t r) { vk.softmax_backward(dx + r * cols, dy + r * cols, y + r * cols, cols); });
     return;
   }
-#pragma omp parallel for if (rows > 1 && rows * cols >= kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, rows > 1 && rows * cols >= kParallelMin, [&](int64_t r) {
     const T* dyr = dy + r * cols;  // [cols]
     const T* yr = y + r * cols;    // [cols]
     T* dxr = dx + r * cols;        // [cols]
     T dot = 0;
     for (int64_t c = 0; c < cols; ++c) dot += dyr[c] * yr[c];
     for (int64_t c = 0; c < cols; ++c) dxr[c] += yr[c] * (dyr[c] - dot);
-  }
+  });
 }
 
 template <class T>
 void log_softmax_forward(T* y, const T* x, int64_t rows, int64_t cols) {
   if constexpr (std::is_same_v<T, float>) {
     const auto& vk = simd::vector_kernels();
-#pragma omp parallel for if (rows > 1 && rows * cols >= kParallelMin)
-    for (int64_t r = 0; r < rows; ++r) vk.log_softmax_forward(y + r * cols, x + r * cols, cols);
+    parallel_for(rows, rows > 1 && rows * cols >= kParallelMin,
+                 [&](int64_t r) { vk.log_softmax_forward(y + r * cols, x + r * cols, cols); });
     return;
   }
-#pragma omp parallel for if (rows > 1 && rows * cols >= kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, rows > 1 && rows * cols >= kParallelMin, [&](int64_t r) {
     const T* xr = x + r * cols;  // [cols]
     T* yr = y + r * cols;        // [cols]
     const T m = row_max(xr, cols);
     if (fully_masked(m)) {
       // log(0) for every entry: -inf, and the backward treats the row as constant.
       for (int64_t c = 0; c < cols; ++c) yr[c] = -std::numeric_limits<T>::infinity();
-      continue;
+      return;
     }
     T s = 0;
     for (int64_t c = 0; c < cols; ++c) s += std::exp(xr[c] - m);
     const T lse = m + std::log(s);  // log(sum_j exp(x_j))
     for (int64_t c = 0; c < cols; ++c) yr[c] = xr[c] - lse;
-  }
+  });
 }
 
 // Forward: y_i = x_i - log(sum_j exp(x_j)).
@@ -122,21 +119,19 @@ template <class T>
 void log_softmax_backward(T* dx, const T* dy, const T* y, int64_t rows, int64_t cols) {
   if constexpr (std::is_same_v<T, float>) {
     const auto& vk = simd::vector_kernels();
-#pragma omp parallel for if (rows > 1 && rows * cols >= kParallelMin)
-    for (int64_t r = 0; r < rows; ++r)
-      vk.log_softmax_backward(dx + r * cols, dy + r * cols, y + r * cols, cols);
+    parallel_for(rows, rows > 1 && rows * cols >= kParallelMin,
+                 [&](int64_t r) { vk.log_softmax_backward(dx + r * cols, dy + r * cols, y + r * cols, cols); });
     return;
   }
-#pragma omp parallel for if (rows > 1 && rows * cols >= kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, rows > 1 && rows * cols >= kParallelMin, [&](int64_t r) {
     const T* dyr = dy + r * cols;  // [cols]
     const T* yr = y + r * cols;    // [cols]
     T* dxr = dx + r * cols;        // [cols]
-    if (fully_masked(row_max(yr, cols))) continue;
+    if (fully_masked(row_max(yr, cols))) return;
     T s = 0;
     for (int64_t c = 0; c < cols; ++c) s += dyr[c];
     for (int64_t c = 0; c < cols; ++c) dxr[c] += dyr[c] - std::exp(yr[c]) * s;
-  }
+  });
 }
 
 template void softmax_forward<float>(float*, const float*, int64_t, int64_t);

@@ -10,6 +10,7 @@
 
 #include "attn/ops/ops.h"
 #include "kernels/gemm.h"
+#include "kernels/parallel_for.h"
 #include "kernels/quantized_gemm.h"
 #include "kernels/simd/vector_kernels.h"
 
@@ -161,8 +162,8 @@ struct MatmulBackward : Node {
 // y[r, :] = b for every row (the GEMM then adds x w^T on top with beta = 1).
 template <class T>
 void broadcast_rows(T* y, const T* b, int64_t rows, int64_t cols) {
-#pragma omp parallel for if (rows > 1 && rows * cols >= kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) std::copy(b, b + cols, y + r * cols);
+  kernels::parallel_for(rows, rows > 1 && rows * cols >= kParallelMin,
+                        [&](int64_t r) { std::copy(b, b + cols, y + r * cols); });
 }
 
 // Forward y[r, j] = ... + b[j]: db[j] += sum_r dy[r, j]. Every column adds its rows in
@@ -176,14 +177,12 @@ void column_sums(T* db, const T* dy, int64_t rows, int64_t cols) {
   if constexpr (std::is_same_v<T, float>) {
     const auto& vk = kernels::simd::vector_kernels();  // fetched outside the parallel region
     if (!parallel) return vk.column_sums(db, dy, rows, cols, cols);
-#pragma omp parallel for
-    for (int64_t blk = 0; blk < blocks; ++blk) {
+    kernels::parallel_for(blocks, true, [&](int64_t blk) {
       const int64_t j0 = blk * kColumnBlock;
       vk.column_sums(db + j0, dy + j0, rows, std::min(kColumnBlock, cols - j0), cols);
-    }
+    });
   } else {
-#pragma omp parallel for if (parallel)
-    for (int64_t blk = 0; blk < blocks; ++blk) {
+    kernels::parallel_for(blocks, parallel, [&](int64_t blk) {
       const int64_t j0 = blk * kColumnBlock, n = std::min(kColumnBlock, cols - j0);
       T* __restrict out = db + j0;
       for (int64_t r = 0; r < rows; ++r) {
@@ -191,7 +190,7 @@ void column_sums(T* db, const T* dy, int64_t rows, int64_t cols) {
 #pragma omp simd
         for (int64_t j = 0; j < n; ++j) out[j] += row[j];
       }
-    }
+    });
   }
 }
 

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/parallel_for.h"
+
 namespace attn::kernels::simd {
 
 // Elements per chunk once a span is threaded.
@@ -21,11 +23,10 @@ void for_chunks(int64_t n, int64_t parallel_min, F f) {
     return;
   }
   const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < chunks; ++c) {
+  parallel_for(chunks, true, [&](int64_t c) {
     const int64_t begin = c * kChunk;
     f(begin, std::min(kChunk, n - begin));
-  }
+  });
 }
 
 }  // namespace attn::kernels::simd
