@@ -49,6 +49,16 @@ namespace {
 constexpr int64_t kNBlock = 16;             // weight rows per work item
 constexpr int64_t kMChunk = 32;             // activation rows per accumulator tile
 constexpr int64_t kParallelMin = 1 << 16;  // weight elements (N * K) below which one thread works
+
+// A buffer of at least n elements of T that the calling thread keeps between calls (a fresh page
+// costs more than the work on it); `slot` tells apart the buffers of one type that a call holds
+// at the same time. Call it outside parallel loops: inside, each worker would get its own.
+template <class T, int slot>
+T* thread_scratch(int64_t n) {
+  thread_local std::vector<T> buf;
+  if (buf.size() < static_cast<size_t>(n)) buf.resize(static_cast<size_t>(n));
+  return buf.data();
+}
 constexpr int64_t kRowsParallelMin = 1 << 16;  // activation elements below which one thread quantizes
 
 // Calls f(n0, n1) for consecutive blocks of weight rows, over the OpenMP threads when the
@@ -978,12 +988,9 @@ void bf16_panels(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ld
     xp = xb;
     ldp = ldb;
   } else {
-    // The emulation's operands: the rows widened to floats, C * 32 per row. The calling
-    // thread's buffer (a thread_local named inside the parallel loop would be each worker's own).
-    thread_local std::vector<float> xl;
+    // The emulation's operands: the rows widened to floats, C * 32 per row.
     ldp = C * 32;
-    if (xl.size() < static_cast<size_t>(M * ldp)) xl.resize(static_cast<size_t>(M * ldp));
-    float* const xw = xl.data();
+    float* const xw = thread_scratch<float, 1>(M * ldp);
     parallel_for(M, split.threads > 1 && M * ldp >= kPackParallelMin,
                  [&](int64_t m) { widen_bf16_avx512(xw + m * ldp, xb + m * ldb, ldp); });
     xp = xw;
@@ -1355,14 +1362,9 @@ void gemm_s8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const
   const bool relu = epilogue == Epilogue::ReLU;
   check_path(path, true);
   if (M <= 0 || N <= 0) return;
-  // The calling thread's buffers, kept between calls (fresh pages cost more than the work).
-  thread_local std::vector<int8_t> xq_buf;
-  thread_local std::vector<float> xs_buf;
-  if (xq_buf.size() < static_cast<size_t>(M * K)) xq_buf.resize(static_cast<size_t>(M * K));
-  if (xs_buf.size() < static_cast<size_t>(M)) xs_buf.resize(static_cast<size_t>(M));
-  int8_t* const xq = xq_buf.data();
-  const float* const xs = xs_buf.data();
-  quantize_rows_s8(xq, xs_buf.data(), x, M, K, ldx, path);
+  int8_t* const xq = thread_scratch<int8_t, 0>(M * K);
+  float* const xs = thread_scratch<float, 0>(M);
+  quantize_rows_s8(xq, xs, x, M, K, ldx, path);
   [[maybe_unused]] const bool wide = path == QuantPath::Avx512Vnni;  // kNBlock = 16 rows: one vector
   s8_driver(xq, M, w, N, K, path, [&](int64_t m0, int64_t rows, int64_t n0, int64_t n1, const int32_t* tile) {
 #if defined(__x86_64__)
@@ -1423,15 +1425,6 @@ void pack_bf16_rows(uint16_t* out, int64_t ld_out, const float* x, int64_t rows,
   });
 }
 
-// A buffer of at least n elements that the calling thread keeps between calls (a fresh page
-// costs more than the work on it); `slot` tells a call's buffers apart.
-template <int slot>
-uint16_t* bf16_scratch(int64_t n) {
-  thread_local std::vector<uint16_t> buf;
-  if (buf.size() < static_cast<size_t>(n)) buf.resize(static_cast<size_t>(n));
-  return buf.data();
-}
-
 constexpr int64_t kF32ParallelMin = int64_t{1} << 18;  // multiply-adds below which one thread works
 
 }  // namespace
@@ -1481,7 +1474,7 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, con
   if (M <= 0 || N <= 0) return;
   // x as bf16, each row padded with zeros to a multiple of 32 (the AVX2 kernel reads whole chunks).
   const int64_t ldb = bf16_row_stride(K);
-  uint16_t* const xb = bf16_scratch<0>(M * ldb);
+  uint16_t* const xb = thread_scratch<uint16_t, 0>(M * ldb);
   pack_bf16_rows(xb, ldb, x, M, K, ldx, 1, path);
   bf16_product(M, N, K, xb, ldb, w, bias, y, ldy, nullptr, 0, path, epilogue == Epilogue::ReLU);
 }
@@ -1502,7 +1495,7 @@ void gemm_bf16_output(int64_t M, int64_t N, int64_t K, const float* x, int64_t l
              bf16_row_stride(N), " for N = ", N);
   if (M <= 0 || N <= 0) return;
   const int64_t ldb = bf16_row_stride(K);
-  uint16_t* const xb = bf16_scratch<0>(M * ldb);
+  uint16_t* const xb = thread_scratch<uint16_t, 0>(M * ldb);
   pack_bf16_rows(xb, ldb, x, M, K, ldx, 1, path);
   for (int64_t m = 0; m < M; ++m) std::fill(yb + m * ldyb + N, yb + (m + 1) * ldyb, uint16_t{0});
   bf16_product(M, N, K, xb, ldb, w, bias, nullptr, 0, yb, ldyb, path, epilogue == Epilogue::ReLU);
@@ -1535,14 +1528,14 @@ void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   // op(A) as M rows of K (padded with zeros to a multiple of 32: the AVX2 kernel reads whole
   // chunks of the activation rows); op(B) transposed, N rows of K (the weight rows).
   const int64_t lda_b = (K + 31) / 32 * 32;
-  uint16_t* const ab = bf16_scratch<0>(M * lda_b);
+  uint16_t* const ab = thread_scratch<uint16_t, 0>(M * lda_b);
   // op(A)[m, k] = A[m * lda + k], or A[k * lda + m] when transposed.
   pack_bf16_rows(ab, lda_b, A, M, K, trans_a ? 1 : lda, trans_a ? lda : 1, path);
 #if defined(__x86_64__)
   if ((path == QuantPath::Avx512Bf16 || path == QuantPath::Avx512) && M >= kPanelMinRows && K % 2 == 0) {
     // The panels are packed from op(B) itself: B's rows when transposed (via bf16 rows), else
     // its columns directly (pack_bf16_panel_from_columns: no transposed copy).
-    uint16_t* const bb = trans_b ? bf16_scratch<1>(N * K) : nullptr;
+    uint16_t* const bb = trans_b ? thread_scratch<uint16_t, 1>(N * K) : nullptr;
     if (trans_b) pack_bf16_rows(bb, K, B, N, K, ldb, 1, path);
     const float* const bcols = trans_b ? nullptr : B;
     if (path == QuantPath::Avx512Bf16)
@@ -1552,7 +1545,7 @@ void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
     return;
   }
 #endif
-  uint16_t* const bb = bf16_scratch<1>(N * K);
+  uint16_t* const bb = thread_scratch<uint16_t, 1>(N * K);
   // op(B)[k, n] = B[k * ldb + n], or B[n * ldb + k] when transposed: row n of the packed B.
   pack_bf16_rows(bb, K, B, N, K, trans_b ? ldb : 1, trans_b ? 1 : ldb, path);
   const int64_t n_blocks = (N + kNBlock - 1) / kNBlock, m_chunks = (M + kMChunk - 1) / kMChunk;

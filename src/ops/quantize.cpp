@@ -130,17 +130,24 @@ Tensor dequantize_weight(const Tensor& w_in, const Tensor& scale_in) {
 
 namespace {
 
+// The checks of a quantized product's weight (with its scales, in the quantization its dtype
+// names), its optional f32 bias [Out], and, when x is given, its f32 input [..., In].
+void check_product(const char* op, const Tensor* x, const Tensor& w, const Tensor& scale, const Tensor& b) {
+  ATTN_CHECK(w.defined() && (!x || x->defined()), op, "undefined input tensor");
+  check_quantized_pair(w, scale, w.dtype() == DType::I8 ? Quantization::Int8 : Quantization::BF16, "weight");
+  const int64_t Out = w.size(0), In = w.size(1);
+  ATTN_CHECK(In > 0, op, "weight ", w.str(), " has no columns");
+  ATTN_CHECK(!x || (x->dtype() == DType::F32 && x->dim() >= 1 && x->size(-1) == In), op, "expected f32 input [..., ",
+             In, "] for weight ", w.str(), ", got ", x ? x->str() : "");
+  ATTN_CHECK(!b.defined() || (b.dtype() == DType::F32 && b.dim() == 1 && b.size(0) == Out), op, "bias must be f32 [",
+             Out, "], got ", b.defined() ? b.str() : "");
+}
+
 Tensor quantized_linear_impl(const char* op, const Tensor& x_in, const Tensor& w_in, const Tensor& scale_in,
                              const Tensor& b_in, kernels::Epilogue epilogue) {
-  ATTN_CHECK(x_in.defined() && w_in.defined(), op, "undefined input tensor");
+  check_product(op, &x_in, w_in, scale_in, b_in);
   const Quantization q = w_in.dtype() == DType::I8 ? Quantization::Int8 : Quantization::BF16;
-  check_quantized_pair(w_in, scale_in, q, "weight");
   const int64_t Out = w_in.size(0), In = w_in.size(1);
-  ATTN_CHECK(In > 0, op, "weight ", w_in.str(), " has no columns");
-  ATTN_CHECK(x_in.dtype() == DType::F32 && x_in.dim() >= 1 && x_in.size(-1) == In, op, "expected f32 input [..., ",
-             In, "] for weight ", w_in.str(), ", got ", x_in.str());
-  ATTN_CHECK(!b_in.defined() || (b_in.dtype() == DType::F32 && b_in.dim() == 1 && b_in.size(0) == Out), op,
-             "bias must be f32 [", Out, "], got ", b_in.defined() ? b_in.str() : "");
   check_no_grad(op, {&x_in, &b_in});
   const Tensor x = x_in.contiguous(), w = w_in.contiguous();
   const Tensor b = b_in.defined() ? b_in.contiguous() : Tensor();
@@ -179,17 +186,9 @@ Tensor quantized_feed_forward(const Tensor& x_in, const Tensor& w1, const Tensor
     return quantized_linear(quantized_linear_relu(x_in, w1, s1, b1), w2, s2, b2);
   // Both bf16: the hidden rows go from the first product to the second as bf16 (the rounding
   // the second product would apply to their floats), never as float32.
-  check_quantized_pair(w1, s1, Quantization::BF16, "weight");
-  check_quantized_pair(w2, s2, Quantization::BF16, "weight");
+  check_product(op, &x_in, w1, s1, b1);
+  check_product(op, nullptr, w2, s2, b2);  // its input, the hidden rows, is [..., F] by the check above
   const int64_t F = w1.size(0), In = w1.size(1), Out = w2.size(0);
-  ATTN_CHECK(In > 0 && F > 0, op, "weights ", w1.str(), " and ", w2.str(), " must have columns");
-  ATTN_CHECK(x_in.defined() && x_in.dtype() == DType::F32 && x_in.dim() >= 1 && x_in.size(-1) == In, op,
-             "expected f32 input [..., ", In, "] for weight ", w1.str(), ", got ", x_in.defined() ? x_in.str() : "undefined");
-  for (const Tensor* b : {&b1, &b2}) {
-    const int64_t n = b == &b1 ? F : Out;
-    ATTN_CHECK(!b->defined() || (b->dtype() == DType::F32 && b->dim() == 1 && b->size(0) == n), op,
-               "bias must be f32 [", n, "], got ", b->defined() ? b->str() : "");
-  }
   check_no_grad(op, {&x_in, &b1, &b2});
   const Tensor x = x_in.contiguous(), v1 = w1.contiguous(), v2 = w2.contiguous();
   const Tensor c1 = b1.defined() ? b1.contiguous() : Tensor(), c2 = b2.defined() ? b2.contiguous() : Tensor();

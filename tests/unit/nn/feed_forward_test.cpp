@@ -36,30 +36,35 @@ double phi(Activation a, double x) {
 TEST(FeedForward, QuantizedReluInTheProductGivesTheBitsOfTheSeparateOps) {
   for (Quantization q : {Quantization::Int8, Quantization::BF16}) {
     SCOPED_TRACE(static_cast<int>(q));
-   for (int64_t d_ff : {64, 40})   // 40: bf16 hidden rows padded to their row stride
-    for (int64_t rows : {40, 3}) {  // 3 x 40 rows: the packed panels on AVX-512; 3 x 3: the row kernels
-    SCOPED_TRACE(testing::Message() << "d_ff " << d_ff << " rows " << rows);
-    Rng rng(7);
-    FeedForward ff(32, d_ff, Activation::ReLU, 0.1, DType::F32, rng);
-    quantize_module(ff, q);
-    ff.eval();
-    NoGradGuard no_grad;
-    const Tensor x = Tensor::randn({3, rows, 32}, rng);
-    const Linear& l1 = *ff.linear1();
-    const Linear& l2 = *ff.linear2();
-    const Tensor hidden = quantized_linear(x, l1.weight(), l1.weight_scale(), l1.bias());
-    const Tensor want = quantized_linear(relu(hidden), l2.weight(), l2.weight_scale(), l2.bias());
-    const Tensor got = ff.forward(x);
-    ASSERT_EQ(got.shape(), want.shape());
-    const std::vector<float> g = got.to_vector<float>(), w = want.to_vector<float>();
-    EXPECT_EQ(std::memcmp(g.data(), w.data(), g.size() * sizeof(float)), 0);
-    // Control: without the ReLU the result differs (linear1 has negative outputs).
-    const Tensor linear_only = quantized_linear(hidden, l2.weight(), l2.weight_scale(), l2.bias());
-    EXPECT_NE(got.to_vector<float>(), linear_only.to_vector<float>());
-    // The op itself, on a wrong input: an error naming it.
-    EXPECT_THROW(quantized_feed_forward(Tensor::randn({2, 31}, rng), l1.weight(), l1.weight_scale(), l1.bias(),
-                                        l2.weight(), l2.weight_scale(), l2.bias()),
-                 Error);
+    for (int64_t d_ff : {64, 40}) {  // 40: bf16 hidden rows padded to their row stride
+      for (int64_t rows : {40, 3}) {  // 3 x 40 rows: the packed panels on AVX-512; 3 x 3: the row kernels
+        SCOPED_TRACE(testing::Message() << "d_ff " << d_ff << " rows " << rows);
+        Rng rng(7);
+        FeedForward ff(32, d_ff, Activation::ReLU, 0.1, DType::F32, rng);
+        quantize_module(ff, q);
+        ff.eval();
+        NoGradGuard no_grad;
+        const Tensor x = Tensor::randn({3, rows, 32}, rng);
+        const Linear& l1 = *ff.linear1();
+        const Linear& l2 = *ff.linear2();
+        const Tensor hidden = quantized_linear(x, l1.weight(), l1.weight_scale(), l1.bias());
+        const Tensor want = quantized_linear(relu(hidden), l2.weight(), l2.weight_scale(), l2.bias());
+        const Tensor got = ff.forward(x);
+        ASSERT_EQ(got.shape(), want.shape());
+        const std::vector<float> g = got.to_vector<float>(), w = want.to_vector<float>();
+        EXPECT_EQ(std::memcmp(g.data(), w.data(), g.size() * sizeof(float)), 0);
+        // Control: without the ReLU the result differs (linear1 has negative outputs).
+        const Tensor linear_only = quantized_linear(hidden, l2.weight(), l2.weight_scale(), l2.bias());
+        EXPECT_NE(got.to_vector<float>(), linear_only.to_vector<float>());
+        // The op itself, on a wrong input: an error naming it.
+        EXPECT_THROW(quantized_feed_forward(Tensor::randn({2, 31}, rng), l1.weight(), l1.weight_scale(), l1.bias(),
+                                            l2.weight(), l2.weight_scale(), l2.bias()),
+                     Error);
+        // and a second bias of the first product's width.
+        EXPECT_THROW(quantized_feed_forward(x, l1.weight(), l1.weight_scale(), l1.bias(), l2.weight(),
+                                            l2.weight_scale(), l1.bias()),
+                     Error);
+      }
     }
   }
 }
