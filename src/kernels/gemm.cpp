@@ -25,6 +25,7 @@
 #endif
 
 #include "kernels/batch_invariant.h"
+#include "kernels/gemm_direct.h"
 #include "kernels/parallel_for.h"
 #include "kernels/simd/isa.h"
 
@@ -262,6 +263,10 @@ void gemm_mode(bool invariant, bool ta, bool tb, int64_t M, int64_t N, int64_t K
   }
   if (use_small_m(ta, tb, M, N, K)) {
     gemm_small_m<float>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  if (use_direct(ta, tb, K)) {
+    gemm_direct(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,

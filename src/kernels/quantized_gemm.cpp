@@ -33,6 +33,7 @@
 #include "attn/core/error.h"
 #include "kernels/parallel_for.h"
 #include "kernels/simd/isa.h"
+#include "kernels/thread_scratch.h"
 
 // GCC 12's AVX-512 headers self-initialise undefined registers, which -Wuninitialized flags at
 // every use (cmake/isa_kernels.cmake says the same of the vector kernels).
@@ -50,15 +51,6 @@ constexpr int64_t kNBlock = 16;             // weight rows per work item
 constexpr int64_t kMChunk = 32;             // activation rows per accumulator tile
 constexpr int64_t kParallelMin = 1 << 16;  // weight elements (N * K) below which one thread works
 
-// A buffer of at least n elements of T that the calling thread keeps between calls (a fresh page
-// costs more than the work on it); `slot` tells apart the buffers of one type that a call holds
-// at the same time. Call it outside parallel loops: inside, each worker would get its own.
-template <class T, int slot>
-T* thread_scratch(int64_t n) {
-  thread_local std::vector<T> buf;
-  if (buf.size() < static_cast<size_t>(n)) buf.resize(static_cast<size_t>(n));
-  return buf.data();
-}
 constexpr int64_t kRowsParallelMin = 1 << 16;  // activation elements below which one thread quantizes
 
 // Calls f(n0, n1) for consecutive blocks of weight rows, over the OpenMP threads when the
