@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -299,6 +300,33 @@ void gemm<double>(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alph
                   int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
   gemm_mode(batch_invariant(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
+
+namespace {
+
+// Below this many elements of C the bias rows are written on the calling thread.
+constexpr int64_t kBiasRowsParallelMin = 32768;
+
+}  // namespace
+
+template <class T>
+void gemm_bias(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B, int64_t ldb, const T* bias, T* C,
+               int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  const bool invariant = batch_invariant();
+  if constexpr (std::is_same_v<T, float>) {
+    if (bias != nullptr && !invariant && !use_small_m(false, true, M, N, K) && use_direct(false, true, K)) {
+      gemm_direct(false, true, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, bias);
+      return;
+    }
+  }
+  if (bias != nullptr)
+    parallel_for(M, M > 1 && M * N >= kBiasRowsParallelMin, [&](int64_t r) { std::copy(bias, bias + N, C + r * ldc); });
+  gemm_mode(invariant, false, true, M, N, K, T(1), A, lda, B, ldb, bias != nullptr ? T(1) : T(0), C, ldc);
+}
+template void gemm_bias<float>(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, const float*,
+                               float*, int64_t);
+template void gemm_bias<double>(int64_t, int64_t, int64_t, const double*, int64_t, const double*, int64_t,
+                                const double*, double*, int64_t);
 
 template <class T>
 void gemm_batched(int64_t batch, bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,

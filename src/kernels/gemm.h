@@ -28,6 +28,14 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
           int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
 
+// A linear layer's forward: C[M, N] = A[M, K] B[N, K]^T + bias, the vector bias[N] added to
+// every row (null: no bias, C's contents ignored). The bits are gemm's with every row of C first
+// holding the bias and beta = 1, which is what runs, except on gemm_direct's path, whose epilogue
+// adds the bias to the same bits without the rows of copies.
+template <class T>
+void gemm_bias(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B, int64_t ldb, const T* bias, T* C,
+               int64_t ldc);
+
 // `batch` independent products with constant strides between the matrices (the calling
 // thread's batch-invariant mode holds for all of them, also those run by OpenMP workers).
 template <class T>

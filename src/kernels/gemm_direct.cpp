@@ -67,7 +67,7 @@ constexpr int tile_rows(int nv) { return nv == 4 ? 6 : nv == 3 ? 8 : nv == 2 ? 1
 // a[k * lda + m].
 template <int MR, int NV, bool TA>
 void tile(const float* a, int64_t lda, const float* p, int64_t ldp, float* c, int64_t ldc, int64_t K, float alpha,
-          float beta, __mmask16 mask) {
+          float beta, const float* bias, __mmask16 mask) {
   __m512 acc[MR][NV];
 #pragma GCC unroll 16
   for (int m = 0; m < MR; ++m)
@@ -94,6 +94,7 @@ void tile(const float* a, int64_t lda, const float* p, int64_t ldp, float* c, in
       float* out = c + m * ldc + 16 * v;
       const __mmask16 lanes = v == NV - 1 ? mask : __mmask16(0xFFFF);
       __m512 r = _mm512_mul_ps(va, acc[m][v]);
+      if (bias != nullptr) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(lanes, bias + 16 * v));
       if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(lanes, out), r);
       _mm512_mask_storeu_ps(out, lanes, r);
     }
@@ -102,10 +103,10 @@ void tile(const float* a, int64_t lda, const float* p, int64_t ldp, float* c, in
 // The tile of the last `rest` rows (1 <= rest <= R) of a panel: one instance per height.
 template <int R, int NV, bool TA>
 void tail_tile(int64_t rest, const float* a, int64_t lda, const float* p, int64_t ldp, float* c, int64_t ldc, int64_t K,
-               float alpha, float beta, __mmask16 mask) {
+               float alpha, float beta, const float* bias, __mmask16 mask) {
   if constexpr (R >= 1) {
-    if (rest == R) return tile<R, NV, TA>(a, lda, p, ldp, c, ldc, K, alpha, beta, mask);
-    tail_tile<R - 1, NV, TA>(rest, a, lda, p, ldp, c, ldc, K, alpha, beta, mask);
+    if (rest == R) return tile<R, NV, TA>(a, lda, p, ldp, c, ldc, K, alpha, beta, bias, mask);
+    tail_tile<R - 1, NV, TA>(rest, a, lda, p, ldp, c, ldc, K, alpha, beta, bias, mask);
   }
 }
 
@@ -113,12 +114,12 @@ void tail_tile(int64_t rest, const float* a, int64_t lda, const float* p, int64_
 // of the remaining rows.
 template <int NV, bool TA>
 void panel_rows(int64_t M, const float* A, int64_t lda, const float* p, int64_t ldp, float* c, int64_t ldc, int64_t K,
-                float alpha, float beta, __mmask16 mask) {
+                float alpha, float beta, const float* bias, __mmask16 mask) {
   constexpr int MR = tile_rows(NV);
   const auto a_at = [&](int64_t m) { return TA ? A + m : A + m * lda; };
   int64_t m = 0;
-  for (; m + MR <= M; m += MR) tile<MR, NV, TA>(a_at(m), lda, p, ldp, c + m * ldc, ldc, K, alpha, beta, mask);
-  if (m < M) tail_tile<MR - 1, NV, TA>(M - m, a_at(m), lda, p, ldp, c + m * ldc, ldc, K, alpha, beta, mask);
+  for (; m + MR <= M; m += MR) tile<MR, NV, TA>(a_at(m), lda, p, ldp, c + m * ldc, ldc, K, alpha, beta, bias, mask);
+  if (m < M) tail_tile<MR - 1, NV, TA>(M - m, a_at(m), lda, p, ldp, c + m * ldc, ldc, K, alpha, beta, bias, mask);
 }
 
 // The 16 x 16 block src[i * lds + j] (i, j < 16) into dst[j * ldd + i].
@@ -173,7 +174,7 @@ void pack_transposed(const float* B, int64_t ldb, int64_t n0, int64_t w, int64_t
 
 template <bool TA>
 void panels(bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
-            int64_t ldb, float beta, float* C, int64_t ldc) {
+            int64_t ldb, float beta, float* C, int64_t ldc, const float* bias) {
   float* const scratch = thread_scratch<float, 2>(K * kPanel);
   for (int64_t n0 = 0; n0 < N; n0 += kPanel) {
     const int64_t w = std::min(kPanel, N - n0);
@@ -191,18 +192,19 @@ void panels(bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const fl
       p = scratch;
     }
     float* c = C + n0;
+    const float* b = bias != nullptr ? bias + n0 : nullptr;
     switch (nv) {
       case 4:
-        panel_rows<4, TA>(M, A, lda, p, ldp, c, ldc, K, alpha, beta, mask);
+        panel_rows<4, TA>(M, A, lda, p, ldp, c, ldc, K, alpha, beta, b, mask);
         break;
       case 3:
-        panel_rows<3, TA>(M, A, lda, p, ldp, c, ldc, K, alpha, beta, mask);
+        panel_rows<3, TA>(M, A, lda, p, ldp, c, ldc, K, alpha, beta, b, mask);
         break;
       case 2:
-        panel_rows<2, TA>(M, A, lda, p, ldp, c, ldc, K, alpha, beta, mask);
+        panel_rows<2, TA>(M, A, lda, p, ldp, c, ldc, K, alpha, beta, b, mask);
         break;
       default:
-        panel_rows<1, TA>(M, A, lda, p, ldp, c, ldc, K, alpha, beta, mask);
+        panel_rows<1, TA>(M, A, lda, p, ldp, c, ldc, K, alpha, beta, b, mask);
         break;
     }
   }
@@ -211,12 +213,12 @@ void panels(bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const fl
 }  // namespace
 
 void gemm_direct(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const float* bias) {
   if (M <= 0 || N <= 0) return;
   if (trans_a)
-    panels<true>(trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    panels<true>(trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
   else
-    panels<false>(trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    panels<false>(trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
 }
 
 #if defined(__clang__)
@@ -229,7 +231,7 @@ void gemm_direct(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, fl
 #else  // not x86-64: gemm_direct_supported() is false and nothing calls this
 
 void gemm_direct(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float,
-                 float*, int64_t) {}
+                 float*, int64_t, const float*) {}
 
 #endif
 

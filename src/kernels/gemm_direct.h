@@ -22,13 +22,14 @@ inline constexpr int64_t kDirectMaxK = 4096;
 // K up to kDirectMaxK, no threads available to the caller, and gemm_direct_supported().
 bool use_direct(bool trans_a, bool trans_b, int64_t K);
 
-// C[M, N] = alpha * op(A)[M, K] op(B)[K, N] + beta * C, row-major with row strides lda, ldb, ldc
-// of the stored matrices (as gemm()), on the calling thread; not both trans_a and trans_b.
-// Each output is one float sum over k = 0, 1, ..., K - 1 in order, a fused multiply-add per
-// term, then r = alpha * sum, then C = beta * C + r as one fused multiply-add (beta = 0 ignores
-// C's contents, as BLAS does). So the bits depend on no blocking, size or place in C.
+// C[M, N] = alpha * op(A)[M, K] op(B)[K, N] (+ bias) + beta * C, row-major with row strides lda,
+// ldb, ldc of the stored matrices (as gemm()), on the calling thread; not both trans_a and
+// trans_b. Each output is one float sum over k = 0, 1, ..., K - 1 in order, a fused multiply-add
+// per term; then r = alpha * sum; then r = r + bias[n] when `bias` is not null (the bias vector
+// of N floats, the same for every row); then C = beta * C + r as one fused multiply-add (beta = 0
+// ignores C's contents, as BLAS does). So the bits depend on no blocking, size or place in C.
 // Requires gemm_direct_supported().
 void gemm_direct(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const float* bias = nullptr);
 
 }  // namespace attn::kernels

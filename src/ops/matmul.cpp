@@ -159,7 +159,7 @@ struct MatmulBackward : Node {
 
 // ---- linear ------------------------------------------------------------------------------
 
-// y[r, :] = b for every row (the GEMM then adds x w^T on top with beta = 1).
+// y[r, :] = b for every row (the bf16 GEMM then adds x w^T on top).
 template <class T>
 void broadcast_rows(T* y, const T* b, int64_t rows, int64_t cols) {
   kernels::parallel_for(rows, rows > 1 && rows * cols >= kParallelMin,
@@ -196,10 +196,7 @@ void column_sums(T* db, const T* dy, int64_t rows, int64_t cols) {
 
 template <class T>
 void linear_run(T* y, const T* x, const T* w, const T* b, int64_t R, int64_t In, int64_t Out) {
-  if (b) broadcast_rows(y, b, R, Out);
-  // [R, In] @ [Out, In]^T (+ the bias rows already in y)
-  kernels::gemm<T>(false, true, R, Out, In, T(1), x, ld(In), w, ld(In), b ? T(1) : T(0), y,
-                   ld(Out));
+  kernels::gemm_bias<T>(R, Out, In, x, ld(In), w, ld(In), b, y, ld(Out));  // [R, In] @ [Out, In]^T + b
 }
 
 // Forward: y = x w^T + b. Local derivatives: dx = dy w, dw = dy^T x (summed over all rows),

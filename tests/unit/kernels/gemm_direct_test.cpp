@@ -47,14 +47,17 @@ struct Case {
   float b(int64_t k, int64_t n) const { return tb ? B[n * ldb + k] : B[k * ldb + n]; }
 };
 
-// gemm_direct.h's contract written out as scalar code.
-std::vector<float> contract(const Case& c, float alpha, float beta) {
+// gemm_direct.h's contract written out as scalar code (bias null: none).
+std::vector<float> contract(const Case& c, float alpha, float beta, const float* bias = nullptr) {
   std::vector<float> out(c.C);
   for (int64_t m = 0; m < c.M; ++m)
     for (int64_t n = 0; n < c.N; ++n) {
       float s = 0.0f;
       for (int64_t k = 0; k < c.K; ++k) s = std::fma(c.a(m, k), c.b(k, n), s);
-      const float r = alpha * s;
+      // Rounded before the bias is added (volatile: the compiler may not fuse the two).
+      const volatile float scaled = alpha * s;
+      float r = scaled;
+      if (bias != nullptr) r += bias[n];
       float& y = out[m * c.ldc + n];
       y = beta == 0.0f ? r : std::fma(beta, y, r);
     }
@@ -75,8 +78,9 @@ std::string first_difference(const Case& c, const std::vector<float>& got, const
   return "";
 }
 
-std::vector<float> run_direct(const Case& c, float alpha, float beta, std::vector<float> C) {
-  gemm_direct(c.ta, c.tb, c.M, c.N, c.K, alpha, c.A.data(), c.lda, c.B.data(), c.ldb, beta, C.data(), c.ldc);
+std::vector<float> run_direct(const Case& c, float alpha, float beta, std::vector<float> C,
+                              const float* bias = nullptr) {
+  gemm_direct(c.ta, c.tb, c.M, c.N, c.K, alpha, c.A.data(), c.lda, c.B.data(), c.ldb, beta, C.data(), c.ldc, bias);
   return C;
 }
 
@@ -97,10 +101,12 @@ TEST(GemmDirect, EveryLayoutHasTheContractsBits) {
         for (int64_t K : depths) {
           const Case c(layout[0], layout[1], M, N, K, rng);
           const float alpha = (cases % 3 == 0) ? 1.0f : 0.75f, beta = (cases % 2 == 0) ? 1.0f : 0.0f;
-          const auto got = run_direct(c, alpha, beta, c.C);
-          ASSERT_TRUE(same_bits(got, contract(c, alpha, beta)))
-              << "ta " << c.ta << " tb " << c.tb << " M " << M << " N " << N << " K " << K << ": "
-              << first_difference(c, got, contract(c, alpha, beta));
+          const std::vector<float> bias = random_values(N, rng);
+          const float* b = cases % 5 < 2 ? bias.data() : nullptr;  // a bias in two cases of five
+          const auto got = run_direct(c, alpha, beta, c.C, b);
+          const auto want = contract(c, alpha, beta, b);
+          ASSERT_TRUE(same_bits(got, want)) << "ta " << c.ta << " tb " << c.tb << " M " << M << " N " << N << " K " << K
+                                            << " bias " << (b != nullptr) << ": " << first_difference(c, got, want);
           ++cases;
         }
   EXPECT_EQ(cases, 3 * 10 * 13 * 4);
@@ -206,6 +212,40 @@ TEST(GemmDirect, GemmTakesItWhenNoThreadsAreAvailable) {
     }
   // Two threads available outside a region: BLAS, which threads the product.
   EXPECT_FALSE(use_direct(false, true, c.K));
+}
+
+// gemm_bias: the bits of gemm over rows that hold the bias with beta = 1, on gemm_direct's path
+// (one thread) and on BLAS's and the small-M path's (two threads), float and double; no bias is
+// gemm with beta = 0 (C's contents ignored).
+TEST(GemmDirect, GemmBiasHasTheBitsOfGemmOverBiasRows) {
+  ThreadCount restore;
+  Rng rng(15);
+  for (int threads : {1, 2})
+    for (int64_t M : {5, 40, 97}) {
+      set_num_threads(threads);
+      const Case c(false, true, M, 70, 48, rng);
+      const std::vector<float> bias = random_values(c.N, rng);
+      std::vector<float> want(c.C);
+      for (int64_t m = 0; m < M; ++m) std::copy(bias.begin(), bias.end(), want.begin() + m * c.ldc);
+      gemm<float>(false, true, M, c.N, c.K, 1.0f, c.A.data(), c.lda, c.B.data(), c.ldb, 1.0f, want.data(), c.ldc);
+      std::vector<float> got(c.C);
+      gemm_bias<float>(M, c.N, c.K, c.A.data(), c.lda, c.B.data(), c.ldb, bias.data(), got.data(), c.ldc);
+      EXPECT_TRUE(same_bits(got, want)) << threads << " threads, M " << M << ": " << first_difference(c, got, want);
+      // No bias: C's contents (NaN here) are ignored.
+      std::vector<float> nan_c(c.C.size(), std::numeric_limits<float>::quiet_NaN());
+      std::vector<float> plain(nan_c);
+      gemm<float>(false, true, M, c.N, c.K, 1.0f, c.A.data(), c.lda, c.B.data(), c.ldb, 0.0f, plain.data(), c.ldc);
+      gemm_bias<float>(M, c.N, c.K, c.A.data(), c.lda, c.B.data(), c.ldb, nullptr, nan_c.data(), c.ldc);
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < c.N; ++n) ASSERT_EQ(nan_c[m * c.ldc + n], plain[m * c.ldc + n]) << m << ", " << n;
+      // double: the same composition.
+      std::vector<double> A(c.A.begin(), c.A.end()), B(c.B.begin(), c.B.end()), bd(bias.begin(), bias.end());
+      std::vector<double> wd(c.C.size(), 0.0), gd(c.C.size(), 0.0);
+      for (int64_t m = 0; m < M; ++m) std::copy(bd.begin(), bd.end(), wd.begin() + m * c.ldc);
+      gemm<double>(false, true, M, c.N, c.K, 1.0, A.data(), c.lda, B.data(), c.ldb, 1.0, wd.data(), c.ldc);
+      gemm_bias<double>(M, c.N, c.K, A.data(), c.lda, B.data(), c.ldb, bd.data(), gd.data(), c.ldc);
+      EXPECT_EQ(std::memcmp(wd.data(), gd.data(), wd.size() * sizeof(double)), 0) << threads << " threads, M " << M;
+    }
 }
 
 }  // namespace
