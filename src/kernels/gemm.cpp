@@ -266,7 +266,7 @@ void gemm_mode(bool invariant, bool ta, bool tb, int64_t M, int64_t N, int64_t K
     gemm_small_m<float>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  if (use_direct(ta, tb, K)) {
+  if (use_direct(ta, tb, M, N, K)) {
     gemm_direct(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
@@ -314,7 +314,7 @@ void gemm_bias(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T
   if (M == 0 || N == 0) return;
   const bool invariant = batch_invariant();
   if constexpr (std::is_same_v<T, float>) {
-    if (bias != nullptr && !invariant && !use_small_m(false, true, M, N, K) && use_direct(false, true, K)) {
+    if (bias != nullptr && !invariant && !use_small_m(false, true, M, N, K) && use_direct(false, true, M, N, K)) {
       gemm_direct(false, true, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, bias);
       return;
     }

@@ -32,8 +32,9 @@ bool gemm_direct_supported() {
 #endif
 }
 
-bool use_direct(bool trans_a, bool trans_b, int64_t K) {
-  return !(trans_a && trans_b) && K <= kDirectMaxK && !threads_available() && gemm_direct_supported();
+bool use_direct(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K) {
+  return !(trans_a && trans_b) && M >= kDirectMinRows && M * N * K >= kDirectMinWork && K <= kDirectMaxK &&
+         !threads_available() && gemm_direct_supported();
 }
 
 #if defined(__x86_64__)

@@ -17,10 +17,18 @@ bool gemm_direct_supported();
 
 // The largest K gemm_direct takes (its panel of B holds K x 64 floats, a buffer the thread keeps).
 inline constexpr int64_t kDirectMaxK = 4096;
+// The fewest rows, and the fewest multiply-adds (M * N * K), of a product gemm takes to
+// gemm_direct. Below them OpenBLAS runs its small-matrix kernels, which pack nothing either and
+// were as fast or faster (a row of attention scores in decoding, M = 1, took 0.06 us there and
+// 0.25 us here, where B^T is transposed first); from 64 rows and 2^17 multiply-adds on, gemm_direct
+// was as fast or up to 1.35x faster (a single thread of Zen 5).
+inline constexpr int64_t kDirectMinRows = 64;
+inline constexpr int64_t kDirectMinWork = int64_t{1} << 17;
 
 // Whether gemm<float> hands this product to gemm_direct: op(A) and op(B) not both transposed,
-// K up to kDirectMaxK, no threads available to the caller, and gemm_direct_supported().
-bool use_direct(bool trans_a, bool trans_b, int64_t K);
+// M >= kDirectMinRows, M * N * K >= kDirectMinWork, K <= kDirectMaxK, no threads available to
+// the caller (kernels/parallel_for.h), and gemm_direct_supported().
+bool use_direct(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K);
 
 // C[M, N] = alpha * op(A)[M, K] op(B)[K, N] (+ bias) + beta * C, row-major with row strides lda,
 // ldb, ldc of the stored matrices (as gemm()), on the calling thread; not both trans_a and

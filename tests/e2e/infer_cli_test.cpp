@@ -74,7 +74,8 @@ train::TaskConfig run_task() {
 }
 
 // A run folder as `attn train` leaves it, trained until it reverses (constant rate, no
-// dropout or smoothing, one thread: the same folder on every run).
+// dropout or smoothing, one thread: the same folder on every run of one build). 8 epochs: at 5
+// its validation token accuracy was 0.896 on one path of the float products, over 0.9 on another.
 void train_run_folder(const std::string& dir) {
   train::TrainConfig c;
   c.task = "reverse";
@@ -89,7 +90,7 @@ void train_run_folder(const std::string& dir) {
   c.model.d_ff = 64;
   c.model.dropout = 0.0;
   c.model.attention_dropout = 0.0;
-  c.epochs = 5;
+  c.epochs = 8;
   c.batch_size = 32;
   c.schedule = train::ScheduleKind::Constant;
   c.lr = 0.01;

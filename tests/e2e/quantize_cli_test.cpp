@@ -5,6 +5,7 @@
 // the problem (unknown --to, a quantized source, an existing --out without --force).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -27,7 +28,9 @@ using test::Outcome;
 using test::run_attn;
 
 // Reverse 5 symbols of 6, D=32, 1+1 layers, trained until it reverses (one thread: the same
-// folder on every run).
+// folder on every run of one build). 12 epochs: at 5 the float model got 74% of 200 sequences
+// right on one path of the float products and over 80% on another; at 8, its int8 copy got 4
+// fewer right than it on one of them.
 void train_reverse(const std::string& dir) {
   train::TrainConfig c;
   c.task = "reverse";
@@ -42,7 +45,7 @@ void train_reverse(const std::string& dir) {
   c.model.d_ff = 64;
   c.model.dropout = 0.0;
   c.model.attention_dropout = 0.0;
-  c.epochs = 5;
+  c.epochs = 12;
   c.batch_size = 32;
   c.schedule = train::ScheduleKind::Constant;
   c.lr = 0.01;
@@ -89,8 +92,9 @@ TEST_F(QuantizeCli, QuantizedReverseModelKeepsItsExactMatchAccuracy) {
     EXPECT_NE(q.out.find("quantized run to " + std::string(to) + ": " + out), std::string::npos) << q.out;
     EXPECT_TRUE(fs::is_regular_file(tmp_.file(out + "/vocab.json")));
     EXPECT_TRUE(fs::is_regular_file(tmp_.file(out + "/train_config.json")));
-    // Within two examples of 200 of the float model (measured: equal).
-    EXPECT_GE(exact_acc(tmp_, out), float_acc - 0.01) << to;
+    // Within two examples of 200 of the float model, counted in examples so that the rounding
+    // of 0.99 - 0.01 does not decide.
+    EXPECT_GE(std::lround(exact_acc(tmp_, out) * 200), std::lround(float_acc * 200) - 2) << to;
     const Outcome t = run_attn(tmp_, "translate --model " + out, "3 1 4 0 2\n01234\n");
     ASSERT_EQ(t.exit_code, 0) << t.err;
     EXPECT_EQ(t.out, "20413\n43210\n") << to;

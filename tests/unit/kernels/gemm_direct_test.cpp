@@ -183,7 +183,7 @@ TEST(GemmDirect, GemmTakesItWhenNoThreadsAreAvailable) {
 #pragma omp parallel num_threads(2)
   {
     const int t = omp_get_thread_num();
-    used[t] = use_direct(c.ta, c.tb, c.K);
+    used[t] = use_direct(c.ta, c.tb, c.M, c.N, c.K);
     gemm<float>(c.ta, c.tb, c.M, c.N, c.K, alpha, c.A.data(), c.lda, c.B.data(), c.ldb, beta, got[t].data(), c.ldc);
   }
   for (int t = 0; t < 2; ++t) {
@@ -192,30 +192,34 @@ TEST(GemmDirect, GemmTakesItWhenNoThreadsAreAvailable) {
   }
   // One thread set: gemm_direct too.
   set_num_threads(1);
-  EXPECT_TRUE(use_direct(false, false, c.K));
+  EXPECT_TRUE(use_direct(false, false, c.M, c.N, c.K));
   std::vector<float> one(c.C);
   gemm<float>(c.ta, c.tb, c.M, c.N, c.K, alpha, c.A.data(), c.lda, c.B.data(), c.ldb, beta, one.data(), c.ldc);
   EXPECT_TRUE(same_bits(one, want)) << first_difference(c, one, want);
+  // Not for A^T B^T, too few rows or multiply-adds, a K over the limit, or an ISA other than
+  // AVX-512 (BLAS takes those), also on one thread.
+  EXPECT_FALSE(use_direct(true, true, c.M, c.N, c.K));
+  EXPECT_FALSE(use_direct(false, true, kDirectMinRows - 1, 4096, 64));
+  EXPECT_TRUE(use_direct(false, true, kDirectMinRows, 4096, 64));
+  EXPECT_FALSE(use_direct(false, true, 128, 16, 32));  // 2^16 multiply-adds
+  EXPECT_FALSE(use_direct(false, true, c.M, c.N, kDirectMaxK + 1));
+  for (simd::Isa other : simd::supported_isas())
+    if (other != simd::Isa::Avx512) {
+      simd::IsaGuard narrower(other);
+      EXPECT_FALSE(use_direct(false, true, c.M, c.N, c.K)) << simd::isa_name(other);
+    }
   // Control: BLAS's product (two threads, outside a region) differs in some bits.
   set_num_threads(2);
   std::vector<float> blas(c.C);
   gemm<float>(c.ta, c.tb, c.M, c.N, c.K, alpha, c.A.data(), c.lda, c.B.data(), c.ldb, beta, blas.data(), c.ldc);
   EXPECT_FALSE(same_bits(blas, want))
       << "control: OpenBLAS gave the contract's bits, so they do not tell the paths apart";
-  // Not for A^T B^T, a K over the limit, or an ISA other than AVX-512 (BLAS takes those).
-  EXPECT_FALSE(use_direct(true, true, c.K));
-  EXPECT_FALSE(use_direct(false, true, kDirectMaxK + 1));
-  for (simd::Isa other : simd::supported_isas())
-    if (other != simd::Isa::Avx512) {
-      simd::IsaGuard narrower(other);
-      EXPECT_FALSE(use_direct(false, true, c.K)) << simd::isa_name(other);
-    }
-  // Two threads available outside a region: BLAS, which threads the product.
-  EXPECT_FALSE(use_direct(false, true, c.K));
+  // Two threads available outside a region: BLAS, which threads the product (as just run).
+  EXPECT_FALSE(use_direct(false, true, c.M, c.N, c.K));
 }
 
 // gemm_bias: the bits of gemm over rows that hold the bias with beta = 1, on gemm_direct's path
-// (one thread) and on BLAS's and the small-M path's (two threads), float and double; no bias is
+// (one thread, 97 rows) and on BLAS's (fewer rows, or two threads), float and double; no bias is
 // gemm with beta = 0 (C's contents ignored).
 TEST(GemmDirect, GemmBiasHasTheBitsOfGemmOverBiasRows) {
   ThreadCount restore;
