@@ -21,6 +21,7 @@
 #include "kernels/parallel_for.h"
 #include "kernels/simd/isa.h"
 #include "kernels/thread_scratch.h"
+#include "kernels/transpose16.h"
 
 namespace attn::kernels {
 
@@ -125,41 +126,12 @@ void panel_rows(int64_t M, const float* A, int64_t lda, const float* p, int64_t 
 
 // The 16 x 16 block src[i * lds + j] (i, j < 16) into dst[j * ldd + i].
 void transpose16(const float* src, int64_t lds, float* dst, int64_t ldd) {
-  __m512 r[16], t[16];
+  __m512 v[16];
 #pragma GCC unroll 16
-  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
-  // Pairs of rows interleaved by element, then by pairs of elements: each 128-bit lane of
-  // r[4 q + s] then holds, for its four columns, element s of rows 4 q .. 4 q + 3.
-  constexpr int kPairs = 8;
-#pragma GCC unroll 8
-  for (int i = 0; i < kPairs; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-#pragma GCC unroll 4
-  for (int q = 0; q < 4; ++q) {
-    const __m512d t0 = _mm512_castps_pd(t[4 * q]), t1 = _mm512_castps_pd(t[4 * q + 1]);
-    const __m512d t2 = _mm512_castps_pd(t[4 * q + 2]), t3 = _mm512_castps_pd(t[4 * q + 3]);
-    r[4 * q] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
-    r[4 * q + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
-    r[4 * q + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
-    r[4 * q + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
-  }
-  // Then the 128-bit lanes: gather lane l of the four row groups into output row 4 l + s.
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i)
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      t[8 * h + i] = _mm512_shuffle_f32x4(r[i + 8 * h], r[i + 8 * h + 4], 0x88);
-      t[8 * h + i + 4] = _mm512_shuffle_f32x4(r[i + 8 * h], r[i + 8 * h + 4], 0xdd);
-    }
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
-  }
+  for (int i = 0; i < 16; ++i) v[i] = _mm512_loadu_ps(src + i * lds);
+  transpose16_avx512(v);
 #pragma GCC unroll 16
-  for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ldd, r[i]);
+  for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ldd, v[i]);
 }
 
 // P[k * ldp + j] = B[(n0 + j) * ldb + k] for j < w, k < K: op(B) = B^T's columns n0 .. n0 + w - 1.

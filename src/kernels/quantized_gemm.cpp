@@ -34,6 +34,7 @@
 #include "kernels/parallel_for.h"
 #include "kernels/simd/isa.h"
 #include "kernels/thread_scratch.h"
+#include "kernels/transpose16.h"
 
 // GCC 12's AVX-512 headers self-initialise undefined registers, which -Wuninitialized flags at
 // every use (cmake/isa_kernels.cmake says the same of the vector kernels).
@@ -391,32 +392,6 @@ ATTN_AVX512_BF16 void f32_to_bf16_avx512_bf16(uint16_t* out, const float* x, int
     std::memcpy(out + i, &b, sizeof b);
   }
   f32_to_bf16_scalar(out + i, x + i, n - i);
-}
-
-// Transposes 16 vectors of 16 floats in place: v[j][i] becomes v[i][j].
-ATTN_AVX512 inline void transpose16_avx512(__m512* v) {
-  __m512 t[16], u[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]);
-  }
-  // u[4 i + c], 128-bit lane L: rows 4 i .. 4 i + 3 of column 4 L + c.
-  for (int i = 0; i < 4; ++i) {
-    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
-    const __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
-    u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
-    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
-    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
-    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
-  }
-  for (int c = 0; c < 4; ++c) {
-    const __m512 lo01 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44), hi01 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44);
-    const __m512 lo23 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE), hi23 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
-    v[c] = _mm512_shuffle_f32x4(lo01, hi01, 0x88);
-    v[4 + c] = _mm512_shuffle_f32x4(lo01, hi01, 0xDD);
-    v[8 + c] = _mm512_shuffle_f32x4(lo23, hi23, 0x88);
-    v[12 + c] = _mm512_shuffle_f32x4(lo23, hi23, 0xDD);
-  }
 }
 
 // v[i] = the 32-bit word i of each of 16 rows, the rows `row_bytes` apart from `first`: a 16 x 16
