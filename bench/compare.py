@@ -19,6 +19,9 @@ torch processes (no system change), probing the OpenMP and pthread builds with a
 and keeping the OpenMP build unless the pthread one is clearly (>10%) faster.
 By default (`--torch-blas best`) every timed torch case also runs under the other build and the
 faster time is reported: the pthread build, chosen by a matmul alone, made torch's decoding 4-5x slower.
+The training comparison runs once per side by default; `--train-rounds N` runs N rounds of attn's
+training and then PyTorch's, alternating (the machine's speed drifts by up to 30% within minutes,
+and one run of each side may fall in different phases), and reports each side's median round.
 """
 import argparse
 import datetime
@@ -298,6 +301,16 @@ def run_attn_train(args):
 
 # ---- the torch side --------------------------------------------------------------------------------
 
+def median_run(runs):
+    """The run with the median training time (the lower of the two middle ones for an even count), or
+    the first error, or None."""
+    timed = sorted((r for r in runs if r and "error" not in r and r.get("train_seconds")),
+                   key=lambda r: r["train_seconds"])
+    if timed:
+        return timed[(len(timed) - 1) // 2]
+    return next((r for r in runs if r), None)
+
+
 def run_torch(args, env, argv):
     cmd = [args.python, f"{HERE}/{argv[0]}"] + argv[1:]
     log(" ".join(cmd))
@@ -481,6 +494,19 @@ def build_report(args, machine, torch_cfg, ours, theirs, mem, train):
         if r and "error" in r:
             rows.append([f"torch, {n} thread{'s' if n > 1 else ''}", r["error"]] + [""] * (len(cols) + 1))
     epochs = args.epochs
+    per_round = ""
+    rounds = train.get("rounds", {})
+    if args.train_rounds > 1 and rounds:
+        secs = lambda r: g(r, "train_seconds")
+        lines = []
+        for i in range(args.train_rounds):
+            a_s = secs(rounds["attn"][i])
+            t_s = [secs(rounds[k][i]) for k in rounds if k.startswith("torch_")]
+            t_best = min((t for t in t_s if t), default=None)
+            lines.append(f"{fmt(a_s, 1)} s against {fmt(t_best, 1)} s ({fmt(ratio(t_best, a_s))}x)")
+        per_round = (f" Medians of {args.train_rounds} alternating rounds (attn, then torch at each thread count); "
+                     "training seconds per round, attn against torch's faster configuration: "
+                     + "; ".join(lines) + ".")
     sections.append((f"Reverse-digits training ({epochs} epochs)",
                      "The demo's recipe on both sides: 10,000 training / 1,000 validation sequences of 8 digits "
                      "(the same sequences: torch_reverse_train.py regenerates attn's data bit for bit), batch 64, "
@@ -490,7 +516,8 @@ def build_report(args, machine, torch_cfg, ours, theirs, mem, train):
                      f"{args.threads}` (metrics.jsonl tokens_per_s; with more than one thread the demo's small model "
                      "splits each batch into one shard per thread); torch: torch.nn.Transformer at "
                      f"{args.threads} thread(s) and at one. Ratio: the faster torch run's time / attn's time"
-                     + (f" (torch's faster run here: {best[0]} thread{'s' if best[0] > 1 else ''})." if best[0] else "."),
+                     + (f" (torch's faster run here: {best[0]} thread{'s' if best[0] > 1 else ''})." if best[0] else ".")
+                     + per_round,
                      table(["", f"attn, {args.threads} thread{'s' if args.threads > 1 else ''}"] + cols
                            + ["fastest torch / attn"], rows)))
 
@@ -574,6 +601,9 @@ def main():
     p.add_argument("--min-time", type=float, help="seconds per repetition (default 0.5)")
     p.add_argument("--reps", type=int, help="repetitions, median reported (default 3)")
     p.add_argument("--topics", default="attention,encoder_layer,decode,quantized,gemm,memory,train")
+    p.add_argument("--train-rounds", type=int, default=1,
+                   help="alternating rounds of the training comparison (attn, then torch), medians reported "
+                        "(default 1)")
     p.add_argument("--torch-blas", choices=["auto", "best", "openmp", "pthread", "system"], default="best",
                    help="auto: the probe's choice; best: run the timed torch cases under both OpenBLAS builds "
                         "and keep each case's faster one (memory and training use the probe's choice)")
@@ -644,15 +674,25 @@ def main():
                     [args.python, f"{HERE}/torch_bench.py", "--threads", str(args.threads), "memory", "--T",
                      str(T)] + extra, tenv, cap)
     if "train" in topics:
-        if attn_train_available(args.build):
-            train["attn"] = run_attn_train(args)
-        else:
-            train["attn"] = {"error": f"not available ({args.build}/attn has no `train` command)"}
+        # Rounds of attn's run, then PyTorch's, alternating, so that both sides meet the machine's
+        # slow and fast phases alike; each side's median round is reported.
         # PyTorch at the same thread count, and at one thread when that differs: a model this small
         # is often faster on one, and the ratio is taken against the faster of the two.
-        for n in sorted({args.threads, 1}, reverse=True):
-            train[f"torch_{n}"] = run_torch(args, tenv, ["torch_reverse_train.py", "--epochs", str(args.epochs),
-                                                         "--threads", str(n)])
+        keys = ["attn"] + [f"torch_{n}" for n in sorted({args.threads, 1}, reverse=True)]
+        rounds = {k: [] for k in keys}
+        for r in range(args.train_rounds):
+            if args.train_rounds > 1:
+                log(f"training round {r + 1} of {args.train_rounds}")
+            if attn_train_available(args.build):
+                rounds["attn"].append(run_attn_train(args))
+            else:
+                rounds["attn"].append({"error": f"not available ({args.build}/attn has no `train` command)"})
+            for k in keys[1:]:
+                rounds[k].append(run_torch(args, tenv, ["torch_reverse_train.py", "--epochs", str(args.epochs),
+                                                        "--threads", k.split("_")[1]]))
+        for k in keys:
+            train[k] = median_run(rounds[k])
+        train["rounds"] = rounds
 
     report = build_report(args, machine, torch_cfg, ours, theirs, mem, train)
     print(report)
