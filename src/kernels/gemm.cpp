@@ -10,6 +10,9 @@
 // and picked by the ISA switch (simd/isa.h).
 // In the batch-invariant mode (batch_invariant.h) every x W^T runs the small-M row kernels,
 // chunk by chunk of rows (gemm_invariant), whatever M and the weight's size.
+// Float products that run on one thread (no threads available to the call: each training
+// shard's, one-thread runs) take gemm_direct (gemm_direct.h) from 64 rows on: OpenBLAS packs
+// both operands on every call, gemm_direct only B's panels.
 // set_num_threads sets OpenBLAS's thread count with OpenMP's, so that no other file names BLAS.
 #include "kernels/gemm.h"
 

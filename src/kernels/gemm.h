@@ -1,8 +1,9 @@
 // kernels/gemm.h — the only caller of BLAS. Row-major C = alpha * op(A) op(B) + beta * C,
 // with op(X) = X or X^T. Raw pointers and sizes, no allocation, float and double.
-// float products of a few rows against a large transposed weight take gemm_small_m instead, and
-// in the batch-invariant mode (batch_invariant.h) every x W^T (float and double) takes
-// gemm_invariant, whatever M.
+// float products of a few rows against a large transposed weight take gemm_small_m instead,
+// float products on one thread take gemm_direct (gemm_direct.h, use_direct), and in the
+// batch-invariant mode (batch_invariant.h) every x W^T (float and double) takes gemm_invariant,
+// whatever M.
 // The thread count of BLAS and OpenMP is set here too (upper layers: attn/ops/threads.h).
 #pragma once
 
