@@ -24,7 +24,9 @@
 #include "attn/core/dtype.h"  // float_from_bf16
 #include "kernels/gemm.h"
 #include "kernels/parallel_for.h"
+#include "kernels/simd/isa.h"
 #include "kernels/simd/vector_kernels.h"
+#include "kernels/transpose16.h"
 
 namespace attn::kernels {
 
@@ -158,11 +160,16 @@ void zero_rows(Rows<T> x, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) std::fill(x.row(r), x.row(r) + cols, T(0));
 }
 
-// dst [cols, rows] = src [rows, cols]^T, in blocks of 16 rows x 8 columns: each destination
-// row gets one 64-byte run per block, and the 8 destination lines (a power-of-two stride apart
-// at T = 2^k) still fit in one 8-way L1 set.
+// dst [cols, rows] = src [rows, cols]^T. Float on AVX-512: 16 x 16 blocks through registers.
+// Otherwise one element at a time, in blocks of 16 rows x 8 columns: each destination row gets
+// one 64-byte run per block, and the 8 destination lines (a power-of-two stride apart at T = 2^k)
+// still fit in one 8-way L1 set.
 template <class T>
 void transpose(T* dst, Rows<const T> src, int64_t rows, int64_t cols) {
+#if defined(__x86_64__)
+  if constexpr (std::is_same_v<T, float>)
+    if (simd::active_isa() == simd::Isa::Avx512) return transpose_avx512(src.p, src.ld, rows, cols, dst, rows);
+#endif
   constexpr int64_t kRows = 16, kCols = 8;
   for (int64_t c0 = 0; c0 < cols; c0 += kCols)
     for (int64_t r0 = 0; r0 < rows; r0 += kRows)

@@ -124,25 +124,9 @@ void panel_rows(int64_t M, const float* A, int64_t lda, const float* p, int64_t 
   if (m < M) tail_tile<MR - 1, NV, TA>(M - m, a_at(m), lda, p, ldp, c + m * ldc, ldc, K, alpha, beta, bias, mask);
 }
 
-// The 16 x 16 block src[i * lds + j] (i, j < 16) into dst[j * ldd + i].
-void transpose16(const float* src, int64_t lds, float* dst, int64_t ldd) {
-  __m512 v[16];
-#pragma GCC unroll 16
-  for (int i = 0; i < 16; ++i) v[i] = _mm512_loadu_ps(src + i * lds);
-  transpose16_avx512(v);
-#pragma GCC unroll 16
-  for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ldd, v[i]);
-}
-
 // P[k * ldp + j] = B[(n0 + j) * ldb + k] for j < w, k < K: op(B) = B^T's columns n0 .. n0 + w - 1.
 void pack_transposed(const float* B, int64_t ldb, int64_t n0, int64_t w, int64_t K, float* P, int64_t ldp) {
-  const int64_t w16 = w / 16 * 16, k16 = K / 16 * 16;
-  for (int64_t j = 0; j < w16; j += 16)
-    for (int64_t k = 0; k < k16; k += 16) transpose16(B + (n0 + j) * ldb + k, ldb, P + k * ldp + j, ldp);
-  for (int64_t j = 0; j < w; ++j) {  // the k tail of the blocks' rows, then the rows past them
-    const float* src = B + (n0 + j) * ldb;
-    for (int64_t k = j < w16 ? k16 : 0; k < K; ++k) P[k * ldp + j] = src[k];
-  }
+  transpose_avx512(B + n0 * ldb, ldb, w, K, P, ldp);
 }
 
 template <bool TA>

@@ -12,6 +12,9 @@
 
 #include "kernels/simd/vec.h"
 #include "kernels/simd/vector_kernels.h"
+#if ATTN_SIMD_ISA == 2
+#include "kernels/transpose16.h"
+#endif
 
 #if !defined(ATTN_SIMD_ISA)
 #error "vector_kernels.cpp is compiled through cmake/isa_kernels.cmake with ATTN_SIMD_ISA set"
@@ -730,54 +733,100 @@ void dots(float* out, const float* x, const float* const* ys, int64_t count, int
 // whose latency, not arithmetic, would dominate, and work on whole slices at a time.
 
 // b^T for columns [j0, j0 + w) of the product, w <= W: bt[t * W + jj] = b[(j0 + jj) * ldb + t].
+// AVX-512 moves 16 x 16 blocks through registers (lanes jj >= w become 0); the other builds copy
+// one element at a time.
 inline void transpose_block(float* bt, const float* b, int64_t ldb, int64_t j0, int64_t w, int64_t K) {
+#if ATTN_SIMD_ISA == 2
+  for (int64_t t0 = 0; t0 < K; t0 += 16) {
+    const int64_t kt = K - t0 < 16 ? K - t0 : 16;
+    const __mmask16 m = static_cast<__mmask16>((1u << kt) - 1u);
+    __m512 v[16];
+    for (int64_t jj = 0; jj < 16; ++jj)
+      v[jj] = jj < w ? _mm512_maskz_loadu_ps(m, b + (j0 + jj) * ldb + t0) : _mm512_setzero_ps();
+    transpose16_avx512(v);
+    for (int64_t tt = 0; tt < kt; ++tt) _mm512_storeu_ps(bt + (t0 + tt) * W, v[tt]);
+  }
+#else
   for (int64_t jj = 0; jj < w; ++jj) {
     const float* bj = b + (j0 + jj) * ldb;
     for (int64_t t = 0; t < K; ++t) bt[t * W + jj] = bj[t];
   }
+#endif
 }
 
-// Rows i0..i0+3 (or the one row i0, Rows = 1) of alpha * A bb (+ c) for one block of k <= W
-// columns: c_r = sum_t A(i0 + r, t) bb[t], bb's rows ldb apart, A(i, t) at a[i * step_i +
-// t * step_k]. Named accumulators (not an array) keep the four chains in registers.
+// Rows i0 .. i0 + Rows - 1 of alpha * A bb (+ c) for one block of k <= W columns: c_r = sum_t
+// A(i0 + r, t) bb[t], bb's rows ldb apart, A(i, t) at a[i * step_i + t * step_k]. Each row is
+// its own chain of FMAs over t in order; Rows chains side by side hide the FMA latency (a
+// short slice has a dozen rows, so they are taken in one pass). The unrolled loops over r keep
+// the accumulators in registers.
 template <int Rows>
 inline void store_rows(float* c, int64_t ldc, const float* a, int64_t step_i, int64_t step_k, const float* bb,
                        int64_t ldb, int64_t K, int64_t k, float alpha, bool accumulate) {
-  static_assert(Rows == 1 || Rows == 4);
-  R c0 = V::zero(), c1 = V::zero(), c2 = V::zero(), c3 = V::zero();
+  R acc[Rows];
+#pragma GCC unroll 16
+  for (int r = 0; r < Rows; ++r) acc[r] = V::zero();
   for (int64_t t = 0; t < K; ++t) {
     const R x = load(bb + t * ldb, k);
     const float* at = a + t * step_k;
-    c0 = V::fma(V::set1(at[0]), x, c0);
-    if constexpr (Rows == 4) {
-      c1 = V::fma(V::set1(at[step_i]), x, c1);
-      c2 = V::fma(V::set1(at[2 * step_i]), x, c2);
-      c3 = V::fma(V::set1(at[3 * step_i]), x, c3);
-    }
+#pragma GCC unroll 16
+    for (int r = 0; r < Rows; ++r) acc[r] = V::fma(V::set1(at[r * step_i]), x, acc[r]);
   }
   const R va = V::set1(alpha);
-  auto put = [&](float* row, R s) {
-    s = V::mul(va, s);
+#pragma GCC unroll 16
+  for (int r = 0; r < Rows; ++r) {
+    float* row = c + r * ldc;
+    const R s = V::mul(va, acc[r]);
     store(row, accumulate ? V::add(load(row, k), s) : s, k);
-  };
-  put(c, c0);
-  if constexpr (Rows == 4) {
-    put(c + ldc, c1);
-    put(c + 2 * ldc, c2);
-    put(c + 3 * ldc, c3);
   }
 }
 
-// c[i, :] = alpha * sum_t A(i, t) b[t, :] (+ c[i, :]), by blocks of W columns and four rows.
+// The most rows one pass takes: 16 accumulators and the operands fit AVX-512's 32 registers;
+// AVX2 has 16 registers, the scalar build a handful.
+constexpr int kMaxRows = ATTN_SIMD_ISA == 2 ? 16 : 8;
+
+// store_rows over rows [0, M): passes of 8 rows while more than kMaxRows remain, then the rest
+// in one pass.
+inline void store_all_rows(float* c, int64_t ldc, const float* a, int64_t step_i, int64_t step_k, const float* bb,
+                           int64_t ldb, int64_t M, int64_t K, int64_t k, float alpha, bool accumulate) {
+  int64_t i = 0;
+  for (; M - i > kMaxRows; i += 8)
+    store_rows<8>(c + i * ldc, ldc, a + i * step_i, step_i, step_k, bb, ldb, K, k, alpha, accumulate);
+  float* ci = c + i * ldc;
+  const float* ai = a + i * step_i;
+  switch (M - i) {
+#define ATTN_ROWS_CASE(n) \
+  case n:                 \
+    return store_rows<n>(ci, ldc, ai, step_i, step_k, bb, ldb, K, k, alpha, accumulate);
+    ATTN_ROWS_CASE(1)
+    ATTN_ROWS_CASE(2)
+    ATTN_ROWS_CASE(3)
+    ATTN_ROWS_CASE(4)
+    ATTN_ROWS_CASE(5)
+    ATTN_ROWS_CASE(6)
+    ATTN_ROWS_CASE(7)
+    ATTN_ROWS_CASE(8)
+#if ATTN_SIMD_ISA == 2
+    ATTN_ROWS_CASE(9)
+    ATTN_ROWS_CASE(10)
+    ATTN_ROWS_CASE(11)
+    ATTN_ROWS_CASE(12)
+    ATTN_ROWS_CASE(13)
+    ATTN_ROWS_CASE(14)
+    ATTN_ROWS_CASE(15)
+    ATTN_ROWS_CASE(16)
+#endif
+#undef ATTN_ROWS_CASE
+    default:
+      return;
+  }
+}
+
+// c[i, :] = alpha * sum_t A(i, t) b[t, :] (+ c[i, :]), by blocks of W columns.
 void tile_nn(float* c, int64_t ldc, const float* a, int64_t lda, bool trans_a, const float* b, int64_t ldb,
              int64_t M, int64_t N, int64_t K, float alpha, bool accumulate) {
   const int64_t step_i = trans_a ? 1 : lda, step_k = trans_a ? lda : 1;
   for_blocks(N, [&](int64_t n, int64_t k) {
-    int64_t i = 0;
-    for (; i + 4 <= M; i += 4)
-      store_rows<4>(c + i * ldc + n, ldc, a + i * step_i, step_i, step_k, b + n, ldb, K, k, alpha, accumulate);
-    for (; i < M; ++i)
-      store_rows<1>(c + i * ldc + n, ldc, a + i * step_i, step_i, step_k, b + n, ldb, K, k, alpha, accumulate);
+    store_all_rows(c + n, ldc, a, step_i, step_k, b + n, ldb, M, K, k, alpha, accumulate);
   });
 }
 
@@ -799,13 +848,10 @@ void tile_nt(float* c, int64_t ldc, const float* a, int64_t lda, const float* b,
       }
     return;
   }
-  float bt[kTileMaxK * W];
+  alignas(64) float bt[kTileMaxK * W];
   for_blocks(N, [&](int64_t j, int64_t k) {
     transpose_block(bt, b, ldb, j, k, K);
-    int64_t i = 0;
-    for (; i + 4 <= M; i += 4)
-      store_rows<4>(c + i * ldc + j, ldc, a + i * lda, lda, 1, bt, W, K, k, alpha, false);
-    for (; i < M; ++i) store_rows<1>(c + i * ldc + j, ldc, a + i * lda, lda, 1, bt, W, K, k, alpha, false);
+    store_all_rows(c + j, ldc, a, lda, 1, bt, W, M, K, k, alpha, false);
   });
 }
 

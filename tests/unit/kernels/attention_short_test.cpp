@@ -122,6 +122,66 @@ TEST(AttentionShortTiles, TileNnWritesOrAddsTheProductOfAOrItsTransposeOnEveryIs
   }
 }
 
+// The tile products' contract, bit for bit: each output is one float chain of FMAs over t in
+// order (the scalar build's fma is a product and a sum, two roundings), then alpha, then (tile_nn with accumulate) the
+// old value added. Every row count from 1 to 40 runs, so every pass height (up to 16 rows at once, passes of 8 above)
+// and every tail is covered; K <= 256 (tile_nt's transposed blocks, 16 x 16 register blocks on AVX-512, with a partial
+// last block).
+TEST(AttentionShortTiles, TileProductsAreOneFmaChainPerOutputForEveryRowCount) {
+  Rng rng(14);
+  for (Isa isa : supported_isas()) {
+    const auto& vk = vector_kernels(isa);
+    auto chain = [isa](const float* a, int64_t a_step, const float* b, int64_t b_step, int64_t K) {
+      float s = 0.0f;
+      for (int64_t t = 0; t < K; ++t) {
+        if (isa == Isa::Scalar) {
+          volatile float p = a[t * a_step] * b[t * b_step];  // rounded on its own
+          s = s + p;
+        } else {
+          s = std::fma(a[t * a_step], b[t * b_step], s);
+        }
+      }
+      return s;
+    };
+    for (int64_t M = 1; M <= 40; ++M)
+      for (int64_t N : {int64_t{5}, int64_t{16}, int64_t{21}})
+        for (int64_t K : {int64_t{7}, int64_t{16}, int64_t{37}}) {
+          const std::string where = std::string(isa_name(isa)) + " M " + std::to_string(M) + " N " + std::to_string(N) +
+                                    " K " + std::to_string(K);
+          {  // tile_nt: c[i, j] = 0.5 <a_i, b_j>
+            const int64_t lda = K + 1, ldb = K + 2, ldc = N + 1;
+            const auto a = matrix(M, K, lda, rng, kNaN), b = matrix(N, K, ldb, rng, kNaN);
+            std::vector<float> c(static_cast<size_t>(M * ldc), kSentinel);
+            vk.tile_nt(c.data(), ldc, a.data(), lda, b.data(), ldb, M, N, K, 0.5f);
+            ASSERT_TRUE(padding_intact(c, M, N, ldc)) << where;
+            for (int64_t i = 0; i < M; ++i)
+              for (int64_t j = 0; j < N; ++j) {
+                const float want =
+                    0.5f * chain(&a[static_cast<size_t>(i * lda)], 1, &b[static_cast<size_t>(j * ldb)], 1, K);
+                ASSERT_EQ(c[static_cast<size_t>(i * ldc + j)], want) << where << " tile_nt at " << i << "," << j;
+              }
+          }
+          for (bool trans : {false, true}) {  // tile_nn, accumulating: c[i, :] += -1.5 A(i, :) b
+            const int64_t lda = (trans ? M : K) + 3, ldb = N + 2, ldc = N + 3;
+            const auto a = trans ? matrix(K, M, lda, rng, kNaN) : matrix(M, K, lda, rng, kNaN);
+            const auto b = matrix(K, N, ldb, rng, kNaN);
+            const std::vector<float> c0 = matrix(M, N, ldc, rng, kSentinel);
+            std::vector<float> c = c0;
+            vk.tile_nn(c.data(), ldc, a.data(), lda, trans, b.data(), ldb, M, N, K, -1.5f, true);
+            ASSERT_TRUE(padding_intact(c, M, N, ldc)) << where;
+            for (int64_t i = 0; i < M; ++i)
+              for (int64_t j = 0; j < N; ++j) {
+                const float* ai = trans ? &a[static_cast<size_t>(i)] : &a[static_cast<size_t>(i * lda)];
+                const float s = chain(ai, trans ? lda : 1, &b[static_cast<size_t>(j)], ldb, K);
+                const float want = c0[static_cast<size_t>(i * ldc + j)] + -1.5f * s;
+                ASSERT_EQ(c[static_cast<size_t>(i * ldc + j)], want)
+                    << where << (trans ? " trans" : "") << " tile_nn at " << i << "," << j;
+              }
+          }
+        }
+  }
+}
+
 // Rows of n scores (some -inf, one row all -inf), ld apart, against a double softmax.
 TEST(AttentionShortTiles, SoftmaxRowsMatchDoubleWithMaskedEntriesAndEmptyRows) {
   Rng rng(13);
