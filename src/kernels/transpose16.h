@@ -20,7 +20,7 @@
 namespace attn::kernels {
 
 // Transposes 16 vectors of 16 floats in place: v[j][i] becomes v[i][j].
-__attribute__((target("avx512f"))) inline void transpose16_avx512(__m512* v) {
+__attribute__((target("avx512f"), always_inline)) inline void transpose16_avx512(__m512* v) {
   __m512 t[16], u[16];
   for (int i = 0; i < 8; ++i) {
     t[2 * i] = _mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]);
