@@ -22,11 +22,13 @@ namespace attn::kernels {
 // Transposes 16 vectors of 16 floats in place: v[j][i] becomes v[i][j].
 __attribute__((target("avx512f"), always_inline)) inline void transpose16_avx512(__m512* v) {
   __m512 t[16], u[16];
+#pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {
     t[2 * i] = _mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]);
     t[2 * i + 1] = _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]);
   }
   // u[4 i + c], 128-bit lane L: rows 4 i .. 4 i + 3 of column 4 L + c.
+#pragma GCC unroll 8
   for (int i = 0; i < 4; ++i) {
     const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
     const __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
@@ -35,6 +37,7 @@ __attribute__((target("avx512f"), always_inline)) inline void transpose16_avx512
     u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
     u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
   }
+#pragma GCC unroll 8
   for (int c = 0; c < 4; ++c) {
     const __m512 lo01 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44),
                  hi01 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44);
