@@ -740,11 +740,14 @@ inline void transpose_block(float* bt, const float* b, int64_t ldb, int64_t j0, 
   for (int64_t t0 = 0; t0 < K; t0 += 16) {
     const int64_t kt = K - t0 < 16 ? K - t0 : 16;
     const __mmask16 m = static_cast<__mmask16>((1u << kt) - 1u);
-    __m512 v[16];
-    for (int64_t jj = 0; jj < 16; ++jj)
+    __m512 v[16];  // unrolled loops: the 16 vectors stay in registers
+#pragma GCC unroll 16
+    for (int jj = 0; jj < 16; ++jj)
       v[jj] = jj < w ? _mm512_maskz_loadu_ps(m, b + (j0 + jj) * ldb + t0) : _mm512_setzero_ps();
     transpose16_avx512(v);
-    for (int64_t tt = 0; tt < kt; ++tt) _mm512_storeu_ps(bt + (t0 + tt) * W, v[tt]);
+    // All 16 rows: those past K are never read, and t0 + 16 <= kTileMaxK rows fit the buffer.
+#pragma GCC unroll 16
+    for (int tt = 0; tt < 16; ++tt) _mm512_storeu_ps(bt + (t0 + tt) * W, v[tt]);
   }
 #else
   for (int64_t jj = 0; jj < w; ++jj) {
