@@ -123,10 +123,10 @@ TEST(AttentionShortTiles, TileNnWritesOrAddsTheProductOfAOrItsTransposeOnEveryIs
 }
 
 // The tile products' contract, bit for bit: each output is one float chain of FMAs over t in
-// order (the scalar build's fma is a product and a sum, two roundings), then alpha, then (tile_nn with accumulate) the
-// old value added. Every row count from 1 to 40 runs, so every pass height (up to 16 rows at once, passes of 8 above)
-// and every tail is covered; K <= 256 (tile_nt's transposed blocks, 16 x 16 register blocks on AVX-512, with a partial
-// last block).
+// order (the scalar build's fma is a product and a sum, two roundings), then alpha, then (tile_nn
+// with accumulate) the old value added. Every row count from 1 to 40 runs, so every pass height
+// (up to 16 rows at once, passes of 8 above) and every tail is covered; K <= 256 (tile_nt's
+// transposed blocks, 16 x 16 register blocks on AVX-512, with a partial last block).
 TEST(AttentionShortTiles, TileProductsAreOneFmaChainPerOutputForEveryRowCount) {
   Rng rng(14);
   for (Isa isa : supported_isas()) {
