@@ -3,7 +3,8 @@
 
 Runs our Google Benchmark binaries (build/bench/*_bench, --benchmark_format=json: attention,
 encoder layer, greedy and beam decoding, GEMM), memory_bench,
-and `attn train --task reverse`, then the PyTorch twins (torch_bench.py, torch_reverse_train.py)
+and `attn train --task reverse` (the demo's recipe, and a base-size model's training throughput in
+float32 and bf16), then the PyTorch twins (torch_bench.py, torch_reverse_train.py)
 on the same shapes and thread count; prints one table per topic with both sides and the ratio
 torch / attn (time ratio: above 1 means attn is faster; for GFLOP/s and tokens/s the inverse
 rate ratio, so the same reading holds), and writes bench/RESULTS.md with the machine's details.
@@ -299,6 +300,46 @@ def run_attn_train(args):
         shutil.rmtree(out, ignore_errors=True)
 
 
+# A base-size model (the paper's base: D = 512, 8 heads, 6 + 6 layers, d_ff 2048) trained on the
+# reverse task with 32 digits, batch 32: a few epochs of a small training set, the first epoch
+# (page faults, OpenBLAS's buffers, the threads' start) left out of the figures.
+BASE_TRAIN = {"d-model": 512, "heads": 8, "layers": 6, "d-ff": 2048, "length": 32, "batch-size": 32,
+              "train-size": 256, "valid-size": 32, "epochs": 3}
+BASE_EPOCH_TOKENS = BASE_TRAIN["train-size"] * (BASE_TRAIN["length"] + 1)
+
+
+def steady_epochs(per_epoch, seconds_key):
+    """Training seconds and tokens/s over the epochs after the first."""
+    later = per_epoch[1:] or per_epoch
+    secs = sum(e[seconds_key] for e in later)
+    return {"train_seconds": secs, "tokens_per_s": BASE_EPOCH_TOKENS * len(later) / secs, "epochs": len(later),
+            "final_loss": per_epoch[-1].get("loss")}
+
+
+def run_attn_base_train(args, precision):
+    exe = os.path.join(args.build, "attn")
+    out = tempfile.mkdtemp(prefix="attn-bench-base-")
+    try:
+        cmd = [exe, "train", "--task", "reverse", "--out", out, "--force", "--threads", str(args.threads),
+               "--precision", precision, "--quiet", "--samples", "0", "--no-report", "--keep", "1"]
+        cmd += [x for k, v in BASE_TRAIN.items() for x in (f"--{k}", str(v))]  # --layers: both stacks
+        log(" ".join(cmd))
+        p = subprocess.run(cmd, capture_output=True, text=True, env=attn_env(args.threads))
+        if p.returncode != 0:
+            return {"error": f"attn train failed (exit {p.returncode}): {p.stderr.strip()[-300:]}"}
+        epochs = [json.loads(l) for l in open(os.path.join(out, "metrics.jsonl")) if l.strip()]
+        return steady_epochs(epochs, "train_seconds")
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def run_torch_base_train(args, env, precision):
+    argv = ["torch_reverse_train.py", "--threads", str(args.threads), "--precision", precision]
+    argv += [x for k, v in BASE_TRAIN.items() for x in (f"--{k}", str(v))]
+    r = run_torch(args, env, argv)
+    return steady_epochs(r["per_epoch"], "seconds") if r else {"error": "torch_reverse_train.py failed"}
+
+
 # ---- the torch side --------------------------------------------------------------------------------
 
 def median_run(runs):
@@ -341,7 +382,7 @@ def table(header, rows):
     return "\n".join(out)
 
 
-def build_report(args, machine, torch_cfg, ours, theirs, mem, train):
+def build_report(args, machine, torch_cfg, ours, theirs, mem, train, base_train=None):
     blas_name, blas_dir, probes = torch_cfg
     def get(d, k, f):
         return (d.get(k) or {}).get(f)
@@ -521,6 +562,40 @@ def build_report(args, machine, torch_cfg, ours, theirs, mem, train):
                      table(["", f"attn, {args.threads} thread{'s' if args.threads > 1 else ''}"] + cols
                            + ["fastest torch / attn"], rows)))
 
+    if base_train:
+        bt = {k: median_run(v) for k, v in base_train.items()}
+        tps = lambda k: g(bt.get(k), "tokens_per_s")
+        rows = []
+        for prec, label in (("f32", "float32"), ("bf16", "bf16 (attn: --precision bf16; torch: autocast)")):
+            a_k, t_k = f"attn_{prec}", f"torch_{prec}"
+            cells = [label]
+            for k in (a_k, t_k):
+                r = bt.get(k)
+                cells.append(r["error"] if r and "error" in r else fmt(tps(k), 0))
+            cells.append(fmt(ratio(tps(a_k), tps(t_k))))
+            cells.append(fmt(ratio(tps(a_k), tps("attn_f32"))) if prec == "bf16" else "")
+            cells.append(fmt(ratio(tps(t_k), tps("torch_f32"))) if prec == "bf16" else "")
+            rows.append(cells)
+        n_rounds = len(next(iter(base_train.values())))
+        per_round = ""
+        if n_rounds > 1:
+            cell = lambda r: fmt(g(r, "tokens_per_s"), 0)
+            per_round = " Tokens/s per round (attn f32, torch f32, attn bf16, torch bf16): " + "; ".join(
+                ", ".join(cell(base_train[k][i]) for k in ("attn_f32", "torch_f32", "attn_bf16", "torch_bf16"))
+                for i in range(n_rounds)) + "."
+        sections.append(("Base-size training (D=512, 6+6 layers)",
+                         "Training throughput of the paper's base size: D=512, 8 heads, 6+6 layers, d_ff 2048, "
+                         "dropout 0.1, post-norm, on the reverse task with 32 digits (33 target tokens with EOS), "
+                         f"batch 32, {BASE_TRAIN['train-size']} training sequences per epoch, {BASE_TRAIN['epochs']} "
+                         "epochs, the first left out (warm-up). attn: `attn train --task reverse --length 32 "
+                         "--d-model 512 --heads 8 --layers 6 --d-ff 2048 --batch-size 32`, metrics.jsonl "
+                         "train_seconds; torch: bench/torch_reverse_train.py with the same sizes "
+                         f"(torch.nn.Transformer), both at {args.threads} thread(s). Target tokens per second of "
+                         "training (validation excluded)"
+                         + (f"; medians of {n_rounds} alternating rounds." if n_rounds > 1 else ".") + per_round,
+                         table(["precision", "attn tokens/s", "torch tokens/s", "attn / torch",
+                                "attn bf16 / f32", "torch bf16 / f32"], rows)))
+
     m = machine
     def blas_of(v):
         return next((x for x in v["blas_libraries"] if "libblas" in x), "?")
@@ -600,9 +675,9 @@ def main():
     p.add_argument("--epochs", type=int, help="reverse-training epochs (default 25)")
     p.add_argument("--min-time", type=float, help="seconds per repetition (default 0.5)")
     p.add_argument("--reps", type=int, help="repetitions, median reported (default 3)")
-    p.add_argument("--topics", default="attention,encoder_layer,decode,quantized,gemm,memory,train")
+    p.add_argument("--topics", default="attention,encoder_layer,decode,quantized,gemm,memory,train,train_base")
     p.add_argument("--train-rounds", type=int, default=1,
-                   help="alternating rounds of the training comparison (attn, then torch), medians reported "
+                   help="alternating rounds of the training comparisons (attn, then torch), medians reported "
                         "(default 1)")
     p.add_argument("--torch-blas", choices=["auto", "best", "openmp", "pthread", "system"], default="best",
                    help="auto: the probe's choice; best: run the timed torch cases under both OpenBLAS builds "
@@ -694,7 +769,21 @@ def main():
             train[k] = median_run(rounds[k])
         train["rounds"] = rounds
 
-    report = build_report(args, machine, torch_cfg, ours, theirs, mem, train)
+    base_train = {}
+    if "train_base" in topics:
+        # Alternating rounds as above; each side at each precision.
+        base_train = {k: [] for k in ("attn_f32", "torch_f32", "attn_bf16", "torch_bf16")}
+        for r in range(args.train_rounds):
+            if args.train_rounds > 1:
+                log(f"base-size training round {r + 1} of {args.train_rounds}")
+            for prec in ("f32", "bf16"):
+                if attn_train_available(args.build):
+                    base_train[f"attn_{prec}"].append(run_attn_base_train(args, prec))
+                else:
+                    base_train[f"attn_{prec}"].append({"error": "not available"})
+                base_train[f"torch_{prec}"].append(run_torch_base_train(args, tenv, prec))
+
+    report = build_report(args, machine, torch_cfg, ours, theirs, mem, train, base_train)
     print(report)
     with open(args.out, "w") as f:
         f.write(report)

@@ -174,6 +174,14 @@ def main():
     p.add_argument("--warmup", type=int, default=400)
     p.add_argument("--lr-scale", type=float, default=1.0)
     p.add_argument("--label-smoothing", type=float, default=0.1)
+    # The model's size and the task's length: the demo's by default (attn train's own defaults);
+    # compare.py's base-size comparison sets D = 512, 8 heads, 6 + 6 layers, d_ff 2048.
+    p.add_argument("--d-model", type=int, default=64)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--layers", type=int, default=2, help="encoder and decoder layers each")
+    p.add_argument("--d-ff", type=int, default=256)
+    p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--length", type=int, default=8, help="digits per sequence")
     p.add_argument("--precision", choices=["f32", "bf16"], default="f32",
                    help="bf16: the forward pass under torch.autocast('cpu', dtype=torch.bfloat16) "
                         "(attn train --precision bf16's twin); weights and Adam stay float32")
@@ -186,11 +194,11 @@ def main():
     wall0 = time.perf_counter()
 
     data_seed = 1706
-    train_src, train_tgt = reverse_task(args.train_size, Xoshiro256ss(stream_seed(data_seed, 0)))
-    valid_src, valid_tgt = reverse_task(args.valid_size, Xoshiro256ss(stream_seed(data_seed, 1)))
+    train_src, train_tgt = reverse_task(args.train_size, Xoshiro256ss(stream_seed(data_seed, 0)), args.length)
+    valid_src, valid_tgt = reverse_task(args.valid_size, Xoshiro256ss(stream_seed(data_seed, 1)), args.length)
     vocab = NUM_SPECIAL + 10
-    D = 64
-    model = Seq2Seq(vocab, D, 4, 2, 256, 0.1)
+    D = args.d_model
+    model = Seq2Seq(vocab, D, args.heads, args.layers, args.d_ff, args.dropout, max_len=max(64, args.length + 2))
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     step = 0
     train_seconds = 0.0
