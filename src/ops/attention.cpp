@@ -24,6 +24,7 @@
 #include "kernels/attention_invariant.h"
 #include "kernels/batch_invariant.h"
 #include "kernels/attention_naive.h"
+#include "kernels/attention_rows.h"
 #include "kernels/attention_short.h"
 #include "kernels/dropout.h"
 #include "attention_impl.h"
@@ -254,7 +255,8 @@ struct SdpaNode : Node {
 struct SdpaBackward : SdpaNode {
   Tensor probs;            // [B, H, Tq, Tk], before dropout
   Tensor dropout_scale;    // [B, H, Tq, Tk] of 0 or 1/(1-p); undefined without dropout
-  bool short_kernel = false;  // the forward ran attention_short (float, short sequences)
+  // The forward's pair: Naive, or for float32 Short (short sequences) or Rows.
+  detail::SdpaImpl kernel = detail::SdpaImpl::Naive;
 
   const char* name() const override { return "SdpaBackward"; }
 
@@ -270,10 +272,16 @@ struct SdpaBackward : SdpaNode {
       using T = decltype(tag);
       const T* ds = dropout_scale.defined() ? dropout_scale.data<T>() : nullptr;
       if constexpr (std::is_same_v<T, float>) {
-        if (short_kernel) {
+        if (kernel == detail::SdpaImpl::Short) {
           kernels::attention_short_backward(dq.t.data<T>(), dk.t.data<T>(), dv.t.data<T>(), work.data<T>(),
                                             g.t.data<T>(), probs.data<T>(), ds, q.t.data<T>(), k.t.data<T>(),
                                             v.t.data<T>(), d, static_cast<T>(scale), x, dx);
+          return;
+        }
+        if (kernel == detail::SdpaImpl::Rows) {
+          kernels::attention_rows_backward(dq.t.data<T>(), dk.t.data<T>(), dv.t.data<T>(), work.data<T>(),
+                                           g.t.data<T>(), probs.data<T>(), ds, q.t.data<T>(), k.t.data<T>(),
+                                           v.t.data<T>(), d, static_cast<T>(scale), x, dx);
           return;
         }
       }
@@ -431,14 +439,18 @@ SdpaResult sdpa_impl(const Operand& q, const Operand& k, const Operand& v, const
   Tensor probs = Tensor::empty({d.B, d.H, d.Tq, d.Tk}, dtype_of<T>);  // [B, H, Tq, Tk]
   T* const work_data = work.defined() ? work.data<T>() : nullptr;
   const T* const ds = dropout_scale.defined() ? dropout_scale.data<T>() : nullptr;
-  // Short float sequences: the same algorithm on the vector kernels (attention_short.h).
-  const bool short_kernel = impl == detail::SdpaImpl::Short;
+  // float32: the same algorithm on the vector kernels, whole (short sequences,
+  // attention_short.h) or for its row-wise work (attention_rows.h).
+  const detail::SdpaImpl kernel = std::is_same_v<T, float> ? impl : detail::SdpaImpl::Naive;
   if constexpr (std::is_same_v<T, float>) {
-    if (short_kernel)
+    if (kernel == detail::SdpaImpl::Short)
       kernels::attention_short_forward(out.t.data<T>(), probs.data<T>(), work_data, q.t.data<T>(),
                                        k.t.data<T>(), v.t.data<T>(), mask, ds, d, static_cast<T>(scale), layout);
+    if (kernel == detail::SdpaImpl::Rows)
+      kernels::attention_rows_forward(out.t.data<T>(), probs.data<T>(), work_data, q.t.data<T>(), k.t.data<T>(),
+                                      v.t.data<T>(), mask, ds, d, static_cast<T>(scale), layout);
   }
-  if (!short_kernel)
+  if (kernel == detail::SdpaImpl::Naive)
     kernels::attention_naive_forward<T>(out.t.data<T>(), probs.data<T>(), work_data, q.t.data<T>(),
                                         k.t.data<T>(), v.t.data<T>(), mask, ds, d, static_cast<T>(scale), layout);
 
@@ -449,7 +461,7 @@ SdpaResult sdpa_impl(const Operand& q, const Operand& k, const Operand& v, const
     fill_node(*node);
     node->probs = probs;
     node->dropout_scale = dropout_scale;
-    node->short_kernel = short_kernel;
+    node->kernel = kernel;
     attach_node(result_out, node, inputs);
   }
   result.out = result_out;
@@ -465,8 +477,8 @@ SdpaResult run_sdpa(const Operand& q, const Operand& k, const Operand& v, const 
                  (!options.need_weights && options.dropout_p == 0.0),
              kOp, "the flash and invariant kernels return no weights and have no dropout; got need_weights ",
              options.need_weights, ", dropout_p ", options.dropout_p);
-  ATTN_CHECK(impl != detail::SdpaImpl::Short || q.t.dtype() == DType::F32, kOp,
-             "the short-sequence kernel is float32 only; got ", dtype_name(q.t.dtype()));
+  ATTN_CHECK((impl != detail::SdpaImpl::Short && impl != detail::SdpaImpl::Rows) || q.t.dtype() == DType::F32, kOp,
+             "the short-sequence and vector-row kernels are float32 only; got ", dtype_name(q.t.dtype()));
   if (q.t.dtype() == DType::F32) return sdpa_impl<float>(q, k, v, inputs, packed, options, d, impl);
   return sdpa_impl<double>(q, k, v, inputs, packed, options, d, impl);
 }
@@ -478,7 +490,8 @@ namespace detail {
 SdpaImpl choose_sdpa_impl(const SdpaOptions& options, DType dtype, int64_t Tq, int64_t Tk) {
   if (!options.need_weights && options.dropout_p == 0.0)
     return kernels::batch_invariant() ? SdpaImpl::Invariant : SdpaImpl::Flash;
-  return dtype == DType::F32 && kernels::use_short_attention(Tq, Tk) ? SdpaImpl::Short : SdpaImpl::Naive;
+  if (dtype != DType::F32) return SdpaImpl::Naive;
+  return kernels::use_short_attention(Tq, Tk) ? SdpaImpl::Short : SdpaImpl::Rows;
 }
 
 SdpaResult scaled_dot_product_attention_impl(const Tensor& q, const Tensor& k, const Tensor& v,

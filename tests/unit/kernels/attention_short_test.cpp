@@ -17,6 +17,7 @@
 #include "attn/core/rng.h"
 #include "attn/ops/ops.h"
 #include "kernels/attention_naive.h"
+#include "kernels/attention_rows.h"
 #include "kernels/attention_short.h"
 #include "ops/attention_impl.h"
 #include "attention_kernel_util.h"
@@ -284,9 +285,11 @@ kernels::AttentionLayout layout_of(const Dims& s, bool split) {
   return {qkv, qkv, qkv, kernels::HeadLayout::split(s.H, s.Tq, s.Dv)};
 }
 
-// Largest scaled error of the float32 short pair (active ISA) over out, probs, dq, dk, dv,
-// against the float64 naive pair on the same inputs; `scale` lets a test break the float32 run.
-double short_error(const Dims& s, int kind, bool dropout, bool split, float scale_factor = 1.0f) {
+// Largest scaled error of the float32 short pair (active ISA), or with `rows` of the vector-row
+// pair (attention_rows.h), over out, probs, dq, dk, dv, against the float64 naive pair on the
+// same inputs; `scale` lets a test break the float32 run.
+double short_error(const Dims& s, int kind, bool dropout, bool split, float scale_factor = 1.0f,
+                   bool rows = false) {
   const kernels::AttentionLayout L = layout_of(s, split);
   // One buffer per operand, large enough for either layout (split: q, k, v interleaved in one).
   const int64_t nq = s.B * s.H * s.Tq, nk = s.B * s.Hkv * s.Tk;
@@ -331,10 +334,16 @@ double short_error(const Dims& s, int kind, bool dropout, bool split, float scal
   float* dk3 = split ? dqkv.data() + s.H * s.Dh : dk.data();
   float* dv3 = split ? dqkv.data() + 2 * s.H * s.Dh : dv.data();
   const float sc = static_cast<float>(scale) * scale_factor;
-  kernels::attention_short_forward(out.data(), probs.data(), work.data(), q, k, v, m.m32,
-                                   dropout ? ds32.data() : nullptr, s, sc, L);
-  kernels::attention_short_backward(dq3, dk3, dv3, work.data(), dout.data(), probs.data(),
-                                    dropout ? ds32.data() : nullptr, q, k, v, s, sc, L, L);
+  const float* ds = dropout ? ds32.data() : nullptr;
+  if (rows) {
+    kernels::attention_rows_forward(out.data(), probs.data(), work.data(), q, k, v, m.m32, ds, s, sc, L);
+    kernels::attention_rows_backward(dq3, dk3, dv3, work.data(), dout.data(), probs.data(), ds, q, k, v, s, sc, L,
+                                     L);
+  } else {
+    kernels::attention_short_forward(out.data(), probs.data(), work.data(), q, k, v, m.m32, ds, s, sc, L);
+    kernels::attention_short_backward(dq3, dk3, dv3, work.data(), dout.data(), probs.data(), ds, q, k, v, s, sc, L,
+                                      L);
+  }
   double err = std::max(scaled_error(out, out64), scaled_error(probs, probs64));
   if (split) return std::max(err, scaled_error(dqkv, dqkv64));
   return std::max({err, scaled_error(dq, dq64), scaled_error(dk, dk64), scaled_error(dv, dv64)});
@@ -388,6 +397,43 @@ TEST(AttentionShort, SequencesLongerThanTheLimitAreRefused) {
                Error);
 }
 
+// ---- the vector-row pair (longer sequences) ---------------------------------------------------
+
+TEST(AttentionRows, EveryIsaAgreesWithTheFloat64NaiveKernelForEveryMaskKind) {
+  const std::vector<Dims> shapes = {{1, 2, 2, 33, 33, 16, 16},   // just past the short kernel
+                                    {2, 4, 2, 40, 45, 16, 16},   // grouped-query, Tq < Tk
+                                    {1, 2, 1, 50, 20, 24, 8},    // Tq > Tk: causal empties rows
+                                    {1, 2, 2, 129, 129, 64, 64}, // the base layer's heads, one past 128
+                                    {1, 1, 1, 1, 1, 1, 1},       // rows of one entry
+                                    {1, 1, 1, 3, 70, 5, 9}};     // long rows, few of them
+  for (Isa isa : supported_isas()) {
+    IsaGuard guard(isa);
+    for (const Dims& s : shapes)
+      for (int kind = 0; kind < kMaskKinds; ++kind)
+        for (bool dropout : {false, true}) {
+          const double err = short_error(s, kind, dropout, false, 1.0f, true);
+          EXPECT_LE(err, kTol) << isa_name(isa) << ", " << describe(s) << ", mask " << mask_name(kind)
+                               << (dropout ? ", dropout" : "");
+        }
+  }
+}
+
+TEST(AttentionRows, SplitHeadsOfAFusedProjectionAreReadAndWrittenInPlace) {
+  for (Isa isa : supported_isas()) {
+    IsaGuard guard(isa);
+    for (const Dims& s : {Dims{2, 4, 4, 40, 40, 16, 16}, Dims{1, 3, 3, 65, 65, 8, 8}})
+      for (int kind : {kNone, kCausal, kPadding}) {
+        const double err = short_error(s, kind, true, true, 1.0f, true);
+        EXPECT_LE(err, kTol) << isa_name(isa) << ", " << describe(s) << ", mask " << mask_name(kind);
+      }
+  }
+}
+
+// The comparison can fail for this pair too: a run with a different scale is far off.
+TEST(AttentionRows, TheComparisonDetectsAWrongResult) {
+  EXPECT_GT(short_error({2, 4, 4, 40, 40, 16, 16}, kNone, true, false, 1.5f, true), kTol * 100);
+}
+
 // ---- through the op --------------------------------------------------------------------------
 
 // The op with dropout (the training path) on the short kernel and forced onto the naive one,
@@ -411,6 +457,33 @@ TEST(AttentionShort, TheOpWithDropoutMatchesTheNaiveKernel) {
       return std::vector<Tensor>{r.out, r.weights, x[0].grad(), x[1].grad(), x[2].grad()};
     };
     const auto a = run(detail::SdpaImpl::Short), b = run(detail::SdpaImpl::Naive);
+    const char* names[] = {"out", "weights", "dq", "dk", "dv"};
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_TRUE(close_rel(a[i].to_vector<float>(), b[i].to_vector<float>(), 1e-5, 1e-6, names[i]))
+          << (causal ? "causal" : "full");
+  }
+}
+
+// The same for the vector-row pair, at a length past the short kernel's (the op's choice there).
+TEST(AttentionRows, TheOpWithDropoutMatchesTheNaiveKernel) {
+  for (bool causal : {false, true}) {
+    Rng init(9);
+    const Tensor q = Tensor::randn({2, 4, 41, 16}, init), k = Tensor::randn({2, 4, 41, 16}, init);
+    const Tensor v = Tensor::randn({2, 4, 41, 16}, init), g = Tensor::randn({2, 4, 41, 16}, init);
+    auto run = [&](detail::SdpaImpl impl) {
+      Rng rng(5);
+      SdpaOptions o;
+      o.dropout_p = 0.25;
+      o.rng = &rng;
+      o.causal = causal;
+      o.need_weights = true;
+      std::vector<Tensor> x = {q.clone().set_requires_grad(true), k.clone().set_requires_grad(true),
+                               v.clone().set_requires_grad(true)};
+      const SdpaResult r = detail::scaled_dot_product_attention_impl(x[0], x[1], x[2], o, impl);
+      sum(mul(r.out, g)).backward();
+      return std::vector<Tensor>{r.out, r.weights, x[0].grad(), x[1].grad(), x[2].grad()};
+    };
+    const auto a = run(detail::SdpaImpl::Auto), b = run(detail::SdpaImpl::Naive);
     const char* names[] = {"out", "weights", "dq", "dk", "dv"};
     for (size_t i = 0; i < a.size(); ++i)
       EXPECT_TRUE(close_rel(a[i].to_vector<float>(), b[i].to_vector<float>(), 1e-5, 1e-6, names[i]))

@@ -564,15 +564,18 @@ TEST(AttentionFlash, TheOpUsesFlashUnlessWeightsOrDropoutAreAsked) {
   o.key_padding_mask = padding_mask(3, {1});
   EXPECT_EQ(choose(o), SdpaImpl::Flash);
   o.need_weights = true;
-  EXPECT_EQ(choose(o), SdpaImpl::Naive);
+  EXPECT_EQ(choose(o), SdpaImpl::Rows);
+  EXPECT_EQ(choose(o, -1, -1, DType::F64), SdpaImpl::Naive);
   o.need_weights = false;
   o.dropout_p = 0.1;
-  EXPECT_EQ(choose(o), SdpaImpl::Naive);
-  // Short float32 sequences take the vector-kernel twin of the naive pair; float64 never does.
+  EXPECT_EQ(choose(o), SdpaImpl::Rows);
+  // Short float32 sequences take the vector-kernel twin of the naive pair, longer ones the naive
+  // pair's products with its rows on the vector kernels; float64 always the naive pair itself.
   EXPECT_EQ(choose(o, kLong - 1, kLong - 1), SdpaImpl::Short);
-  EXPECT_EQ(choose(o, kLong - 1, kLong), SdpaImpl::Naive);
-  EXPECT_EQ(choose(o, kLong, kLong - 1), SdpaImpl::Naive);
+  EXPECT_EQ(choose(o, kLong - 1, kLong), SdpaImpl::Rows);
+  EXPECT_EQ(choose(o, kLong, kLong - 1), SdpaImpl::Rows);
   EXPECT_EQ(choose(o, 9, 9, DType::F64), SdpaImpl::Naive);
+  EXPECT_EQ(choose(o, kLong, kLong, DType::F64), SdpaImpl::Naive);
 
   const Tensor q = randn({1, 1, 3, 2}, 1).set_requires_grad(true);
   EXPECT_STREQ(scaled_dot_product_attention(q, q, q).out.grad_fn()->name(), "FlashSdpaBackward");
@@ -595,6 +598,8 @@ TEST(AttentionFlash, ForcingFlashWithWeightsOrDropoutIsAnError) {
   EXPECT_NO_THROW(detail::scaled_dot_product_attention_impl(q, q, q, p, SdpaImpl::Short));
   const Tensor q64 = Tensor::zeros({1, 1, 2, 3}, DType::F64);
   EXPECT_THROW(detail::scaled_dot_product_attention_impl(q64, q64, q64, p, SdpaImpl::Short), Error);
+  EXPECT_NO_THROW(detail::scaled_dot_product_attention_impl(q, q, q, p, SdpaImpl::Rows));
+  EXPECT_THROW(detail::scaled_dot_product_attention_impl(q64, q64, q64, p, SdpaImpl::Rows), Error);
 }
 
 // ---- memory -------------------------------------------------------------------------------
