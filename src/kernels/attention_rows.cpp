@@ -54,8 +54,7 @@ void attention_rows_forward(float* out, float* probs, float* work, const float* 
 // dK = scale dS^T Q; dK and dV summed over the group's query heads.
 void attention_rows_backward(float* dq, float* dk, float* dv, float* work, const float* dout, const float* probs,
                              const float* dropout_scale, const float* q, const float* k, const float* v,
-                             const AttentionDims& d, float scale, const AttentionLayout& x,
-                             const AttentionLayout& dx) {
+                             const AttentionDims& d, float scale, const AttentionLayout& x, const AttentionLayout& dx) {
   const int64_t B = d.B, H = d.H, Hkv = d.Hkv, Tq = d.Tq, Tk = d.Tk, Dh = d.Dh, Dv = d.Dv;
   if (Tk == 0 || Tq == 0) {  // the output was constant 0 (or empty): every gradient is 0
     zero_heads(dq, dx.q, B, H, Tq, Dh);
@@ -75,7 +74,7 @@ void attention_rows_backward(float* dq, float* dk, float* dv, float* work, const
     float* dvs = dx.v.at(dv, b, hkv);     // [Tk, Dv]
     for (int64_t g = 0; g < group; ++g) {
       const int64_t h = hkv * group + g, bh = b * H + h;
-      const float beta = g == 0 ? 0.0f : 1.0f;  // dK, dV: written for the first query head, then added to
+      const float beta = g == 0 ? 0.0f : 1.0f;  // dK, dV: written for the first query head, then added
       const float* qs = x.q.at(q, b, h);         // [Tq, Dh]
       const float* dos = dx.out.at(dout, b, h);  // [Tq, Dv]
       const float* ps = probs + bh * Tq * Tk;    // [Tq, Tk]

@@ -21,7 +21,6 @@ void attention_rows_forward(float* out, float* probs, float* work, const float* 
 // As attention_naive_backward<float>: dq, dk, dv written (not accumulated).
 void attention_rows_backward(float* dq, float* dk, float* dv, float* work, const float* dout, const float* probs,
                              const float* dropout_scale, const float* q, const float* k, const float* v,
-                             const AttentionDims& d, float scale, const AttentionLayout& x,
-                             const AttentionLayout& dx);
+                             const AttentionDims& d, float scale, const AttentionLayout& x, const AttentionLayout& dx);
 
 }  // namespace attn::kernels
