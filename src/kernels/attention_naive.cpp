@@ -6,14 +6,15 @@
 // Operands go through their HeadLayout (the GEMMs' leading dimensions), so split heads are
 // never copied; the backward writes dq, dk, dv (beta = 0 on the first product) instead of
 // accumulating into zeroed buffers. No tiling, no SIMD: this is the slow, obvious version the
-// tiled kernel is tested against. Derivation: docs/derivations/attention.md.
+// tiled kernel is tested against. The slice loops are attention_naive_impl.h's, which
+// attention_rows.cpp runs with the vector kernels instead of the scalar row loops here.
+// Derivation: docs/derivations/attention.md.
 #include "kernels/attention_naive.h"
 
 #include <cmath>
 #include <limits>
 
-#include "kernels/gemm.h"
-#include "kernels/parallel_for.h"
+#include "kernels/attention_naive_impl.h"
 
 namespace attn::kernels {
 
@@ -45,112 +46,44 @@ void masked_softmax_rows(T* s, int64_t Tq, int64_t Tk) {
   }
 }
 
+// The reference's row-wise work (attention_naive_impl.h's RowOps): plain scalar loops.
+template <class T>
+struct ScalarRows {
+  void softmax(T* p, int64_t Tq, int64_t Tk, T* pd, const T* d) const {
+    masked_softmax_rows(p, Tq, Tk);
+    if (d) mul(pd, p, d, Tq * Tk);
+  }
+  void mul(T* out, const T* a, const T* b, int64_t n) const {
+    for (int64_t e = 0; e < n; ++e) out[e] = a[e] * b[e];
+  }
+  // dS = P ∘ (dP' - rowsum(dP' ∘ P)) in place, dP' = dP ∘ D.
+  void softmax_grad(T* g, const T* p, const T* d, int64_t Tq, int64_t Tk) const {
+    if (d) mul(g, g, d, Tq * Tk);
+    for (int64_t i = 0; i < Tq; ++i) {
+      T* grow = g + i * Tk;
+      const T* prow = p + i * Tk;
+      T dot = 0;
+      for (int64_t j = 0; j < Tk; ++j) dot += grow[j] * prow[j];
+      for (int64_t j = 0; j < Tk; ++j) grow[j] = prow[j] * (grow[j] - dot);
+    }
+  }
+};
+
 }  // namespace
 
 template <class T>
 void attention_naive_forward(T* out, T* probs, T* work, const T* q, const T* k, const T* v,
                              const AttentionMask<T>& mask, const T* dropout_scale, const AttentionDims& d,
                              T scale, const AttentionLayout& layout) {
-  const int64_t B = d.B, H = d.H, Hkv = d.Hkv, Tq = d.Tq, Tk = d.Tk, Dh = d.Dh, Dv = d.Dv;
-  const int64_t BH = B * H, group = H / Hkv;
-  const int64_t lq = layout.q.row, lk = layout.k.row, lv = layout.v.row, lo = layout.out.row;
-  parallel_for(BH, BH > 1 && BH * Tq * Tk * (Dh + Dv) >= 32768, [&](int64_t bh) {
-    const int64_t b = bh / H, h = bh % H, hkv = h / group;  // the K/V head query head h reads
-    const T* qs = layout.q.at(q, b, h);      // [Tq, Dh], rows lq apart
-    const T* ks = layout.k.at(k, b, hkv);    // [Tk, Dh], rows lk apart
-    const T* vs = layout.v.at(v, b, hkv);    // [Tk, Dv], rows lv apart
-    T* os = layout.out.at(out, b, h);        // [Tq, Dv], rows lo apart
-    T* ps = probs + bh * Tq * Tk;            // [Tq, Tk]
-    if (Tk == 0) {  // no keys: every row is fully masked
-      for (int64_t i = 0; i < Tq; ++i)
-        for (int64_t c = 0; c < Dv; ++c) os[i * lo + c] = T(0);
-      return;
-    }
-    // S = scale * q k^T, then the mask: S_ij += bias_ij, masked S_ij = -inf.
-    gemm<T>(false, true, Tq, Tk, Dh, scale, qs, lq, ks, lk, T(0), ps, Tk);
-    for (int64_t i = 0; i < Tq; ++i) apply_attention_mask_row(ps + i * Tk, mask, b, h, i, 0, Tk, Tq, Tk);
-    // P = softmax(S) row by row; fully masked rows become 0.
-    masked_softmax_rows(ps, Tq, Tk);
-    // out = (P ∘ D) v, with D the dropout scale (absent: D = 1).
-    const T* pv = ps;
-    if (dropout_scale) {
-      const T* ds = dropout_scale + bh * Tq * Tk;  // [Tq, Tk]
-      T* ws = work + bh * Tq * Tk;                 // [Tq, Tk]
-      for (int64_t e = 0; e < Tq * Tk; ++e) ws[e] = ps[e] * ds[e];
-      pv = ws;
-    }
-    gemm<T>(false, false, Tq, Dv, Tk, T(1), pv, Tk, vs, lv, T(0), os, lo);
-  });
+  naive_impl::forward(out, probs, work, q, k, v, mask, dropout_scale, d, scale, layout, ScalarRows<T>{});
 }
 
-// Backward of, per slice,
-//   S = scale * Q K^T (+ mask),  P = softmax_rows(S),  O = (P ∘ D) V.
-// Local derivatives (D = 1 without dropout):
-//   dV  = (P ∘ D)^T dO                         [Tk, Dv]
-//   dP  = (dO V^T) ∘ D                         [Tq, Tk]
-//   dS  = P ∘ (dP - rowsum(dP ∘ P))            softmax Jacobian: dP_ij/dS_ik = P_ij (δ_jk - P_ik)
-//   dQ  = scale * dS K                          [Tq, Dh]
-//   dK  = scale * dS^T Q                        [Tk, Dh]
-// Masked and fully-masked entries have P = 0, hence dS = 0: no gradient reaches them and a
-// fully masked row contributes nothing (and no NaN) anywhere. With grouped-query attention a
-// K/V head is used by H / Hkv query heads, so its dK and dV are the sums of theirs: one thread
-// owns one K/V head and adds its query heads one after the other. Each product writes its
-// block (beta = 0) the first time and adds to it (beta = 1) after that, so every element is
-// written without the buffers being zeroed first, in the same order of additions as before.
 template <class T>
 void attention_naive_backward(T* dq, T* dk, T* dv, T* work, const T* dout, const T* probs,
                               const T* dropout_scale, const T* q, const T* k, const T* v,
                               const AttentionDims& d, T scale, const AttentionLayout& x,
                               const AttentionLayout& dx) {
-  const int64_t B = d.B, H = d.H, Hkv = d.Hkv, Tq = d.Tq, Tk = d.Tk, Dh = d.Dh, Dv = d.Dv;
-  const int64_t BHkv = B * Hkv, group = H / Hkv;
-  if (Tk == 0 || Tq == 0) {  // the output was constant 0 (or empty): every gradient is 0
-    zero_heads(dq, dx.q, B, H, Tq, Dh);
-    zero_heads(dk, dx.k, B, Hkv, Tk, Dh);
-    zero_heads(dv, dx.v, B, Hkv, Tk, Dv);
-    return;
-  }
-  const int64_t lq = x.q.row, lk = x.k.row, lv = x.v.row;
-  const int64_t ldq = dx.q.row, ldk = dx.k.row, ldv = dx.v.row, ldo = dx.out.row;
-  parallel_for(BHkv, BHkv > 1 && B * H * Tq * Tk * (Dh + Dv) >= 32768, [&](int64_t bkv) {
-    const int64_t b = bkv / Hkv, hkv = bkv % Hkv;
-    const T* ks = x.k.at(k, b, hkv);   // [Tk, Dh]
-    const T* vs = x.v.at(v, b, hkv);   // [Tk, Dv]
-    T* dks = dx.k.at(dk, b, hkv);      // [Tk, Dh]
-    T* dvs = dx.v.at(dv, b, hkv);      // [Tk, Dv]
-    for (int64_t g = 0; g < group; ++g) {
-      const int64_t h = hkv * group + g, bh = b * H + h;  // query head of this K/V head
-      const T beta = g == 0 ? T(0) : T(1);  // dK, dV: write for the first query head, then add
-      const T* qs = x.q.at(q, b, h);          // [Tq, Dh]
-      const T* dos = dx.out.at(dout, b, h);   // [Tq, Dv]
-      const T* ps = probs + bh * Tq * Tk;  // [Tq, Tk]
-      const T* ds = dropout_scale ? dropout_scale + bh * Tq * Tk : nullptr;  // [Tq, Tk]
-      T* ws = work + bh * Tq * Tk;         // [Tq, Tk]
-      T* dqs = dx.q.at(dq, b, h);          // [Tq, Dh]
-      // dV += (P ∘ D)^T dO
-      if (ds) {
-        for (int64_t e = 0; e < Tq * Tk; ++e) ws[e] = ps[e] * ds[e];
-        gemm<T>(true, false, Tk, Dv, Tq, T(1), ws, Tk, dos, ldo, beta, dvs, ldv);
-      } else {
-        gemm<T>(true, false, Tk, Dv, Tq, T(1), ps, Tk, dos, ldo, beta, dvs, ldv);
-      }
-      // dP = (dO V^T) ∘ D, into work
-      gemm<T>(false, true, Tq, Tk, Dv, T(1), dos, ldo, vs, lv, T(0), ws, Tk);
-      if (ds)
-        for (int64_t e = 0; e < Tq * Tk; ++e) ws[e] *= ds[e];
-      // dS = P ∘ (dP - rowsum(dP ∘ P)), in place
-      for (int64_t i = 0; i < Tq; ++i) {
-        T* wrow = ws + i * Tk;
-        const T* prow = ps + i * Tk;
-        T dot = 0;
-        for (int64_t j = 0; j < Tk; ++j) dot += wrow[j] * prow[j];
-        for (int64_t j = 0; j < Tk; ++j) wrow[j] = prow[j] * (wrow[j] - dot);
-      }
-      // dQ = scale * dS K (each query head once),  dK += scale * dS^T Q
-      gemm<T>(false, false, Tq, Dh, Tk, scale, ws, Tk, ks, lk, T(0), dqs, ldq);
-      gemm<T>(true, false, Tk, Dh, Tq, scale, ws, Tk, qs, lq, beta, dks, ldk);
-    }
-  });
+  naive_impl::backward(dq, dk, dv, work, dout, probs, dropout_scale, q, k, v, d, scale, x, dx, ScalarRows<T>{});
 }
 
 template void attention_naive_forward<float>(float*, float*, float*, const float*, const float*,

@@ -436,14 +436,15 @@ TEST(AttentionRows, TheComparisonDetectsAWrongResult) {
 
 // ---- through the op --------------------------------------------------------------------------
 
-// The op with dropout (the training path) on the short kernel and forced onto the naive one,
-// with the same generator state: the same mask is drawn, and outputs and gradients agree.
-TEST(AttentionShort, TheOpWithDropoutMatchesTheNaiveKernel) {
+// The op with dropout (the training path) and need_weights, on the kernel pair `impl` and forced
+// onto the naive one, with the same generator state: the same mask is drawn, and outputs and
+// gradients agree. q, k, v [3, 4, T, 16].
+void expect_op_with_dropout_matches_the_naive_kernel(int64_t T, detail::SdpaImpl impl) {
   for (bool causal : {false, true}) {
     Rng init(9);
-    const Tensor q = Tensor::randn({3, 4, 9, 16}, init), k = Tensor::randn({3, 4, 9, 16}, init);
-    const Tensor v = Tensor::randn({3, 4, 9, 16}, init), g = Tensor::randn({3, 4, 9, 16}, init);
-    auto run = [&](detail::SdpaImpl impl) {
+    const Tensor q = Tensor::randn({3, 4, T, 16}, init), k = Tensor::randn({3, 4, T, 16}, init);
+    const Tensor v = Tensor::randn({3, 4, T, 16}, init), g = Tensor::randn({3, 4, T, 16}, init);
+    auto run = [&](detail::SdpaImpl which) {
       Rng rng(5);
       SdpaOptions o;
       o.dropout_p = 0.25;
@@ -452,43 +453,26 @@ TEST(AttentionShort, TheOpWithDropoutMatchesTheNaiveKernel) {
       o.need_weights = true;
       std::vector<Tensor> x = {q.clone().set_requires_grad(true), k.clone().set_requires_grad(true),
                                v.clone().set_requires_grad(true)};
-      const SdpaResult r = detail::scaled_dot_product_attention_impl(x[0], x[1], x[2], o, impl);
+      const SdpaResult r = detail::scaled_dot_product_attention_impl(x[0], x[1], x[2], o, which);
       sum(mul(r.out, g)).backward();
       return std::vector<Tensor>{r.out, r.weights, x[0].grad(), x[1].grad(), x[2].grad()};
     };
-    const auto a = run(detail::SdpaImpl::Short), b = run(detail::SdpaImpl::Naive);
+    const auto a = run(impl), b = run(detail::SdpaImpl::Naive);
     const char* names[] = {"out", "weights", "dq", "dk", "dv"};
     for (size_t i = 0; i < a.size(); ++i)
       EXPECT_TRUE(close_rel(a[i].to_vector<float>(), b[i].to_vector<float>(), 1e-5, 1e-6, names[i]))
-          << (causal ? "causal" : "full");
+          << "T " << T << (causal ? ", causal" : ", full");
   }
 }
 
-// The same for the vector-row pair, at a length past the short kernel's (the op's choice there).
+TEST(AttentionShort, TheOpWithDropoutMatchesTheNaiveKernel) {
+  expect_op_with_dropout_matches_the_naive_kernel(9, detail::SdpaImpl::Short);
+}
+
+// The vector-row pair, at lengths past the short kernel's, where the op chooses it by itself.
 TEST(AttentionRows, TheOpWithDropoutMatchesTheNaiveKernel) {
-  for (bool causal : {false, true}) {
-    Rng init(9);
-    const Tensor q = Tensor::randn({2, 4, 41, 16}, init), k = Tensor::randn({2, 4, 41, 16}, init);
-    const Tensor v = Tensor::randn({2, 4, 41, 16}, init), g = Tensor::randn({2, 4, 41, 16}, init);
-    auto run = [&](detail::SdpaImpl impl) {
-      Rng rng(5);
-      SdpaOptions o;
-      o.dropout_p = 0.25;
-      o.rng = &rng;
-      o.causal = causal;
-      o.need_weights = true;
-      std::vector<Tensor> x = {q.clone().set_requires_grad(true), k.clone().set_requires_grad(true),
-                               v.clone().set_requires_grad(true)};
-      const SdpaResult r = detail::scaled_dot_product_attention_impl(x[0], x[1], x[2], o, impl);
-      sum(mul(r.out, g)).backward();
-      return std::vector<Tensor>{r.out, r.weights, x[0].grad(), x[1].grad(), x[2].grad()};
-    };
-    const auto a = run(detail::SdpaImpl::Auto), b = run(detail::SdpaImpl::Naive);
-    const char* names[] = {"out", "weights", "dq", "dk", "dv"};
-    for (size_t i = 0; i < a.size(); ++i)
-      EXPECT_TRUE(close_rel(a[i].to_vector<float>(), b[i].to_vector<float>(), 1e-5, 1e-6, names[i]))
-          << (causal ? "causal" : "full");
-  }
+  for (int64_t T : {kernels::kShortAttentionMaxT + 1, int64_t{41}})
+    expect_op_with_dropout_matches_the_naive_kernel(T, detail::SdpaImpl::Auto);
 }
 
 }  // namespace
