@@ -862,8 +862,8 @@ void tile_nt(float* c, int64_t ldc, const float* a, int64_t lda, const float* b,
 // max subtracted, exp, divided by the sum; with d, also pd = p ∘ d (rows lp apart, d's too).
 // A row of at most W entries stays in one register from load to store; where s and p are
 // different buffers a row's load never waits for the previous row's store. In place (p == s)
-// every entry is read before it is written. Longer rows
-// take the span kernels. A row that is -inf everywhere (all keys masked) becomes zeros.
+// every entry is read before it is written. Longer rows take the span kernels. A row that is
+// -inf everywhere (all keys masked) becomes zeros.
 // Short rows set probabilities below exp(-87) (1.7e-38) to 0 rather than to their subnormal
 // values, which cost several times a normal exp; the long-row path keeps them.
 void softmax_rows(float* p, int64_t lp, const float* s, int64_t ls, float* pd, const float* d, int64_t rows,

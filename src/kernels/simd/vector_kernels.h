@@ -117,9 +117,8 @@ struct VectorKernels {
                   int64_t ldb, int64_t M, int64_t N, int64_t K, float alpha, bool accumulate);
   // p = softmax(s) for `rows` rows of n entries (s rows ls apart, p rows lp apart; p is either
   // s itself, in place with ls == lp, or does not overlap it), and with d (rows lp apart) also
-  // pd = p ∘ d. A row of -inf entries only
-  // (every key masked) becomes zeros instead of NaN. Rows of at most the vector width give 0
-  // for probabilities below exp(-87) (1.7e-38).
+  // pd = p ∘ d. A row of -inf entries only (every key masked) becomes zeros instead of NaN.
+  // Rows of at most the vector width give 0 for probabilities below exp(-87) (1.7e-38).
   void (*softmax_rows)(float* p, int64_t lp, const float* s, int64_t ls, float* pd, const float* d,
                        int64_t rows, int64_t n);
   // ds = p ∘ (ds' - <ds', p>) row by row with ds' = ds ∘ d (d null: ds' = ds), in place: ds
