@@ -81,7 +81,8 @@ void linear_rows_args(benchmark::internal::Benchmark* b) {
   // The base model's x W^T: in-projection (N = 3 D), FFN up and down.
   for (int64_t invariant : {0, 1})
     for (const auto& nk : {std::pair<int64_t, int64_t>{1536, 512}, {2048, 512}, {512, 2048}, {1024, 256}, {256, 1024}})
-      for (int64_t M : {1, 4, 8, 16, 24, 32, 48, 64, 128, 256}) b->Args({M, nk.first, nk.second, invariant});
+      for (int64_t M : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 24, 32, 48, 64, 128, 256})
+        b->Args({M, nk.first, nk.second, invariant});
   b->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 

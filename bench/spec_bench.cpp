@@ -4,7 +4,9 @@
 // with a draft model folder (--draft-tokens K, several values allowed) and with prompt lookup.
 // Every speculative output is checked to be token for token the plain greedy output (run in the
 // batch-invariant mode, as speculative decoding runs; plain greedy in the default mode is timed
-// too, since that is what `attn generate` without --draft runs).
+// too, since that is what `attn generate` without --draft runs). Also what one pass of T positions
+// costs for each model, and what starting a prompt costs (the encoder's pass, or the prefill),
+// which every mode pays alike and which bounds the speedup.
 //   spec_bench --model DIR --draft DIR --prompts FILE [--max-tokens 64] [--draft-tokens 2,4,6]
 //              [--batch 1] [--repeat 1] [--threads 1]
 // A decoder-only pair continues the prompts (attn generate); an encoder-decoder pair
@@ -172,33 +174,56 @@ int main(int argc, char** argv) {
     };
     row("greedy", plain, false);
     row("greedy, invariant", plain_inv, false);
+    // An incremental decoder of folder f, for the first prompt (with BOS in front for a
+    // decoder-only model): what the costs below time.
+    struct Opened {
+      std::unique_ptr<decode::IncrementalDecoder> dec;
+      std::vector<int64_t> row;
+      Tensor src;
+    };
+    const auto open_decoder = [&](const run::ModelFolder& f) {
+      Opened o;
+      o.row = prompts.front();
+      if (lm) {
+        o.row.insert(o.row.begin(), f.bos);
+        o.dec = std::make_unique<decode::LmDecoder>(dynamic_cast<models::DecoderOnlyModel&>(*f.base));
+      } else {
+        o.dec = std::make_unique<decode::TransformerDecoder>(*f.model);
+      }
+      o.src = Tensor::from_vector<int64_t>(o.row, {1, static_cast<int64_t>(o.row.size())});
+      return o;
+    };
+    constexpr int kTimed = 50;  // passes or starts per figure, after one untimed
     // What a verification pass costs: T positions scored in one pass over a cache of the first
     // prompt (then rolled back), against one position, for the target and the draft.
     const auto pass_cost = [&](const run::ModelFolder& f, int64_t t) {
       BatchInvariantGuard guard(true);
       NoGradGuard no_grad;
-      std::unique_ptr<decode::IncrementalDecoder> dec;
-      Tensor src;
-      std::vector<int64_t> row = prompts.front();
-      if (lm) {
-        row.insert(row.begin(), f.bos);
-        dec = std::make_unique<decode::LmDecoder>(dynamic_cast<models::DecoderOnlyModel&>(*f.base));
-      } else {
-        dec = std::make_unique<decode::TransformerDecoder>(*f.model);
-      }
-      src = Tensor::from_vector<int64_t>(row, {1, static_cast<int64_t>(row.size())});
-      dec->start(src);
-      dec->step(Tensor::from_vector<int64_t>({f.bos}, {1}));
-      const Tensor tokens = Tensor::from_vector<int64_t>(std::vector<int64_t>(static_cast<size_t>(t), row.back()), {1, t});
-      constexpr int kPasses = 50;
-      dec->step_many(tokens);
-      dec->rollback(t);
+      Opened o = open_decoder(f);
+      o.dec->start(o.src);
+      o.dec->step(Tensor::from_vector<int64_t>({f.bos}, {1}));
+      const Tensor tokens =
+          Tensor::from_vector<int64_t>(std::vector<int64_t>(static_cast<size_t>(t), o.row.back()), {1, t});
+      o.dec->step_many(tokens);
+      o.dec->rollback(t);
       const auto t0 = Clock::now();
-      for (int i = 0; i < kPasses; ++i) {
-        dec->step_many(tokens);
-        dec->rollback(t);
+      for (int i = 0; i < kTimed; ++i) {
+        o.dec->step_many(tokens);
+        o.dec->rollback(t);
       }
-      return std::chrono::duration<double>(Clock::now() - t0).count() / kPasses;
+      return std::chrono::duration<double>(Clock::now() - t0).count() / kTimed;
+    };
+    // What starting a prompt costs (for an encoder-decoder, the encoder's pass over the source
+    // and the cross-attention keys and values; for a decoder-only model, the prompt's prefill),
+    // paid once per prompt by every mode alike.
+    const auto start_cost = [&](const run::ModelFolder& f) {
+      BatchInvariantGuard guard(true);
+      NoGradGuard no_grad;
+      Opened o = open_decoder(f);
+      o.dec->start(o.src);
+      const auto t0 = Clock::now();
+      for (int i = 0; i < kTimed; ++i) o.dec->start(o.src);
+      return std::chrono::duration<double>(Clock::now() - t0).count() / kTimed;
     };
     std::printf("one pass of T positions (ms), batch 1:\n%-8s", "T");
     for (int64_t t : {1, 2, 3, 5, 7, 9}) std::printf(" %7lld", static_cast<long long>(t));
@@ -209,6 +234,8 @@ int main(int argc, char** argv) {
       std::printf("\n%-8s", "draft");
       for (int64_t t : {1, 2, 3, 5, 7, 9}) std::printf(" %7.3f", 1e3 * pass_cost(draft->folder, t));
     }
+    std::printf("\nstart of a prompt (ms): target %.3f", 1e3 * start_cost(target));
+    if (draft) std::printf(", draft %.3f", 1e3 * start_cost(draft->folder));
     std::printf("\n");
     int rc = 0;
     for (int64_t k : a.ks) {
