@@ -52,15 +52,36 @@ struct AttentionLayout {
   }
 };
 
+// One (batch entry, query head) slice of a forward call, slice bh = b * H + h: where its operands
+// lie, with the K/V head that query head h reads (h / (H / Hkv)).
+template <class E>
+struct ForwardSlice {
+  int64_t b = 0, h = 0;
+  const E* q = nullptr;  // [Tq, Dh], rows layout.q.row apart
+  const E* k = nullptr;  // [Tk, Dh], rows layout.k.row apart
+  const E* v = nullptr;  // [Tk, Dv], rows layout.v.row apart
+  E* out = nullptr;      // [Tq, Dv], rows layout.out.row apart
+};
+
+template <class E>
+inline ForwardSlice<E> forward_slice(int64_t bh, const AttentionDims& d, const AttentionLayout& l, E* out, const E* q,
+                                     const E* k, const E* v) {
+  const int64_t b = bh / d.H, h = bh % d.H, hkv = h / (d.H / d.Hkv);
+  return {b, h, l.q.at(q, b, h), l.k.at(k, b, hkv), l.v.at(v, b, hkv), l.out.at(out, b, h)};
+}
+
+// Writes zeros into T rows of D elements, `row` apart, from x.
+template <class E>
+inline void zero_rows(E* x, int64_t T, int64_t D, int64_t row) {
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t c = 0; c < D; ++c) x[t * row + c] = E(0);
+}
+
 // Writes zeros into the [B, Hs, T, D] operand at x laid out as `l`.
 template <class E>
 inline void zero_heads(E* x, const HeadLayout& l, int64_t B, int64_t Hs, int64_t T, int64_t D) {
   for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < Hs; ++h)
-      for (int64_t t = 0; t < T; ++t) {
-        E* r = l.at(x, b, h) + t * l.row;
-        for (int64_t c = 0; c < D; ++c) r[c] = E(0);
-      }
+    for (int64_t h = 0; h < Hs; ++h) zero_rows(l.at(x, b, h), T, D, l.row);
 }
 
 // The masks of one call in resolved form. An entry (b, h, i, j) is masked out when any of:

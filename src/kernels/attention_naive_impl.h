@@ -21,21 +21,14 @@ template <class T, class RowOps>
 void forward(T* out, T* probs, T* work, const T* q, const T* k, const T* v, const AttentionMask<T>& mask,
              const T* dropout_scale, const AttentionDims& d, T scale, const AttentionLayout& layout,
              const RowOps& rows) {
-  const int64_t B = d.B, H = d.H, Hkv = d.Hkv, Tq = d.Tq, Tk = d.Tk, Dh = d.Dh, Dv = d.Dv;
-  const int64_t BH = B * H, group = H / Hkv;
+  const int64_t B = d.B, H = d.H, Tq = d.Tq, Tk = d.Tk, Dh = d.Dh, Dv = d.Dv;
+  const int64_t BH = B * H;
   const int64_t lq = layout.q.row, lk = layout.k.row, lv = layout.v.row, lo = layout.out.row;
   parallel_for(BH, BH > 1 && BH * Tq * Tk * (Dh + Dv) >= 32768, [&](int64_t bh) {
-    const int64_t b = bh / H, h = bh % H, hkv = h / group;  // the K/V head query head h reads
-    const T* qs = layout.q.at(q, b, h);      // [Tq, Dh], rows lq apart
-    const T* ks = layout.k.at(k, b, hkv);    // [Tk, Dh], rows lk apart
-    const T* vs = layout.v.at(v, b, hkv);    // [Tk, Dv], rows lv apart
-    T* os = layout.out.at(out, b, h);        // [Tq, Dv], rows lo apart
-    T* ps = probs + bh * Tq * Tk;            // [Tq, Tk]
-    if (Tk == 0) {  // no keys: every row is fully masked
-      for (int64_t i = 0; i < Tq; ++i)
-        for (int64_t c = 0; c < Dv; ++c) os[i * lo + c] = T(0);
-      return;
-    }
+    // Operands [Tq, Dh], [Tk, Dh], [Tk, Dv] and [Tq, Dv], rows lq, lk, lv and lo apart.
+    const auto [b, h, qs, ks, vs, os] = forward_slice(bh, d, layout, out, q, k, v);
+    T* ps = probs + bh * Tq * Tk;                   // [Tq, Tk]
+    if (Tk == 0) return zero_rows(os, Tq, Dv, lo);  // no keys: every row is fully masked
     // S = scale * q k^T, then the mask: S_ij += bias_ij, masked S_ij = -inf.
     gemm<T>(false, true, Tq, Tk, Dh, scale, qs, lq, ks, lk, T(0), ps, Tk);
     for (int64_t i = 0; i < Tq; ++i) apply_attention_mask_row(ps + i * Tk, mask, b, h, i, 0, Tk, Tq, Tk);

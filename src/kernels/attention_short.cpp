@@ -34,25 +34,18 @@ bool has_mask(const AttentionMask<float>& m) {
 void attention_short_forward(float* out, float* probs, float* work, const float* q, const float* k,
                              const float* v, const AttentionMask<float>& mask, const float* dropout_scale,
                              const AttentionDims& d, float scale, const AttentionLayout& layout) {
-  const int64_t B = d.B, H = d.H, Hkv = d.Hkv, Tq = d.Tq, Tk = d.Tk, Dh = d.Dh, Dv = d.Dv;
+  const int64_t B = d.B, H = d.H, Tq = d.Tq, Tk = d.Tk, Dh = d.Dh, Dv = d.Dv;
   ATTN_CHECK(use_short_attention(Tq, Tk), "attention_short_forward", "Tq ", Tq, " and Tk ", Tk,
              " must be at most ", kShortAttentionMaxT);
   const auto& vk = simd::vector_kernels();  // fetched outside the region
-  const int64_t BH = B * H, group = H / Hkv, ls = padded(Tk);
+  const int64_t BH = B * H, ls = padded(Tk);
   const int64_t lq = layout.q.row, lk = layout.k.row, lv = layout.v.row, lo = layout.out.row;
   const bool masked = has_mask(mask);
   parallel_for(BH, BH > 1 && BH * Tq * Tk * (Dh + Dv) >= kParallelMin, [&](int64_t bh) {
-    const int64_t b = bh / H, h = bh % H, hkv = h / group;
-    const float* qs = layout.q.at(q, b, h);    // [Tq, Dh], rows lq apart
-    const float* ks = layout.k.at(k, b, hkv);  // [Tk, Dh], rows lk apart
-    const float* vs = layout.v.at(v, b, hkv);  // [Tk, Dv], rows lv apart
-    float* os = layout.out.at(out, b, h);      // [Tq, Dv], rows lo apart
-    float* ps = probs + bh * Tq * Tk;          // [Tq, Tk]
-    if (Tk == 0) {  // no keys: every row is fully masked
-      for (int64_t i = 0; i < Tq; ++i)
-        for (int64_t c = 0; c < Dv; ++c) os[i * lo + c] = 0.0f;
-      return;
-    }
+    // Operands [Tq, Dh], [Tk, Dh], [Tk, Dv] and [Tq, Dv], rows lq, lk, lv and lo apart.
+    const auto [b, h, qs, ks, vs, os] = forward_slice(bh, d, layout, out, q, k, v);
+    float* ps = probs + bh * Tq * Tk;               // [Tq, Tk]
+    if (Tk == 0) return zero_rows(os, Tq, Dv, lo);  // no keys: every row is fully masked
     float sc[kScratch];  // [Tq, ls]
     // S = scale * q k^T, then the mask (bias added, masked entries -inf), then P = softmax(S)
     // and, with dropout, P ∘ D into work.
