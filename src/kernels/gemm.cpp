@@ -181,7 +181,7 @@ constexpr auto rows_double = rows_portable<double>;
 constexpr int64_t kSmallMTaskRows = 16;
 
 // Weight rows per block of gemm_invariant: a block of about 128 KiB stays in cache while every
-// chunk of kSmallM rows of A runs against it (at least 16 rows, for the threads' balance).
+// chunk of rows of A runs against it (at least 16 rows, for the threads' balance).
 int64_t invariant_block_rows(int64_t K, int64_t elem_bytes) {
   const int64_t rows = (int64_t{128} << 10) / std::max<int64_t>(1, K * elem_bytes);
   return std::max<int64_t>(16, rows);
@@ -189,10 +189,17 @@ int64_t invariant_block_rows(int64_t K, int64_t elem_bytes) {
 
 // Rows of A per chunk of gemm_invariant: as many as keep about 32 KiB of A in L1 while a tile's
 // weight rows pass over them (each weight row is then read once per block from further out),
-// a multiple of 4 rows between kSmallM and 64.
+// a multiple of 4 rows up to 64, and at least kMinChunkRows.
+// The floor: where 32 KiB holds fewer rows (K >= 512 floats), chunks of 8 split 9-16 rows into
+// 6-row tiles with tails of 2 rows (8 accumulators, too few to hide the FMA's latency), while A's
+// 24 rows still sit in L2 beside the weight block. gemm_bench's linear_rows (invariant, 2 threads,
+// Zen 5, best of 4 alternating rounds), chunks of 8 -> 24 at K = 2048: 9-48 rows 5-20% faster,
+// 64-256 rows 10-16%; at K = 1024 (N = 256) 2-11%; at K = 512 (16 -> 24) within the
+// noise (-8% to +6% by rows).
+constexpr int64_t kMinChunkRows = 24;
 int64_t invariant_chunk_rows(int64_t K, int64_t elem_bytes) {
   const int64_t rows = (int64_t{32} << 10) / std::max<int64_t>(1, K * elem_bytes);
-  return std::clamp<int64_t>(rows / 4 * 4, kSmallM, 64);
+  return std::clamp<int64_t>(rows / 4 * 4, kMinChunkRows, 64);
 }
 
 // gemm_invariant with the rows kernel `rows` (RowsKernel for float, rows_double for double).

@@ -53,7 +53,7 @@ template <class T>
 void gemm_small_m(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
                   int64_t ldb, T beta, T* C, int64_t ldc);
 
-// C[M, N] = alpha * A[M, K] B[N, K]^T + beta * C for any M: the rows in chunks (kSmallM to 64),
+// C[M, N] = alpha * A[M, K] B[N, K]^T + beta * C for any M: the rows in chunks (24 to 64 rows),
 // each chunk against each weight row as gemm_small_m computes it (the same row kernel, so the
 // same bits as gemm_small_m for M <= kSmallM), with the weight rows in blocks that stay in
 // cache across the chunks and the blocks split over OpenMP threads. Each output's sum has one

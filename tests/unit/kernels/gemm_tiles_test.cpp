@@ -1,6 +1,6 @@
 // The register-tiled small-M kernels of kernels/gemm.cpp (gemm_tiles.inc) keep the bits of the
 // one-weight-row AVX2 kernel they replaced: that kernel is kept below as the reference, and
-// gemm_small_m (M <= 8) and gemm_invariant (M = 1..17 and the serving shapes at 16) must give
+// gemm_small_m (M <= 8) and gemm_invariant (M = 1..17 and the serving shapes up to 49) must give
 // exactly its bits on the AVX2 and AVX-512 ISAs, for lengths with every kind of tail (K not a
 // multiple of 8 or 16, K < 8), odd N, padded strides, alpha/beta (beta = 0 ignoring NaN in C)
 // and threaded weights. Control: the scalar ISA, which sums in another order, gives other bits
@@ -178,7 +178,7 @@ TEST(GemmTiles, ThreadedAndServingShapesKeepTheOldKernelsBits) {
   // up, FFN down, the output projection).
   const int64_t shapes[][2] = {{300, 515}, {1536, 512}, {2048, 512}, {512, 2048}, {512, 512}};
   for (const auto& s : shapes)
-    for (int64_t M : {1, 2, 3, 4, 5, 8, 9, 16}) {
+    for (int64_t M : {1, 2, 3, 4, 5, 8, 9, 16, 25, 49}) {  // 25, 49: more than one chunk of rows
       const Case c = make_case(M, s[0], s[1], M % 2, 1.0f, M % 3 == 0 ? 1.0f : 0.0f, false, rng);
       const auto want = reference(c);
       for (simd::Isa isa : vector_isas()) {
