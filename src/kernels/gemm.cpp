@@ -190,12 +190,12 @@ int64_t invariant_block_rows(int64_t K, int64_t elem_bytes) {
 // Rows of A per chunk of gemm_invariant: as many as keep about 32 KiB of A in L1 while a tile's
 // weight rows pass over them (each weight row is then read once per block from further out),
 // a multiple of 4 rows up to 64, and at least kMinChunkRows.
-// The floor: where 32 KiB holds fewer rows (K >= 512 floats), chunks of 8 split 9-16 rows into
-// 6-row tiles with tails of 2 rows (8 accumulators, too few to hide the FMA's latency), while A's
-// 24 rows still sit in L2 beside the weight block. gemm_bench's linear_rows (invariant, 2 threads,
-// Zen 5, best of 4 alternating rounds), chunks of 8 -> 24 at K = 2048: 9-48 rows 5-20% faster,
-// 64-256 rows 10-16%; at K = 1024 (N = 256) 2-11%; at K = 512 (16 -> 24) within the
-// noise (-8% to +6% by rows).
+// The floor: where 32 KiB holds fewer than 24 rows (K >= 512 floats), K >= 1024 gave chunks of
+// 8, which split 9-16 rows into two, with tiles of 1-2 rows (4-8 accumulators, too few to hide
+// the FMA's latency); A's 24 rows still sit in L2 beside the weight block. gemm_bench's
+// linear_rows (invariant, 2 threads, Zen 5, best of 3-4 alternating rounds), chunks of 8 -> 24 at
+// K = 2048: 9-48 rows 4-21% faster, 64-256 rows 12-16%; at K = 1024 (N = 256) 2-12%; at K = 512
+// (16 -> 24) within the noise (-8% to +6% by rows).
 constexpr int64_t kMinChunkRows = 24;
 int64_t invariant_chunk_rows(int64_t K, int64_t elem_bytes) {
   const int64_t rows = (int64_t{32} << 10) / std::max<int64_t>(1, K * elem_bytes);
