@@ -276,6 +276,10 @@ void gemm_mode(bool invariant, bool ta, bool tb, int64_t M, int64_t N, int64_t K
     gemm_small_m<float>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
+  if (use_chunked_rows(ta, tb, M, N, K)) {
+    invariant_product<float>(rows_kernel(), M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
   if (use_direct(ta, tb, M, N, K)) {
     gemm_direct(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;

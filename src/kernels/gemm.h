@@ -82,4 +82,19 @@ inline bool use_small_m(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_
   return !trans_a && trans_b && M >= 1 && M <= kSmallMMaxRows && N * K >= kSmallMMinWeight;
 }
 
+// Rows up to which gemm<float> hands x W^T above kSmallMMaxRows rows to the batch-invariant
+// mode's row chunks (gemm_invariant: each block of weight rows stays in cache while the chunks
+// of A pass over it) instead of BLAS, which packs A and the whole weight on every call: an
+// encoder pass of a source of 33-48 tokens, a step of a large batch. gemm_bench's linear_rows
+// (2 threads, the base model's three shapes, medians of 3 in each of two rounds), BLAS -> chunks,
+// us: 48 rows 474-784 -> 335-644, on an Intel Xeon (OpenBLAS's Cooperlake kernels) and 10-20%
+// faster on four of five shapes on a Zen 5; at 64 rows the two traded places by shape on both.
+inline constexpr int64_t kChunkedMaxRows = 48;
+
+// Whether gemm<float> hands this product to the row chunks: as use_small_m, from
+// kSmallMMaxRows + 1 to kChunkedMaxRows rows.
+inline bool use_chunked_rows(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K) {
+  return !trans_a && trans_b && M > kSmallMMaxRows && M <= kChunkedMaxRows && N * K >= kSmallMMinWeight;
+}
+
 }  // namespace attn::kernels

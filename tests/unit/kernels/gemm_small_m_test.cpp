@@ -2,16 +2,17 @@
 // loop for every ISA, row counts 1..9 (groups of four and their remainders), lengths with
 // vector tails, strides wider than the rows, alpha/beta (beta = 0 ignoring NaN in C) and the
 // threaded path; a row gives the same bits alone as among others; gemm<float> hands exactly
-// the products of use_small_m to it and gives the same values either way.
-#include "kernels/gemm.h"
-
+// the products of use_small_m to it and gives the same values either way; just above, the
+// products of use_chunked_rows go to gemm_invariant's row chunks (its bits), BLAS beyond.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
 #include "attn/core/rng.h"
+#include "kernels/gemm.h"
 #include "kernels/simd/isa.h"
 
 namespace attn::kernels {
@@ -124,16 +125,55 @@ TEST(GemmSmallM, ARowGivesTheSameBitsAloneAsAmongOtherRows) {
 TEST(GemmSmallM, GemmTakesThePathOnlyForFewRowsAgainstALargeTransposedWeight) {
   EXPECT_TRUE(use_small_m(false, true, 1, 512, 512));
   EXPECT_TRUE(use_small_m(false, true, kSmallMMaxRows, 1000, 512));
-  EXPECT_FALSE(use_small_m(false, true, kSmallMMaxRows + 1, 1000, 512));  // many rows: BLAS
+  EXPECT_FALSE(use_small_m(false, true, kSmallMMaxRows + 1, 1000, 512));  // more rows: the chunks
   EXPECT_FALSE(use_small_m(false, true, 1, 64, 64));                      // an attention tile: BLAS
   EXPECT_FALSE(use_small_m(false, false, 1, 512, 512));                   // B not transposed
   EXPECT_FALSE(use_small_m(true, true, 1, 512, 512));                     // A transposed
   EXPECT_FALSE(use_small_m(false, true, 0, 512, 512));
 }
 
+TEST(GemmSmallM, GemmTakesTheRowChunksJustAboveTheSmallMPath) {
+  EXPECT_FALSE(use_chunked_rows(false, true, kSmallMMaxRows, 1000, 512));  // the small-M path
+  EXPECT_TRUE(use_chunked_rows(false, true, kSmallMMaxRows + 1, 1000, 512));
+  EXPECT_TRUE(use_chunked_rows(false, true, kChunkedMaxRows, 1000, 512));
+  EXPECT_FALSE(use_chunked_rows(false, true, kChunkedMaxRows + 1, 1000, 512));  // many rows: BLAS
+  EXPECT_FALSE(use_chunked_rows(false, true, 40, 64, 64));                      // an attention tile
+  EXPECT_FALSE(use_chunked_rows(false, false, 40, 512, 512));
+  EXPECT_FALSE(use_chunked_rows(true, true, 40, 512, 512));
+}
+
+TEST(GemmSmallM, TheRowChunksGiveTheBatchInvariantBitsAndTheRightValues) {
+  // Outside the batch-invariant mode, x W^T of 33-48 rows runs gemm_invariant's kernel: the same
+  // bits as gemm_invariant, and within rounding of the double loop, with the bias added first
+  // (beta = 1) as gemm_bias does. The control: 49 rows (BLAS) match the double loop too, but not
+  // gemm_invariant's bits in every column.
+  Rng rng(9);
+  const int64_t N = 520, K = 301;
+  for (simd::Isa isa : simd::supported_isas()) {
+    simd::IsaGuard guard(isa);
+    for (int64_t M : {kSmallMMaxRows + 1, int64_t{40}, kChunkedMaxRows, kChunkedMaxRows + 1}) {
+      const auto A = random_values<float>(M * K, rng), B = random_values<float>(N * K, rng);
+      const auto C0 = random_values<float>(M * N, rng);
+      std::vector<float> got = C0, want_bits = C0;
+      gemm<float>(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 1.0f, got.data(), N);
+      gemm_invariant<float>(M, N, K, 1.0f, A.data(), K, B.data(), K, 1.0f, want_bits.data(), N);
+      const auto want = reference(M, N, K, 1.0, widen(A), K, widen(B), K, 1.0, widen(C0), N);
+      int64_t same = 0;
+      for (int64_t i = 0; i < M * N; ++i) {
+        ASSERT_NEAR(got[i], want[i], 1e-4) << simd::isa_name(isa) << " M " << M << " element " << i;
+        same += std::memcmp(&got[i], &want_bits[i], sizeof(float)) == 0;
+      }
+      if (M <= kChunkedMaxRows)
+        EXPECT_EQ(same, M * N) << simd::isa_name(isa) << " M " << M;
+      else
+        EXPECT_LT(same, M * N) << simd::isa_name(isa) << " M " << M << ": BLAS gave the chunks' bits";
+    }
+  }
+}
+
 TEST(GemmSmallM, GemmGivesTheSameValuesThroughEitherPath) {
   // x W^T for one row and a [512, 256] weight goes to gemm_small_m; the same product with
-  // kSmallMMaxRows + 1 rows (the row repeated) goes to BLAS. Both must equal the double loop
+  // kSmallMMaxRows + 1 rows (the row repeated) goes to the row chunks. Both must equal the double loop
   // within rounding.
   Rng rng(8);
   const int64_t N = 512, K = 256, rows = kSmallMMaxRows + 1;
