@@ -58,7 +58,7 @@ namespace attn::kernels {
 // The code paths of the quantized products. Which one runs follows the active ISA
 // (simd/isa.h, ATTN_ISA): avx512 takes VNNI (int8) or BF16 (bf16) when the CPU has it, else
 // AVX2 (int8) or the AVX-512F emulation (bf16); avx2 takes AVX2; scalar the scalar code.
-enum class QuantPath : uint8_t { Scalar, Avx2, Avx512, Avx512Vnni, Avx512Bf16 };
+enum class QuantPath : uint8_t { Scalar, Avx2, Avx512, Avx512Vnni, Avx512Bf16, Amx };
 
 // "scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16".
 const char* quant_path_name(QuantPath path);

@@ -1,0 +1,268 @@
+// kernels/quantized_gemm.h, the amx_bf16 path: the bf16 products on AMX tiles (tdpbf16ps), whose
+// sums follow the hardware's order rather than the lane tree of the other paths, so they are
+// checked by what that order must give instead of bit for bit against the scalar emulation:
+// every output within (K + 5) 2^-24 (sum_k |x w| + |bias|) of a float64 product of the same
+// bf16 operands (the bound of float32 sums in any order), tails of M (tiles configured with
+// fewer rows), N and K (odd K included); a row's bits alone, in any batch and under any thread
+// count, are the same; the ReLU epilogue and the chained bf16 rows give the bits of the separate
+// steps; the training product (gemm_bf16_f32) in all four orientations, equal to the inference
+// product on the same operands. Controls: a wrong weight row, or the halves of each k pair
+// swapped between the operands, break the bound. Skipped where the CPU or the OS has no AMX.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "attn/core/dtype.h"
+#include "attn/core/rng.h"
+#include "kernels/quantized_gemm.h"
+#include "kernels/simd/isa.h"
+
+namespace attn::kernels {
+namespace {
+
+constexpr QuantPath kAmx = QuantPath::Amx;
+
+class Bf16Amx : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!quant_path_supported(kAmx)) GTEST_SKIP() << "this CPU, OS or build has no AMX-BF16 tiles";
+  }
+};
+
+std::vector<float> random_floats(int64_t n, Rng& rng, double lo, double hi) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = static_cast<float>(lo + (hi - lo) * rng.uniform());
+  return v;
+}
+
+float bf(float v) { return float_from_bf16(bf16_from_float(v)); }
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// An inference product: x [M, ldx], w [N, K] bf16, bias [N], y [M, ldy].
+struct Product {
+  int64_t M, N, K, ldx, ldy;
+  std::vector<float> x, bias;
+  std::vector<uint16_t> w;
+};
+
+Product make_product(int64_t M, int64_t N, int64_t K, Rng& rng) {
+  Product c{M, N, K, K + 1, N + 3, random_floats(M * (K + 1), rng, -2.0, 2.0), random_floats(N, rng, -1.0, 1.0), {}};
+  const auto wf = random_floats(N * K, rng, -0.5, 0.5);
+  c.w.resize(wf.size());
+  for (size_t i = 0; i < wf.size(); ++i) c.w[i] = bf16_from_float(wf[i]);
+  return c;
+}
+
+std::vector<float> run(const Product& c, Epilogue e = Epilogue::None) {
+  std::vector<float> y(static_cast<size_t>(c.M * c.ldy), -99.0f);
+  gemm_bf16(c.M, c.N, c.K, c.x.data(), c.ldx, c.w.data(), c.bias.data(), y.data(), c.ldy, kAmx, e);
+  return y;
+}
+
+// The worst |y - ref| / bound over the outputs, ref = sum_k bf16(x) w (+ b) in float64 with the
+// weight row n + row_shift (mod N), and with each k pair's halves swapped in x when swap_pairs
+// (controls), bound = (K + 5) 2^-24 (sum_k |bf16(x) w| + |b|).
+double excess(const Product& c, const std::vector<float>& y, int64_t row_shift = 0, bool swap_pairs = false) {
+  double worst = 0.0;
+  for (int64_t m = 0; m < c.M; ++m)
+    for (int64_t n = 0; n < c.N; ++n) {
+      const int64_t wn = (n + row_shift) % c.N;
+      double dot = 0.0, mag = 0.0;
+      for (int64_t k = 0; k < c.K; ++k) {
+        const int64_t kx = swap_pairs ? (k ^ 1) : k;
+        const double xv = kx < c.K ? bf(c.x[m * c.ldx + kx]) : 0.0;
+        const double p = xv * float_from_bf16(c.w[wn * c.K + k]);
+        dot += p;
+        mag += std::fabs(p);
+      }
+      const double bound =
+          (static_cast<double>(c.K) + 5.0) * std::ldexp(1.0, -24) * (mag + std::fabs(c.bias[n])) + 1e-30;
+      worst = std::max(worst, std::fabs(y[m * c.ldy + n] - (dot + c.bias[n])) / bound);
+    }
+  return worst;
+}
+
+TEST_F(Bf16Amx, EveryOutputLiesWithinTheBoundOfAFloat64Product) {
+  Rng rng(59);
+  // 1-16 rows: one row tile, configured with the rows it has; 17-32: two; more: blocks of 32.
+  for (int64_t M : {1, 2, 7, 16, 17, 31, 32, 33, 70})
+    for (int64_t N : {1, 5, 16, 37, 70, 129})
+      for (int64_t K : {1, 2, 31, 32, 33, 64, 130}) {
+        const Product c = make_product(M, N, K, rng);
+        const auto y = run(c);
+        ASSERT_LE(excess(c, y), 1.0) << "M " << M << " N " << N << " K " << K;
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = N; n < c.ldy; ++n) ASSERT_EQ(y[m * c.ldy + n], -99.0f) << "padding written";
+      }
+}
+
+TEST_F(Bf16Amx, ControlsAWrongWeightRowOrSwappedPairHalvesBreakTheBound) {
+  Rng rng(61);
+  const Product c = make_product(40, 37, 64, rng);
+  const auto y = run(c);
+  ASSERT_LE(excess(c, y), 1.0);
+  EXPECT_GT(excess(c, y, /*row_shift=*/1), 10.0);
+  EXPECT_GT(excess(c, y, 0, /*swap_pairs=*/true), 10.0);
+}
+
+TEST_F(Bf16Amx, ARowGivesTheSameBitsAloneInAnyBatchAndUnderAnyThreadCount) {
+  Rng rng(67);
+  const Product c = make_product(70, 600, 130, rng);
+  const auto all = run(c);
+  // Alone, and inside batches whose tiles hold it at other positions and with other row counts.
+  for (int64_t first : {0, 3, 16, 33})
+    for (int64_t rows : {1, 5, 17, 32}) {
+      if (first + rows > c.M) continue;
+      std::vector<float> part(static_cast<size_t>(rows * c.N));
+      gemm_bf16(rows, c.N, c.K, c.x.data() + first * c.ldx, c.ldx, c.w.data(), c.bias.data(), part.data(), c.N, kAmx);
+      for (int64_t r = 0; r < rows; ++r)
+        ASSERT_EQ(std::memcmp(part.data() + r * c.N, all.data() + (first + r) * c.ldy, c.N * sizeof(float)), 0)
+            << "rows " << first << " + " << rows << ", row " << r;
+    }
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const auto one = run(c);
+  omp_set_num_threads(3);
+  const auto three = run(c);
+  omp_set_num_threads(before);
+  EXPECT_TRUE(same_bits(one, all));
+  EXPECT_TRUE(same_bits(three, all));
+}
+
+TEST_F(Bf16Amx, TheEpiloguesGiveTheBitsOfTheSeparateSteps) {
+  Rng rng(71);
+  for (int64_t M : {1, 7, 40})
+    for (int64_t N : {5, 37, 129})
+      for (int64_t K : {31, 64, 130}) {
+        SCOPED_TRACE(testing::Message() << "M " << M << " N " << N << " K " << K);
+        const Product c = make_product(M, N, K, rng);
+        const auto plain = run(c);
+        // ReLU after the product.
+        auto want = plain;
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < N; ++n) {
+            float& v = want[m * c.ldy + n];
+            v = v < 0.0f ? 0.0f : v;
+          }
+        const auto relu = run(c, Epilogue::ReLU);
+        ASSERT_TRUE(same_bits(relu, want));
+        ASSERT_FALSE(same_bits(relu, plain));  // control: some outputs were negative
+        // The outputs rounded to bf16 rows, and the next product on those rows.
+        const int64_t ldyb = bf16_row_stride(N) + 16;
+        std::vector<uint16_t> yb(static_cast<size_t>(M * ldyb), 0xBEEF);
+        gemm_bf16_output(M, N, K, c.x.data(), c.ldx, c.w.data(), c.bias.data(), yb.data(), ldyb, kAmx);
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < ldyb; ++n)
+            ASSERT_EQ(yb[m * ldyb + n], n < N ? bf16_from_float(plain[m * c.ldy + n]) : uint16_t{0}) << m << " " << n;
+        const Product next = make_product(1, 9, N, rng);
+        std::vector<float> from_floats(static_cast<size_t>(M * 9)), from_rows(from_floats.size(), -99.0f);
+        gemm_bf16(M, 9, N, plain.data(), c.ldy, next.w.data(), next.bias.data(), from_floats.data(), 9, kAmx);
+        gemm_bf16_input(M, 9, N, yb.data(), ldyb, next.w.data(), next.bias.data(), from_rows.data(), 9, kAmx);
+        ASSERT_TRUE(same_bits(from_rows, from_floats));
+      }
+}
+
+// ---- the training product -------------------------------------------------------------------
+
+struct Training {
+  bool ta, tb;
+  int64_t M, N, K, lda, ldb, ldc;
+  std::vector<float> a, b, c0;
+  float opa(int64_t m, int64_t k) const { return ta ? a[k * lda + m] : a[m * lda + k]; }
+  float opb(int64_t k, int64_t n) const { return tb ? b[n * ldb + k] : b[k * ldb + n]; }
+};
+
+Training make_training(bool ta, bool tb, int64_t M, int64_t N, int64_t K, Rng& rng) {
+  Training c{ta, tb, M, N, K, (ta ? M : K) + 3, (tb ? K : N) + 1, N + 2, {}, {}, {}};
+  c.a = random_floats((ta ? K : M) * c.lda, rng, -2.0, 2.0);
+  c.b = random_floats((tb ? N : K) * c.ldb, rng, -0.7, 0.7);
+  c.c0 = random_floats(M * c.ldc, rng, -1.0, 1.0);
+  return c;
+}
+
+std::vector<float> run(const Training& c, bool accumulate) {
+  std::vector<float> y = c.c0;
+  gemm_bf16_f32(c.ta, c.tb, c.M, c.N, c.K, c.a.data(), c.lda, c.b.data(), c.ldb, accumulate, y.data(), c.ldc, kAmx);
+  return y;
+}
+
+double excess(const Training& c, const std::vector<float>& y, bool accumulate) {
+  double worst = 0.0;
+  for (int64_t m = 0; m < c.M; ++m)
+    for (int64_t n = 0; n < c.N; ++n) {
+      double dot = 0.0, mag = 0.0;
+      for (int64_t k = 0; k < c.K; ++k) {
+        const double p = static_cast<double>(bf(c.opa(m, k))) * bf(c.opb(k, n));
+        dot += p;
+        mag += std::fabs(p);
+      }
+      const double base = accumulate ? c.c0[m * c.ldc + n] : 0.0;
+      // One more rounding than the inference product: the add into C.
+      const double bound = (static_cast<double>(c.K) + 6.0) * std::ldexp(1.0, -24) * (mag + std::fabs(base)) + 1e-30;
+      worst = std::max(worst, std::fabs(y[m * c.ldc + n] - (dot + base)) / bound);
+    }
+  return worst;
+}
+
+TEST_F(Bf16Amx, TheTrainingProductInEveryOrientationLiesWithinTheBound) {
+  Rng rng(73);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (int64_t M : {1, 3, 17, 33, 70})
+        for (int64_t N : {1, 7, 17, 70})
+          for (int64_t K : {1, 2, 31, 33, 70})
+            for (bool acc : {false, true}) {
+              const Training c = make_training(ta, tb, M, N, K, rng);
+              const auto y = run(c, acc);
+              ASSERT_LE(excess(c, y, acc), 1.0)
+                  << "ta " << ta << " tb " << tb << " M " << M << " N " << N << " K " << K << " acc " << acc;
+              for (int64_t m = 0; m < M; ++m)
+                for (int64_t n = N; n < c.ldc; ++n) ASSERT_EQ(y[m * c.ldc + n], c.c0[m * c.ldc + n]);
+            }
+}
+
+TEST_F(Bf16Amx, TheTrainingProductEqualsTheInferenceProductAndIgnoresTheThreads) {
+  Rng rng(79);
+  for (bool tb : {false, true})
+    for (int64_t K : {78, 77}) {  // an odd K pads op(B)'s pairs with a zero
+      const Training c = make_training(true, tb, 40, 45, K, rng);
+      const auto got = run(c, false);
+      std::vector<float> x(static_cast<size_t>(c.M * c.K));
+      std::vector<uint16_t> w(static_cast<size_t>(c.N * c.K));
+      for (int64_t m = 0; m < c.M; ++m)
+        for (int64_t k = 0; k < c.K; ++k) x[m * c.K + k] = c.opa(m, k);
+      for (int64_t n = 0; n < c.N; ++n)
+        for (int64_t k = 0; k < c.K; ++k) w[n * c.K + k] = bf16_from_float(c.opb(k, n));
+      std::vector<float> y = c.c0;
+      gemm_bf16(c.M, c.N, c.K, x.data(), c.K, w.data(), nullptr, y.data(), c.ldc, kAmx);
+      EXPECT_TRUE(same_bits(got, y)) << tb << " " << K;
+    }
+  for (bool tb : {true, false}) {
+    const Training c = make_training(false, tb, 150, 90, 200, rng);
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const auto one = run(c, true);
+    omp_set_num_threads(3);
+    const auto three = run(c, true);
+    omp_set_num_threads(before);
+    EXPECT_TRUE(same_bits(one, three)) << tb;
+  }
+}
+
+TEST_F(Bf16Amx, TheAvx512IsaTakesTheTilesAndNarrowerIsasDoNot) {
+  {
+    simd::IsaGuard isa(simd::Isa::Avx512);
+    EXPECT_EQ(bf16_path(), kAmx);
+  }
+  simd::IsaGuard isa(simd::Isa::Avx2);
+  EXPECT_EQ(bf16_path(), QuantPath::Avx2);
+}
+
+}  // namespace
+}  // namespace attn::kernels
