@@ -21,7 +21,9 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -34,6 +36,7 @@
 
 #include "attn/core/dtype.h"
 #include "attn/core/error.h"
+#include "kernels/batch_invariant.h"
 #include "kernels/parallel_for.h"
 #include "kernels/simd/isa.h"
 #include "kernels/thread_scratch.h"
@@ -1115,7 +1118,8 @@ ATTN_AVX512 void amx_finish(const float* part, int rows, float* y, int64_t ldy, 
 ATTN_AMX void amx_release() { _tile_release(); }
 
 // bf16_panels' product on AMX tiles, for any M (a row's sums do not depend on the rows beside
-// it) and K even (the caller pads an odd K's weight rows). Same arguments.
+// it); same arguments. The training product takes it when op(B)'s rows are the columns of a
+// float matrix (wcols: any K); bf16 weight rows take bf16_amx_rows below, which needs no panel.
 void bf16_amx(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ldb, const uint16_t* w, int64_t ldw,
               const float* bias, bool accumulate, float* y, int64_t ldy, bool relu = false, uint16_t* yb = nullptr,
               int64_t ldyb = 0, const float* wcols = nullptr, int64_t ldwc = 0) {
@@ -1145,6 +1149,237 @@ void bf16_amx(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ldb, 
           amx_block<false>(part, xb + m * ldb, ldb, panel, C, half);
         amx_finish(part, rows, yb ? y : y + m * ldy, ldy, n0, N, bias, accumulate, relu, yb ? yb + m * ldyb : nullptr,
                    ldyb);
+      }
+    }
+    amx_release();
+  });
+}
+
+// The same sums with the operands' roles swapped: the weight rows are the A tiles, read where
+// they lie (16 rows x 32 k: no panel to pack, which at a few activation rows cost more than the
+// product), and the activations the B tiles, packed once per call as pairs: for the 16 rows
+// [16 q, 16 q + 16), xp_q[(c 16 + i) 16 + m] = the dword (x[16 q + m][32 c + 2 i], x[..][32 c +
+// 2 i + 1]), zeros past M and K. A tile of sums then holds 16 outputs x 16 rows, transposed
+// into rows before the epilogue. Each sum takes the same products in the same k order as in
+// bf16_amx, and tdpbf16ps gives the same bits either way round (the tests compare the two
+// formulations on every shape). Tiles: 2 j + q the sums of weight block j and row chunk q
+// (j, q < 2), 4 + j the weight rows, 6 + q the activation pairs. The last chunk of K and a last
+// block of fewer than 16 weight rows are read from small zero-padded copies, so no tile reads
+// past a row or past the weight.
+
+// Configures the tiles for row chunks of cols0 and cols1 (0: none) rows.
+ATTN_AMX void amx_configure_rows(int cols0, int cols1) {
+  AmxConfig cfg;
+  const int cols[2] = {cols0, cols1};
+  for (int q = 0; q < 2; ++q) {
+    if (cols[q] == 0) continue;
+    for (int t : {q, 2 + q}) cfg.rows[t] = 16, cfg.colsb[t] = static_cast<uint16_t>(4 * cols[q]);
+    cfg.rows[6 + q] = 16, cfg.colsb[6 + q] = static_cast<uint16_t>(4 * cols[q]);
+  }
+  for (int t : {4, 5}) cfg.rows[t] = 16, cfg.colsb[t] = 64;
+  if (cols1 == 0) {  // one row chunk (amx_rows_tile1): sums 0-1, weight rows 2-5, pairs 6-7
+    for (int t : {0, 1, 6, 7}) cfg.rows[t] = 16, cfg.colsb[t] = static_cast<uint16_t>(4 * cols0);
+    for (int t : {2, 3, 4, 5}) cfg.rows[t] = 16, cfg.colsb[t] = 64;
+  }
+  __asm__ volatile("" : : "r"(&cfg) : "memory");  // as amx_configure
+  _tile_loadconfig(&cfg);
+}
+
+// One chunk of K for amx_rows_tile: the pairs of the row chunks, then each weight block's rows.
+template <int NB, int MB>
+ATTN_AMX inline void amx_rows_step(const uint16_t* w0, int64_t s0, const uint16_t* w1, int64_t s1, const uint32_t* x0,
+                                   const uint32_t* x1) {
+  _tile_loadd(6, x0, 64);
+  if constexpr (MB > 1) _tile_loadd(7, x1, 64);
+  _tile_loadd(4, w0, s0);
+  _tile_dpbf16ps(0, 4, 6);
+  if constexpr (MB > 1) _tile_dpbf16ps(1, 4, 7);
+  if constexpr (NB > 1) {
+    _tile_loadd(5, w1, s1);
+    _tile_dpbf16ps(2, 5, 6);
+    if constexpr (MB > 1) _tile_dpbf16ps(3, 5, 7);
+  }
+}
+
+// The sums of NB blocks of 16 weight rows (block j's rows at w[j], row stride ldw[j] elements;
+// when K ends in a partial chunk, that chunk's 32 elements of row r at tail[j] + 32 r, zeros
+// from K on) against MB row chunks of packed pairs (xq[q]), over C chunks of K, stored as
+// part[(2 j + q) 256 + r 16 + m].
+template <int NB, int MB>
+ATTN_AMX void amx_rows_tile(float* part, const uint16_t* const* w, const int64_t* ldw, const uint16_t* const* tail,
+                            const uint32_t* const* xq, int64_t C, bool partial) {
+  _tile_zero(0);
+  if constexpr (MB > 1) _tile_zero(1);
+  if constexpr (NB > 1) _tile_zero(2);
+  if constexpr (NB > 1 && MB > 1) _tile_zero(3);
+  __asm__ volatile("" ::: "memory");  // the copies are written before the tiles read them
+  const int64_t full = partial ? C - 1 : C;
+  const int64_t s0 = ldw[0] * 2, s1 = ldw[NB - 1] * 2;
+  for (int64_t c = 0; c < full; ++c)
+    amx_rows_step<NB, MB>(w[0] + 32 * c, s0, w[NB - 1] + 32 * c, s1, xq[0] + c * 256, xq[MB - 1] + c * 256);
+  if (partial) amx_rows_step<NB, MB>(tail[0], 64, tail[NB - 1], 64, xq[0] + full * 256, xq[MB - 1] + full * 256);
+  _tile_stored(0, part, 64);
+  if constexpr (MB > 1) _tile_stored(1, part + 256, 64);
+  if constexpr (NB > 1) _tile_stored(2, part + 512, 64);
+  if constexpr (NB > 1 && MB > 1) _tile_stored(3, part + 768, 64);
+  __asm__ volatile("" ::: "memory");  // and `part` is read after the stores
+}
+
+// For one row chunk (at most 16 activation rows) the tiles are spent differently: 0-1 the sums
+// of two weight blocks, 2-5 their weight rows, 6-7 the pairs, consecutive chunks of K on
+// alternate tiles, so that a chunk's loads need not wait for the products reading the last
+// one. Few rows still leave the tiles slower than the vector kernels (a tile load takes about
+// 16 ns per KiB here, from L1, and feeds 16 x 32 weights to so few rows): at one row 1.3-1.8x
+// the AVX-512 path's time, hence bf16_path_for_rows. Block j's sums in tile j, stored at
+// part[j 256 + r 16 + m].
+// (GCC's tile intrinsics paste the tile number into the instruction's text, so it must be a
+// literal, hence the two spelled-out sets.)
+template <int NB, int kSet>
+ATTN_AMX inline void amx_rows_step1(const uint16_t* const* w, const int64_t* s, int64_t off, const uint32_t* x) {
+  if constexpr (kSet == 0) {
+    _tile_loadd(6, x, 64);
+    _tile_loadd(2, w[0] + off, s[0]);
+    _tile_dpbf16ps(0, 2, 6);
+    if constexpr (NB > 1) {
+      _tile_loadd(3, w[1] + off, s[1]);
+      _tile_dpbf16ps(1, 3, 6);
+    }
+  } else {
+    _tile_loadd(7, x, 64);
+    _tile_loadd(4, w[0] + off, s[0]);
+    _tile_dpbf16ps(0, 4, 7);
+    if constexpr (NB > 1) {
+      _tile_loadd(5, w[1] + off, s[1]);
+      _tile_dpbf16ps(1, 5, 7);
+    }
+  }
+}
+
+template <int NB>
+ATTN_AMX void amx_rows_tile1(float* part, const uint16_t* const* w, const int64_t* ldw, const uint16_t* const* tail,
+                             const uint32_t* xq, int64_t C, bool partial) {
+  _tile_zero(0);
+  if constexpr (NB > 1) _tile_zero(1);
+  __asm__ volatile("" ::: "memory");
+  const int64_t full = partial ? C - 1 : C;
+  const int64_t s[2] = {ldw[0] * 2, ldw[NB - 1] * 2}, t64[2] = {64, 64};
+  int64_t c = 0;
+  for (; c + 1 < full; c += 2) {
+    amx_rows_step1<NB, 0>(w, s, 32 * c, xq + c * 256);
+    amx_rows_step1<NB, 1>(w, s, 32 * (c + 1), xq + (c + 1) * 256);
+  }
+  if (c < full) amx_rows_step1<NB, 0>(w, s, 32 * c, xq + c * 256);
+  if (partial) amx_rows_step1<NB, 1>(tail, t64, 0, xq + full * 256);
+  _tile_stored(0, part, 64);
+  if constexpr (NB > 1) _tile_stored(1, part + 256, 64);
+  __asm__ volatile("" ::: "memory");
+}
+
+// part's tiles (tile 2 j + q: 16 outputs x 16 rows; with one row chunk, tile j) as rows of
+// outputs for amx_finish: rows_out[m * 32 + 16 j + r] = the sum of output r of block j and row
+// m < 16 mb, for blocks j < nb of the tiles from `first` on.
+ATTN_AVX512 void amx_rows_transpose(float* rows_out, const float* part, int first, int nb, int mb) {
+  for (int j = 0; j < nb; ++j)
+    for (int q = 0; q < mb; ++q) {
+      __m512 v[16];
+      const int tile = mb == 1 ? first + j : 2 * (first + j) + q;
+      for (int r = 0; r < 16; ++r) v[r] = _mm512_loadu_ps(part + tile * 256 + r * 16);
+      transpose16_avx512(v);
+      for (int m = 0; m < 16; ++m) _mm512_storeu_ps(rows_out + (16 * q + m) * 32 + 16 * j, v[m]);
+    }
+}
+
+// Packs activation rows [16 q, 16 q + 16) of xb (bf16, row stride ldb, zeros from K to 32 C)
+// as pairs: out[(c 16 + i) 16 + m].
+ATTN_AVX512 void amx_pack_pairs(uint32_t* out, const uint16_t* xb, int64_t ldb, int64_t rows, int64_t C) {
+  for (int64_t c = 0; c < C; ++c) {
+    __m512 v[16];
+    load_words_transposed16(v, xb + 32 * c, ldb * 2, rows, 16);
+    for (int i = 0; i < 16; ++i) _mm512_storeu_ps(reinterpret_cast<float*>(out + (c * 16 + i) * 16), v[i]);
+  }
+}
+
+// bf16_amx in this formulation, for bf16 weight rows w (K even: the caller pads an odd K), same
+// arguments: the work items are blocks of 64 weight rows times ranges of activation rows, as
+// panel_split divides them. It measured as fast as the panels or faster from 64 to 1,024 rows,
+// and several times faster below.
+void bf16_amx_rows(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ldb, const uint16_t* w, int64_t ldw,
+                   const float* bias, bool accumulate, float* y, int64_t ldy, bool relu, uint16_t* yb, int64_t ldyb) {
+  const int64_t C = (K + 31) / 32, Q = (M + 15) / 16;
+  const bool partial = K % 32 != 0;
+  const PanelSplit split = panel_split(M, N, K, 32);
+  uint32_t* const xp = thread_scratch<uint32_t, 2>(Q * C * 256);
+  parallel_for(Q, split.threads > 1 && M * K >= kPackParallelMin, [&](int64_t q) {
+    amx_pack_pairs(xp + q * C * 256, xb + 16 * q * ldb, ldb, std::min<int64_t>(16, M - 16 * q), C);
+  });
+  const int64_t items = (N + kPanelRows - 1) / kPanelRows * split.parts;
+  parallel_for(items, split.threads > 1 && items > 1, [&](int64_t item) {
+    const int64_t p = item / split.parts, m0 = (item % split.parts) * split.rows_per;
+    const int64_t m1 = std::min(M, m0 + split.rows_per);
+    if (m0 >= m1) return;
+    const int64_t n0 = p * kPanelRows, live = std::min<int64_t>(kPanelRows, N - n0);
+    const int blocks = static_cast<int>((live + 15) / 16);
+    // Block j's rows and last chunk: the weight itself, or zero-padded copies.
+    const uint16_t* wb[4];
+    int64_t ld[4];
+    const uint16_t* tb[4] = {};
+    thread_local std::vector<uint16_t> tails, last;
+    if (live % 16 != 0) {  // the partial block: whole chunks, zero rows up to 16
+      last.assign(static_cast<size_t>(16 * C * 32), uint16_t{0});
+      const int64_t first = live / 16 * 16;
+      for (int64_t r = first; r < live; ++r)
+        std::copy(w + (n0 + r) * ldw, w + (n0 + r) * ldw + K, last.data() + (r - first) * C * 32);
+    }
+    if (partial) {
+      tails.assign(static_cast<size_t>(64 * 32), uint16_t{0});
+      for (int64_t r = 0; r < live; ++r)
+        std::copy(w + (n0 + r) * ldw + 32 * (C - 1), w + (n0 + r) * ldw + K, tails.data() + r * 32);
+    }
+    for (int j = 0; j < blocks; ++j) {
+      const bool copied = live % 16 != 0 && j == blocks - 1;
+      wb[j] = copied ? last.data() : w + (n0 + 16 * j) * ldw;
+      ld[j] = copied ? C * 32 : ldw;
+      tb[j] = partial ? tails.data() + 16 * j * 32 : nullptr;
+    }
+    alignas(64) float part[4 * 256];
+    alignas(64) float rows_out[32 * 32];
+    int configured0 = -1, configured1 = -1;
+    for (int64_t m = m0; m < m1; m += 32) {
+      const int rows = static_cast<int>(std::min<int64_t>(32, m1 - m));
+      // Row chunks of 16 start at multiples of 16 (rows_per is a multiple of 32).
+      const int cols0 = std::min(rows, 16), cols1 = rows - cols0;
+      if (cols0 != configured0 || cols1 != configured1) {
+        amx_configure_rows(cols0, cols1);
+        configured0 = cols0;
+        configured1 = cols1;
+      }
+      const uint32_t* const x0 = xp + (m / 16) * C * 256;
+      const uint32_t* xq[2] = {x0, cols1 > 0 ? x0 + C * 256 : x0};
+      if (cols1 == 0) {  // one row chunk: two weight blocks at a time, two chunks in flight
+        for (int j = 0; j < blocks; j += 2) {
+          const int nb = std::min(2, blocks - j);
+          if (nb == 2)
+            amx_rows_tile1<2>(part, wb + j, ld + j, tb + j, x0, C, partial);
+          else
+            amx_rows_tile1<1>(part, wb + j, ld + j, tb + j, x0, C, partial);
+          amx_rows_transpose(rows_out, part, 0, nb, 1);
+          amx_finish(rows_out, rows, yb ? y : y + m * ldy, ldy, n0 + 16 * j, N, bias, accumulate, relu,
+                     yb ? yb + m * ldyb : nullptr, ldyb);
+        }
+        continue;
+      }
+      for (int j = 0; j < blocks; j += 2) {
+        const int nb = std::min(2, blocks - j);
+        const uint16_t* wj[2] = {wb[j], wb[j + nb - 1]};
+        const int64_t lj[2] = {ld[j], ld[j + nb - 1]};
+        const uint16_t* tj[2] = {tb[j], tb[j + nb - 1]};
+        if (nb == 2)
+          amx_rows_tile<2, 2>(part, wj, lj, tj, xq, C, partial);
+        else
+          amx_rows_tile<1, 2>(part, wj, lj, tj, xq, C, partial);
+        amx_rows_transpose(rows_out, part, 0, nb, 2);
+        amx_finish(rows_out, rows, yb ? y : y + m * ldy, ldy, n0 + 16 * j, N, bias, accumulate, relu,
+                   yb ? yb + m * ldyb : nullptr, ldyb);
       }
     }
     amx_release();
@@ -1419,10 +1654,22 @@ bool bf16_native_is_faster() {
 
 }  // namespace
 
-QuantPath bf16_path() {
+namespace {
+
+// Whether ATTN_AMX leaves the AMX tiles to the bf16 products (anything but "0"), read once.
+bool amx_allowed() {
+  static const bool allowed = [] {
+    const char* v = std::getenv("ATTN_AMX");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  return allowed;
+}
+
+// The bf16 path of the active ISA, with or without the AMX tiles.
+QuantPath bf16_path(bool tiles) {
   switch (simd::active_isa()) {
     case simd::Isa::Avx512:
-      if (cpu_supports(QuantPath::Amx)) return QuantPath::Amx;
+      if (tiles && amx_allowed() && cpu_supports(QuantPath::Amx)) return QuantPath::Amx;
       if (cpu_supports(QuantPath::Avx512Bf16) && (!cpu_supports(QuantPath::Avx512) || bf16_native_is_faster()))
         return QuantPath::Avx512Bf16;
       if (cpu_supports(QuantPath::Avx512)) return QuantPath::Avx512;
@@ -1432,6 +1679,23 @@ QuantPath bf16_path() {
   }
   return QuantPath::Scalar;
 }
+
+// The path of an inference product of M activation rows: below kAmxMinRows rows the tiles are
+// slower than the vector kernels (a 1 KiB tile load per 16 x 32 weights feeds a single row:
+// 1.3-1.8x the AVX-512 path's time at one row, measured), so those take the vector path, except
+// in the batch-invariant mode, where a row's bits must not depend on how many rows the call has
+// and the tiles run for every M.
+constexpr int64_t kAmxMinRows = 8;
+
+QuantPath bf16_path_for_rows(int64_t M) {
+  const QuantPath path = bf16_path(true);
+  if (path == QuantPath::Amx && M < kAmxMinRows && !batch_invariant()) return bf16_path(false);
+  return path;
+}
+
+}  // namespace
+
+QuantPath bf16_path() { return bf16_path(true); }
 
 void f32_to_bf16(uint16_t* out, const float* x, int64_t n, QuantPath path) {
   ATTN_CHECK(quant_path_supported(path), "f32_to_bf16", "path ", quant_path_name(path),
@@ -1586,14 +1850,14 @@ void bf16_product(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t l
 #if defined(__x86_64__)
   if (path == QuantPath::Amx) {  // every M: a row's bits must not depend on the batch
     if (K % 2 == 0) {
-      bf16_amx(M, N, K, xb, ldb, w, K, bias, false, y, ldy, relu, yb, ldyb);
-    } else {  // whole pairs for the panel: the rows copied with a zero at K
+      bf16_amx_rows(M, N, K, xb, ldb, w, K, bias, false, y, ldy, relu, yb, ldyb);
+    } else {  // whole pairs: the rows copied with a zero at K
       uint16_t* const wp = thread_scratch<uint16_t, 1>(N * (K + 1));
       for (int64_t n = 0; n < N; ++n) {
         std::copy(w + n * K, w + (n + 1) * K, wp + n * (K + 1));
         wp[n * (K + 1) + K] = 0;
       }
-      bf16_amx(M, N, K + 1, xb, ldb, wp, K + 1, bias, false, y, ldy, relu, yb, ldyb);
+      bf16_amx_rows(M, N, K + 1, xb, ldb, wp, K + 1, bias, false, y, ldy, relu, yb, ldyb);
     }
     return;
   }
@@ -1662,17 +1926,17 @@ void gemm_bf16_output(int64_t M, int64_t N, int64_t K, const float* x, int64_t l
 
 void gemm_bf16_input(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ldb, const uint16_t* w,
                      const float* bias, float* y, int64_t ldy, Epilogue epilogue) {
-  gemm_bf16_input(M, N, K, xb, ldb, w, bias, y, ldy, bf16_path(), epilogue);
+  gemm_bf16_input(M, N, K, xb, ldb, w, bias, y, ldy, bf16_path_for_rows(M), epilogue);
 }
 
 void gemm_bf16_output(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w,
                       const float* bias, uint16_t* yb, int64_t ldyb, Epilogue epilogue) {
-  gemm_bf16_output(M, N, K, x, ldx, w, bias, yb, ldyb, bf16_path(), epilogue);
+  gemm_bf16_output(M, N, K, x, ldx, w, bias, yb, ldyb, bf16_path_for_rows(M), epilogue);
 }
 
 void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w, const float* bias,
                float* y, int64_t ldy, Epilogue epilogue) {
-  gemm_bf16(M, N, K, x, ldx, w, bias, y, ldy, bf16_path(), epilogue);
+  gemm_bf16(M, N, K, x, ldx, w, bias, y, ldy, bf16_path_for_rows(M), epilogue);
 }
 
 void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
@@ -1694,9 +1958,12 @@ void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   if (path == QuantPath::Amx) {  // every M and K (odd K: op(B)'s rows padded with a zero)
     const int64_t Ke = (K + 1) / 2 * 2;
     uint16_t* const bb = trans_b ? thread_scratch<uint16_t, 1>(N * Ke) : nullptr;
-    if (trans_b) pack_bf16_rows(bb, Ke, B, N, K, ldb, 1, path);
-    bf16_amx(M, N, trans_b ? Ke : K, ab, lda_b, bb, Ke, nullptr, accumulate, C, ldc, false, nullptr, 0,
-             trans_b ? nullptr : B, ldb);
+    if (trans_b) {
+      pack_bf16_rows(bb, Ke, B, N, K, ldb, 1, path);
+      bf16_amx_rows(M, N, Ke, ab, lda_b, bb, Ke, nullptr, accumulate, C, ldc, false, nullptr, 0);
+    } else {  // op(B)'s rows are B's columns: panels packed from them
+      bf16_amx(M, N, K, ab, lda_b, nullptr, 0, nullptr, accumulate, C, ldc, false, nullptr, 0, B, ldb);
+    }
     return;
   }
   if ((path == QuantPath::Avx512Bf16 || path == QuantPath::Avx512) && M >= kPanelMinRows && K % 2 == 0) {

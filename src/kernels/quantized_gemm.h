@@ -37,8 +37,8 @@
 //   float32 FMA (exact product, one rounding) whose result is flushed to a signed zero when the
 //   exact value is tiny, |v| < 2^-126, before rounding (the instruction's FTZ, as x86's
 //   flush-to-zero decides it: a value that rounds up to 2^-126 is flushed too); positions
-//   k >= K count as zeros; then the lanes are added as a tree: t8[i] = l[i] + l[i+8], t4[i] = t8[i] + t8[i+4], t2[i] = t4[i] + t4[i+2],
-//   sum = t2[0] + t2[1]; y = sum (+ bias[n], one rounded add).
+//   k >= K count as zeros; then the lanes are added as a tree: t8[i] = l[i] + l[i+8], t4[i] = t8[i] + t8[i+4], t2[i] =
+//   t4[i] + t4[i+2], sum = t2[0] + t2[1]; y = sum (+ bias[n], one rounded add).
 // Operands must hold no subnormal bf16 (vdpbf16ps reads them as zero; our conversion never
 // makes one and loading flushes them, bf16_flush_subnormals). Under that condition the paths
 // are bit-identical: AVX-512 BF16 (vdpbf16ps), AVX-512F and AVX2 (bf16 widened by a shift,
@@ -47,8 +47,17 @@
 // rows (M >= 32, K even) on the AVX-512 paths take packed weight panels: 16 outputs across the
 // vector lanes, one accumulator per lane class i, the classes then added as the tree, which are
 // the same operations per output in the same order (vdpbf16ps, or its FMAs under flush-to-zero
-// where those run faster: bf16_path measures which). The error against a float64 product of the same bf16 operands is that of a float
-// sum of K/16 + 4 terms per output: at most (K/16 + 5) * 2^-24 * (sum_k |x_k w_k| + |bias|).
+// where those run faster: bf16_path measures which). The error against a float64 product of the same bf16 operands is
+// that of a float sum of K/16 + 4 terms per output: at most (K/16 + 5) * 2^-24 * (sum_k |x_k w_k| + |bias|).
+//   The AMX path (amx_bf16: Intel's Sapphire Rapids and later, where Linux grants the tile
+// state) is the exception: tdpbf16ps sums each output over k in chunks of 32, in order from +0,
+// in the hardware's own order within a chunk, so its bits differ from the other paths'. They
+// are the same for a row alone, in any batch, under any thread count and with either operand
+// as the tile that is streamed; the error is at most (K + 5) * 2^-24 * (sum_k |x_k w_k| + |bias|)
+// (float32 sums in any order), as the tests check. The products without a path argument run
+// it from kAmxMinRows (8) activation rows and give fewer rows the vector path above, which is
+// faster there, except in the batch-invariant mode (kernels/batch_invariant.h), where every M
+// runs the tiles. ATTN_AMX=0 in the environment keeps the tiles out of bf16_path().
 #pragma once
 
 #include <cstdint>
@@ -56,11 +65,11 @@
 namespace attn::kernels {
 
 // The code paths of the quantized products. Which one runs follows the active ISA
-// (simd/isa.h, ATTN_ISA): avx512 takes VNNI (int8) or BF16 (bf16) when the CPU has it, else
-// AVX2 (int8) or the AVX-512F emulation (bf16); avx2 takes AVX2; scalar the scalar code.
+// (simd/isa.h, ATTN_ISA): avx512 takes VNNI (int8) or AMX, else BF16 (bf16) when the CPU has
+// it, else AVX2 (int8) or the AVX-512F emulation (bf16); avx2 takes AVX2; scalar the scalar code.
 enum class QuantPath : uint8_t { Scalar, Avx2, Avx512, Avx512Vnni, Avx512Bf16, Amx };
 
-// "scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16".
+// "scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16", "amx_bf16" (bf16 only).
 const char* quant_path_name(QuantPath path);
 // Whether this build and CPU can run the path.
 bool quant_path_supported(QuantPath path);
@@ -105,11 +114,13 @@ void gemm_s8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const
 
 // ---- bf16 ------------------------------------------------------------------------------------
 // y[m * ldy + n] = sum_k bf16(x[m * ldx + k]) w[n * K + k] in the order above (+ bias[n]), then
-// the epilogue. Paths: Scalar, Avx2, Avx512, Avx512Bf16.
+// the epilogue. Paths: Scalar, Avx2, Avx512, Avx512Bf16, Amx.
 void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w,
                const float* bias, float* y, int64_t ldy, QuantPath path, Epilogue epilogue = Epilogue::None);
-void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w,
-               const float* bias, float* y, int64_t ldy, Epilogue epilogue = Epilogue::None);  // bf16_path()
+void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w, const float* bias,
+               float* y, int64_t ldy, Epilogue epilogue = Epilogue::None);
+// (bf16_path(), or for fewer than 8 rows outside the batch-invariant mode the vector path it
+// would take without AMX; likewise the two halves below.)
 
 // The same product in two halves, so that one product's outputs feed the next without a
 // float32 copy (a feed-forward block's hidden rows): bf16 rows have a row stride of at least
@@ -139,7 +150,8 @@ void gemm_bf16_input(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_
 // and trans_b run the same kernels and give the bits of gemm_bf16 on the packed operands, on
 // every path. The work is split over OpenMP threads by blocks of rows and columns when the
 // product is large and the caller is not in a parallel region; no output depends on the split,
-// so the bits do not depend on the thread count either. Paths: Scalar, Avx2, Avx512, Avx512Bf16.
+// so the bits do not depend on the thread count either. Paths: Scalar, Avx2, Avx512, Avx512Bf16,
+// Amx (every M: the products of training are not split by row count).
 void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
                    const float* B, int64_t ldb, bool accumulate, float* C, int64_t ldc, QuantPath path);
 void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,

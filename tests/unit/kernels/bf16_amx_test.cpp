@@ -6,17 +6,22 @@
 // fewer rows), N and K (odd K included); a row's bits alone, in any batch and under any thread
 // count, are the same; the ReLU epilogue and the chained bf16 rows give the bits of the separate
 // steps; the training product (gemm_bf16_f32) in all four orientations, equal to the inference
-// product on the same operands. Controls: a wrong weight row, or the halves of each k pair
-// swapped between the operands, break the bound. Skipped where the CPU or the OS has no AMX.
+// product on the same operands; the default product's choice of the vector kernels for a few
+// rows, which the batch-invariant mode overrides. Controls: a wrong weight row, or the halves of
+// each k pair swapped between the operands, break the bound. Skipped where the CPU or the OS has
+// no AMX.
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "attn/core/dtype.h"
 #include "attn/core/rng.h"
+#include "kernels/batch_invariant.h"
 #include "kernels/quantized_gemm.h"
 #include "kernels/simd/isa.h"
 
@@ -255,7 +260,27 @@ TEST_F(Bf16Amx, TheTrainingProductEqualsTheInferenceProductAndIgnoresTheThreads)
   }
 }
 
+// The default product (no path named) gives a few rows to the vector kernels, which are faster
+// there, and so a row's bits alone differ from its bits in a larger batch; the batch-invariant
+// mode keeps the tiles for every M.
+TEST_F(Bf16Amx, TheBatchInvariantModeKeepsTheTilesForAFewRows) {
+  Rng rng(83);
+  const Product c = make_product(40, 600, 130, rng);
+  const auto in_batch = [&](bool invariant) {
+    set_batch_invariant(invariant);
+    std::vector<float> all(static_cast<size_t>(c.M * c.N)), one(static_cast<size_t>(c.N));
+    gemm_bf16(c.M, c.N, c.K, c.x.data(), c.ldx, c.w.data(), c.bias.data(), all.data(), c.N);
+    gemm_bf16(1, c.N, c.K, c.x.data() + 5 * c.ldx, c.ldx, c.w.data(), c.bias.data(), one.data(), c.N);
+    set_batch_invariant(false);
+    return std::memcmp(one.data(), all.data() + 5 * c.N, one.size() * sizeof(float)) == 0;
+  };
+  if (bf16_path() != kAmx) GTEST_SKIP() << "ATTN_AMX=0 or a narrower ISA";
+  EXPECT_TRUE(in_batch(true));
+  EXPECT_FALSE(in_batch(false));  // control: outside the mode the single row takes another order
+}
+
 TEST_F(Bf16Amx, TheAvx512IsaTakesTheTilesAndNarrowerIsasDoNot) {
+  if (const char* v = std::getenv("ATTN_AMX"); v != nullptr && std::string(v) == "0") GTEST_SKIP() << "ATTN_AMX=0";
   {
     simd::IsaGuard isa(simd::Isa::Avx512);
     EXPECT_EQ(bf16_path(), kAmx);
