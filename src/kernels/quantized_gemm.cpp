@@ -1019,18 +1019,34 @@ bool amx_permitted() {
   return permitted;
 }
 
-// Whether the CPU has AMX-TILE and AMX-BF16 (cpuid leaf 7 EDX bits 24 and 22) and the OS saves
-// their state (XCR0 bits 17 and 18). Asked once (cpuid traps to the hypervisor in a VM).
-bool cpu_has_amx_bf16() {
+// Whether the CPU has AMX-TILE (cpuid leaf 7 EDX bit 24) and the OS saves the tile state (XCR0
+// bits 17 and 18); and AMX-BF16 (bit 22), AMX-INT8 (bit 25). Asked once (cpuid traps to the
+// hypervisor in a VM).
+bool cpu_has_amx_tiles() {
   static const bool has = [] {
     unsigned a = 0, b = 0, c = 0, d = 0;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-    if (!(d & (1u << 24)) || !(d & (1u << 22))) return false;
+    if (!(d & (1u << 24))) return false;
     if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // OSXSAVE: xgetbv works
     uint32_t lo = 0, hi = 0;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     return (lo & (3u << 17)) == (3u << 17);
   }();
+  return has;
+}
+
+bool cpu_has_amx_feature(int bit) {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return cpu_has_amx_tiles() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << bit)) != 0;
+}
+
+bool cpu_has_amx_bf16() {
+  static const bool has = cpu_has_amx_feature(22);
+  return has;
+}
+
+bool cpu_has_amx_int8() {
+  static const bool has = cpu_has_amx_feature(25);
   return has;
 }
 
@@ -1505,7 +1521,195 @@ void s8_panels(const int8_t* xq, int64_t M, const int8_t* w, int64_t N, int64_t 
   });
 }
 
+// ---- int8 on AMX tiles ---------------------------------------------------------------------
+// tdpbssd multiplies a tile of 16 weight rows x 64 k (s8, as they lie) by one of 16 groups of
+// four k x 16 activation rows (s8 dwords: xp_q[(c 16 + i) 16 + m] = x[16 q + m][64 c + 4 i ..
+// + 3], zeros past M and K) and adds the exact int32 products: 16 x 16 sums of 64 k per
+// instruction. Integer sums are exact in any order, so this path gives the VNNI path's
+// accumulators bit for bit (the tests compare every path with the scalar loop); both factors
+// are signed, so the 128 shift of vpdpbusd is not needed. As bf16_amx_rows: 2 x 2 tiles of sums
+// (weight blocks j x row chunks q, tile 2 j + q), weight rows in tiles 4-5, activations in
+// 6-7, the last chunk of K and a last block of fewer than 16 weight rows from zero-padded
+// copies; the 16 x 16 sums are transposed into the accumulator rows the epilogues take
+// (acc[m * 16 + n]).
+#define ATTN_AMX_INT8 __attribute__((target("avx512f,avx512bw,avx2,fma,amx-tile,amx-int8")))
+
+// Activation rows from which the amx_int8 path runs the tiles; fewer take VNNI's kernels (the
+// same accumulators, so the choice changes no bit).
+constexpr int64_t kAmxS8MinRows = 16;
+
+template <int NB, int MB>
+ATTN_AMX_INT8 inline void amx_s8_step(const int8_t* w0, int64_t s0, const int8_t* w1, int64_t s1, const uint32_t* x0,
+                                      const uint32_t* x1) {
+  _tile_loadd(6, x0, 64);
+  if constexpr (MB > 1) _tile_loadd(7, x1, 64);
+  _tile_loadd(4, w0, s0);
+  _tile_dpbssd(0, 4, 6);
+  if constexpr (MB > 1) _tile_dpbssd(1, 4, 7);
+  if constexpr (NB > 1) {
+    _tile_loadd(5, w1, s1);
+    _tile_dpbssd(2, 5, 6);
+    if constexpr (MB > 1) _tile_dpbssd(3, 5, 7);
+  }
+}
+
+// part[(2 j + q) 256 + r 16 + m] = the int32 sums of weight block j's row r (rows at w[j], row
+// stride ldw[j] bytes; the partial last chunk's 64 bytes of row r at tail[j] + 64 r) and row m of
+// row chunk q, over C chunks of 64 k.
+template <int NB, int MB>
+ATTN_AMX_INT8 void amx_s8_tile(int32_t* part, const int8_t* const* w, const int64_t* ldw, const int8_t* const* tail,
+                               const uint32_t* const* xq, int64_t C, bool partial) {
+  _tile_zero(0);
+  if constexpr (MB > 1) _tile_zero(1);
+  if constexpr (NB > 1) _tile_zero(2);
+  if constexpr (NB > 1 && MB > 1) _tile_zero(3);
+  __asm__ volatile("" ::: "memory");  // the copies are written before the tiles read them
+  const int64_t full = partial ? C - 1 : C;
+  for (int64_t c = 0; c < full; ++c)
+    amx_s8_step<NB, MB>(w[0] + 64 * c, ldw[0], w[NB - 1] + 64 * c, ldw[NB - 1], xq[0] + c * 256, xq[MB - 1] + c * 256);
+  if (partial) amx_s8_step<NB, MB>(tail[0], 64, tail[NB - 1], 64, xq[0] + full * 256, xq[MB - 1] + full * 256);
+  _tile_stored(0, part, 64);
+  if constexpr (MB > 1) _tile_stored(1, part + 256, 64);
+  if constexpr (NB > 1) _tile_stored(2, part + 512, 64);
+  if constexpr (NB > 1 && MB > 1) _tile_stored(3, part + 768, 64);
+  __asm__ volatile("" ::: "memory");  // and `part` is read after the stores
+}
+
+// Configures the int8 tiles for row chunks of cols0 and cols1 (0: none) rows.
+ATTN_AMX_INT8 void amx_s8_configure(int cols0, int cols1) {
+  AmxConfig cfg;
+  const int cols[2] = {cols0, cols1};
+  for (int q = 0; q < 2; ++q) {
+    if (cols[q] == 0) continue;
+    for (int t : {q, 2 + q, 6 + q}) cfg.rows[t] = 16, cfg.colsb[t] = static_cast<uint16_t>(4 * cols[q]);
+  }
+  for (int t : {4, 5}) cfg.rows[t] = 16, cfg.colsb[t] = 64;
+  __asm__ volatile("" : : "r"(&cfg) : "memory");  // as amx_configure
+  _tile_loadconfig(&cfg);
+}
+
+ATTN_AMX_INT8 void amx_s8_release() { _tile_release(); }
+
+// The 16 x 16 int32 block at `block` (row r = output, column m = activation row) transposed
+// into acc[m * 16 + r].
+ATTN_AVX512 void amx_s8_transpose(int32_t* acc, const int32_t* block) {
+  __m512 v[16];
+  for (int r = 0; r < 16; ++r) v[r] = _mm512_loadu_ps(reinterpret_cast<const float*>(block + r * 16));
+  transpose16_avx512(v);
+  for (int m = 0; m < 16; ++m) _mm512_storeu_ps(reinterpret_cast<float*>(acc + m * 16), v[m]);
+}
+
+// Packs activation rows [16 q, 16 q + 16) of xs (s8, row stride ldx, a multiple of 4) as
+// dwords of four k: out[(c 16 + i) 16 + m], zeros past the rows and past ldx.
+ATTN_AVX512 void amx_s8_pack(uint32_t* out, const int8_t* xs, int64_t ldx, int64_t rows, int64_t C) {
+  for (int64_t c = 0; c < C; ++c) {
+    __m512 v[16];
+    load_words_transposed16(v, xs + 64 * c, ldx, rows, std::min<int64_t>(16, (ldx - 64 * c) / 4));
+    for (int i = 0; i < 16; ++i) _mm512_storeu_ps(reinterpret_cast<float*>(out + (c * 16 + i) * 16), v[i]);
+  }
+}
+
+// The int8 accumulators of activation rows xq (s8 [M, K], contiguous) and weight rows w [N, K]
+// on AMX tiles, handed to out(m0, rows, n0, n1, acc) as s8_driver's.
+template <class Out>
+void s8_amx(const int8_t* xq, int64_t M, const int8_t* w, int64_t N, int64_t K, const Out& out) {
+  const int64_t C = (K + 63) / 64, Q = (M + 15) / 16;
+  const bool partial = K % 64 != 0;
+  const PanelSplit split = panel_split(M, N, K, 32);
+  // The activations as dwords of four k, 16 rows per chunk (a K that is not a multiple of 4 is
+  // first copied with zeros to whole words).
+  const int8_t* xs = xq;
+  int64_t ldx = K;
+  if (K % 4 != 0) {
+    ldx = (K + 3) / 4 * 4;
+    int8_t* const padded = thread_scratch<int8_t, 1>(M * ldx);
+    for (int64_t m = 0; m < M; ++m) {
+      std::copy(xq + m * K, xq + (m + 1) * K, padded + m * ldx);
+      std::fill(padded + m * ldx + K, padded + (m + 1) * ldx, int8_t{0});
+    }
+    xs = padded;
+  }
+  uint32_t* const xp = thread_scratch<uint32_t, 3>(Q * C * 256);
+  parallel_for(Q, split.threads > 1 && M * K >= kPackParallelMin, [&](int64_t q) {
+    amx_s8_pack(xp + q * C * 256, xs + 16 * q * ldx, ldx, std::min<int64_t>(16, M - 16 * q), C);
+  });
+  const int64_t items = (N + kPanelRows - 1) / kPanelRows * split.parts;
+  parallel_for(items, split.threads > 1 && items > 1, [&](int64_t item) {
+    const int64_t p = item / split.parts, m0 = (item % split.parts) * split.rows_per;
+    const int64_t m1 = std::min(M, m0 + split.rows_per);
+    if (m0 >= m1) return;
+    const int64_t n0 = p * kPanelRows, live = std::min<int64_t>(kPanelRows, N - n0);
+    const int blocks = static_cast<int>((live + 15) / 16);
+    const int8_t* wb[4];
+    int64_t ld[4];
+    const int8_t* tb[4] = {};
+    thread_local std::vector<int8_t> tails, last;
+    if (live % 16 != 0) {  // the partial block: whole chunks, zero rows up to 16
+      last.assign(static_cast<size_t>(16 * C * 64), int8_t{0});
+      const int64_t first = live / 16 * 16;
+      for (int64_t r = first; r < live; ++r)
+        std::copy(w + (n0 + r) * K, w + (n0 + r + 1) * K, last.data() + (r - first) * C * 64);
+    }
+    if (partial) {
+      tails.assign(static_cast<size_t>(64 * 64), int8_t{0});
+      for (int64_t r = 0; r < live; ++r)
+        std::copy(w + (n0 + r) * K + 64 * (C - 1), w + (n0 + r + 1) * K, tails.data() + r * 64);
+    }
+    for (int j = 0; j < blocks; ++j) {
+      const bool copied = live % 16 != 0 && j == blocks - 1;
+      wb[j] = copied ? last.data() : w + (n0 + 16 * j) * K;
+      ld[j] = copied ? C * 64 : K;
+      tb[j] = partial ? tails.data() + 16 * j * 64 : nullptr;
+    }
+    alignas(64) int32_t part[4 * 256];
+    alignas(64) int32_t acc[16 * 16];
+    int configured0 = -1, configured1 = -1;
+    for (int64_t m = m0; m < m1; m += 32) {
+      const int rows = static_cast<int>(std::min<int64_t>(32, m1 - m));
+      const int cols[2] = {std::min(rows, 16), rows - std::min(rows, 16)};
+      if (cols[0] != configured0 || cols[1] != configured1) {
+        amx_s8_configure(cols[0], cols[1]);
+        configured0 = cols[0];
+        configured1 = cols[1];
+      }
+      const uint32_t* const x0 = xp + (m / 16) * C * 256;
+      const uint32_t* xq2[2] = {x0, cols[1] > 0 ? x0 + C * 256 : x0};
+      for (int j = 0; j < blocks; j += 2) {
+        const int nb = std::min(2, blocks - j);
+        const int8_t* wj[2] = {wb[j], wb[j + nb - 1]};
+        const int64_t lj[2] = {ld[j], ld[j + nb - 1]};
+        const int8_t* tj[2] = {tb[j], tb[j + nb - 1]};
+        if (nb == 2 && cols[1] > 0)
+          amx_s8_tile<2, 2>(part, wj, lj, tj, xq2, C, partial);
+        else if (nb == 2)
+          amx_s8_tile<2, 1>(part, wj, lj, tj, xq2, C, partial);
+        else if (cols[1] > 0)
+          amx_s8_tile<1, 2>(part, wj, lj, tj, xq2, C, partial);
+        else
+          amx_s8_tile<1, 1>(part, wj, lj, tj, xq2, C, partial);
+        for (int jj = 0; jj < nb; ++jj)
+          for (int q = 0; q < 2 && cols[q] > 0; ++q) {
+            const int64_t nbeg = n0 + 16 * (j + jj);
+            amx_s8_transpose(acc, part + (2 * jj + q) * 256);
+            out(m + 16 * q, cols[q], nbeg, std::min(N, nbeg + 16), acc);
+          }
+      }
+    }
+    amx_s8_release();
+  });
+}
+
 #endif  // __x86_64__
+
+// Whether ATTN_AMX leaves the AMX tiles to the bf16 and int8 products (anything but
+// "0"), read once.
+bool amx_allowed() {
+  static const bool allowed = [] {
+    const char* v = std::getenv("ATTN_AMX");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  return allowed;
+}
 
 bool cpu_supports(QuantPath path) {
 #if defined(__x86_64__)
@@ -1518,6 +1722,8 @@ bool cpu_supports(QuantPath path) {
     case QuantPath::Avx512Bf16: return avx512 && __builtin_cpu_supports("avx512bf16");
     case QuantPath::Amx:
       return avx512 && __builtin_cpu_supports("avx512bf16") && cpu_has_amx_bf16() && amx_permitted();
+    case QuantPath::AmxInt8:
+      return avx512 && __builtin_cpu_supports("avx512vnni") && cpu_has_amx_int8() && amx_permitted();
   }
   return false;
 #else
@@ -1529,11 +1735,13 @@ void check_path(QuantPath path, bool int8) {
   ATTN_CHECK(quant_path_supported(path), int8 ? "gemm_s8" : "gemm_bf16", "path ", quant_path_name(path),
              " is not supported by this CPU or build");
   if (int8) {
-    ATTN_CHECK(path == QuantPath::Scalar || path == QuantPath::Avx2 || path == QuantPath::Avx512Vnni, "gemm_s8",
-               "no int8 kernel for path ", quant_path_name(path), " (scalar, avx2 or avx512_vnni)");
+    ATTN_CHECK(path == QuantPath::Scalar || path == QuantPath::Avx2 || path == QuantPath::Avx512Vnni ||
+                   path == QuantPath::AmxInt8,
+               "gemm_s8", "no int8 kernel for path ", quant_path_name(path),
+               " (scalar, avx2, avx512_vnni or amx_int8)");
   } else {
-    ATTN_CHECK(path != QuantPath::Avx512Vnni, "gemm_bf16", "no bf16 kernel for path ", quant_path_name(path),
-               " (scalar, avx2, avx512, avx512_bf16 or amx_bf16)");
+    ATTN_CHECK(path != QuantPath::Avx512Vnni && path != QuantPath::AmxInt8, "gemm_bf16", "no bf16 kernel for path ",
+               quant_path_name(path), " (scalar, avx2, avx512, avx512_bf16 or amx_bf16)");
   }
 }
 
@@ -1566,6 +1774,15 @@ void bf16_block(QuantPath path, float* sums, int64_t ld, const uint16_t* x, int6
 // acc[(m - m0) * kNBlock + (n - n0)].
 template <class Out>
 void s8_driver(const int8_t* xq, int64_t M, const int8_t* w, int64_t N, int64_t K, QuantPath path, const Out& out) {
+#if defined(__x86_64__)
+  if (path == QuantPath::AmxInt8) {
+    if (M >= kAmxS8MinRows) {
+      s8_amx(xq, M, w, N, K, out);
+      return;
+    }
+    path = QuantPath::Avx512Vnni;  // the same accumulators; faster for a few rows
+  }
+#endif
   std::vector<uint32_t> x_shift;
   if (path == QuantPath::Avx512Vnni) {  // 128 sum_k xq[m][k], taken back from the shifted weights' sums
     x_shift.assign(static_cast<size_t>(M), 0u);
@@ -1601,6 +1818,8 @@ const char* quant_path_name(QuantPath path) {
     case QuantPath::Avx512Bf16: return "avx512_bf16";
     case QuantPath::Amx:
       return "amx_bf16";
+    case QuantPath::AmxInt8:
+      return "amx_int8";
   }
   return "?";
 }
@@ -1610,6 +1829,7 @@ bool quant_path_supported(QuantPath path) { return cpu_supports(path); }
 QuantPath int8_path() {
   switch (simd::active_isa()) {
     case simd::Isa::Avx512:
+      if (amx_allowed() && cpu_supports(QuantPath::AmxInt8)) return QuantPath::AmxInt8;
       if (cpu_supports(QuantPath::Avx512Vnni)) return QuantPath::Avx512Vnni;
       return QuantPath::Avx2;
     case simd::Isa::Avx2: return QuantPath::Avx2;
@@ -1656,15 +1876,6 @@ bool bf16_native_is_faster() {
 
 namespace {
 
-// Whether ATTN_AMX leaves the AMX tiles to the bf16 products (anything but "0"), read once.
-bool amx_allowed() {
-  static const bool allowed = [] {
-    const char* v = std::getenv("ATTN_AMX");
-    return v == nullptr || std::string_view(v) != "0";
-  }();
-  return allowed;
-}
-
 // The bf16 path of the active ISA, with or without the AMX tiles.
 QuantPath bf16_path(bool tiles) {
   switch (simd::active_isa()) {
@@ -1704,7 +1915,10 @@ void f32_to_bf16(uint16_t* out, const float* x, int64_t n, QuantPath path) {
 #if defined(__x86_64__)
     case QuantPath::Avx2: f32_to_bf16_avx2(out, x, n); return;
     case QuantPath::Avx512:
-    case QuantPath::Avx512Vnni: f32_to_bf16_avx512(out, x, n); return;
+    case QuantPath::Avx512Vnni:
+    case QuantPath::AmxInt8:
+      f32_to_bf16_avx512(out, x, n);
+      return;
     case QuantPath::Avx512Bf16:
     case QuantPath::Amx:
       f32_to_bf16_avx512_bf16(out, x, n);
@@ -1739,7 +1953,7 @@ void quantize_rows_s8(int8_t* q, float* scale, const float* x, int64_t rows, int
   const bool parallel = rows > 1 && rows * K >= kRowsParallelMin && !omp_in_parallel() && omp_get_max_threads() > 1;
 #if defined(__x86_64__)
   if (path == QuantPath::Avx512 || path == QuantPath::Avx512Vnni || path == QuantPath::Avx512Bf16 ||
-      path == QuantPath::Amx) {
+      path == QuantPath::Amx || path == QuantPath::AmxInt8) {
     parallel_for(rows, parallel, [&](int64_t r) { quantize_row_s8_avx512(q + r * K, scale + r, x + r * ldx, K); });
     return;
   }
@@ -1775,7 +1989,8 @@ void gemm_s8(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const
   int8_t* const xq = thread_scratch<int8_t, 0>(M * K);
   float* const xs = thread_scratch<float, 0>(M);
   quantize_rows_s8(xq, xs, x, M, K, ldx, path);
-  [[maybe_unused]] const bool wide = path == QuantPath::Avx512Vnni;  // kNBlock = 16 rows: one vector
+  [[maybe_unused]] const bool wide =
+      path == QuantPath::Avx512Vnni || path == QuantPath::AmxInt8;  // kNBlock = 16 rows: one vector
   s8_driver(xq, M, w, N, K, path, [&](int64_t m0, int64_t rows, int64_t n0, int64_t n1, const int32_t* tile) {
 #if defined(__x86_64__)
     if (wide) {

@@ -26,6 +26,9 @@
 //   Many activation rows (M >= 16, K a multiple of 4) on VNNI take packed weight panels instead:
 //   64 weight rows interleaved by groups of four k, the activation's four bytes broadcast, so one
 //   activation word feeds 64 outputs and no lane sums are left (integer sums: the same values).
+//   - AMX (amx_int8): from 16 activation rows, tdpbssd on tiles of 16 weight rows x 64 k and
+//     the activations' dwords (both signed: no shift); fewer rows take the VNNI kernels. The
+//     same exact accumulators again.
 // A weight byte of -128 would break the AVX2 path's exactness: weights must lie in
 // [-127, 127] (int8_weights_in_range).
 //
@@ -65,11 +68,13 @@
 namespace attn::kernels {
 
 // The code paths of the quantized products. Which one runs follows the active ISA
-// (simd/isa.h, ATTN_ISA): avx512 takes VNNI (int8) or AMX, else BF16 (bf16) when the CPU has
-// it, else AVX2 (int8) or the AVX-512F emulation (bf16); avx2 takes AVX2; scalar the scalar code.
-enum class QuantPath : uint8_t { Scalar, Avx2, Avx512, Avx512Vnni, Avx512Bf16, Amx };
+// (simd/isa.h, ATTN_ISA): avx512 takes the AMX tiles (amx_int8, amx_bf16) where the CPU and OS
+// have them and ATTN_AMX is not 0, else VNNI (int8) or BF16 (bf16) when the CPU has it, else
+// AVX2 (int8) or the AVX-512F emulation (bf16); avx2 takes AVX2; scalar the scalar code.
+enum class QuantPath : uint8_t { Scalar, Avx2, Avx512, Avx512Vnni, Avx512Bf16, Amx, AmxInt8 };
 
-// "scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16", "amx_bf16" (bf16 only).
+// "scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16", "amx_bf16" (bf16 only), "amx_int8"
+// (int8 only).
 const char* quant_path_name(QuantPath path);
 // Whether this build and CPU can run the path.
 bool quant_path_supported(QuantPath path);

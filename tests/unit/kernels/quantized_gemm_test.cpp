@@ -23,9 +23,12 @@
 namespace attn::kernels {
 namespace {
 
-const std::vector<QuantPath> kAllPaths = {QuantPath::Scalar, QuantPath::Avx2, QuantPath::Avx512,
-                                          QuantPath::Avx512Vnni, QuantPath::Avx512Bf16};
-const std::vector<QuantPath> kInt8Paths = {QuantPath::Scalar, QuantPath::Avx2, QuantPath::Avx512Vnni};
+const std::vector<QuantPath> kAllPaths = {QuantPath::Scalar,     QuantPath::Avx2,       QuantPath::Avx512,
+                                          QuantPath::Avx512Vnni, QuantPath::Avx512Bf16, QuantPath::Amx,
+                                          QuantPath::AmxInt8};
+// amx_int8 runs the tiles from 16 activation rows and VNNI's kernels below: the same exact sums.
+const std::vector<QuantPath> kInt8Paths = {QuantPath::Scalar, QuantPath::Avx2, QuantPath::Avx512Vnni,
+                                           QuantPath::AmxInt8};
 const std::vector<QuantPath> kBf16Paths = {QuantPath::Scalar, QuantPath::Avx2, QuantPath::Avx512,
                                            QuantPath::Avx512Bf16};
 
