@@ -1172,234 +1172,299 @@ void bf16_amx(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ldb, 
 }
 
 // The same sums with the operands' roles swapped: the weight rows are the A tiles, read where
-// they lie (16 rows x 32 k: no panel to pack, which at a few activation rows cost more than the
-// product), and the activations the B tiles, packed once per call as pairs: for the 16 rows
-// [16 q, 16 q + 16), xp_q[(c 16 + i) 16 + m] = the dword (x[16 q + m][32 c + 2 i], x[..][32 c +
-// 2 i + 1]), zeros past M and K. A tile of sums then holds 16 outputs x 16 rows, transposed
-// into rows before the epilogue. Each sum takes the same products in the same k order as in
-// bf16_amx, and tdpbf16ps gives the same bits either way round (the tests compare the two
-// formulations on every shape). Tiles: 2 j + q the sums of weight block j and row chunk q
-// (j, q < 2), 4 + j the weight rows, 6 + q the activation pairs. The last chunk of K and a last
-// block of fewer than 16 weight rows are read from small zero-padded copies, so no tile reads
-// past a row or past the weight.
+// they lie (16 rows x 64 bytes: no panel to pack, which at a few activation rows cost more than
+// the product), and the activations the B tiles, packed once per call as dwords: for the 16
+// rows [16 q, 16 q + 16), xp_q[(c 16 + i) 16 + m] = dword i of chunk c of row 16 q + m (bf16:
+// the pair (x[32 c + 2 i], x[32 c + 2 i + 1]); int8: the four bytes from 64 c + 4 i), zeros past
+// M and K. A tile of sums then holds 16 outputs x 16 rows, transposed into rows before the
+// epilogue. For bf16 each sum takes the same products in the same k order as in bf16_amx, and
+// tdpbf16ps gives the same bits either way round (the tests compare the two formulations on
+// every shape); int8 sums (tdpbssd, both factors signed: no 128 shift) are exact in any order,
+// so they are VNNI's accumulators bit for bit.
+//
+// Tiles, for two row chunks: 2 j + q the sums of weight block j and row chunk q (j, q < 2),
+// 4 + j the weight rows, 6 + q the activations. For one row chunk (at most 16 activation rows)
+// they are spent differently: 0-1 the sums of two weight blocks, 2-5 their weight rows, 6-7 the
+// activations, consecutive chunks of K on alternate tiles, so that a chunk's loads need not
+// wait for the products reading the last one. Few rows still leave the tiles slower than the
+// vector kernels (a tile load takes about 16 ns per KiB here, from L1, and feeds 16 x 32
+// weights to so few rows): at one row 1.3-1.8x the AVX-512 path's time, hence
+// bf16_path_for_rows and kAmxS8MinRows. The last chunk of K and a last block of fewer than 16
+// weight rows are read from small zero-padded copies, so no tile reads past a row or past the
+// weight. (GCC's tile intrinsics paste the tile number into the instruction's text, so it must
+// be a literal: hence the spelled-out tile sets.)
+#define ATTN_AMX_ANY __attribute__((target("avx512f,avx512bw,avx2,fma,amx-tile,amx-bf16,amx-int8")))
+
+// Activation rows from which the amx_int8 path runs the tiles; fewer take VNNI's kernels (the
+// same accumulators, so the choice changes no bit).
+constexpr int64_t kAmxS8MinRows = 16;
 
 // Configures the tiles for row chunks of cols0 and cols1 (0: none) rows.
-ATTN_AMX void amx_configure_rows(int cols0, int cols1) {
+ATTN_AMX_ANY void amx_configure_rows(int cols0, int cols1) {
   AmxConfig cfg;
-  const int cols[2] = {cols0, cols1};
-  for (int q = 0; q < 2; ++q) {
-    if (cols[q] == 0) continue;
-    for (int t : {q, 2 + q}) cfg.rows[t] = 16, cfg.colsb[t] = static_cast<uint16_t>(4 * cols[q]);
-    cfg.rows[6 + q] = 16, cfg.colsb[6 + q] = static_cast<uint16_t>(4 * cols[q]);
-  }
-  for (int t : {4, 5}) cfg.rows[t] = 16, cfg.colsb[t] = 64;
-  if (cols1 == 0) {  // one row chunk (amx_rows_tile1): sums 0-1, weight rows 2-5, pairs 6-7
-    for (int t : {0, 1, 6, 7}) cfg.rows[t] = 16, cfg.colsb[t] = static_cast<uint16_t>(4 * cols0);
-    for (int t : {2, 3, 4, 5}) cfg.rows[t] = 16, cfg.colsb[t] = 64;
+  const auto set = [&cfg](std::initializer_list<int> tiles, int cols) {
+    for (int t : tiles) cfg.rows[t] = 16, cfg.colsb[t] = static_cast<uint16_t>(4 * cols);
+  };
+  if (cols1 == 0) {
+    set({0, 1, 6, 7}, cols0);
+    set({2, 3, 4, 5}, 16);
+  } else {
+    set({0, 2, 6}, cols0);
+    set({1, 3, 7}, cols1);
+    set({4, 5}, 16);
   }
   __asm__ volatile("" : : "r"(&cfg) : "memory");  // as amx_configure
   _tile_loadconfig(&cfg);
 }
 
-// One chunk of K for amx_rows_tile: the pairs of the row chunks, then each weight block's rows.
-template <int NB, int MB>
-ATTN_AMX inline void amx_rows_step(const uint16_t* w0, int64_t s0, const uint16_t* w1, int64_t s1, const uint32_t* x0,
+// C += A B on the tiles: tdpbssd (int8) or tdpbf16ps (bf16).
+#define ATTN_AMX_DP(kInt8, c, a, b) \
+  do {                              \
+    if constexpr (kInt8)            \
+      _tile_dpbssd(c, a, b);        \
+    else                            \
+      _tile_dpbf16ps(c, a, b);      \
+  } while (0)
+
+// One chunk of K for two row chunks: their activations, then each weight block's rows.
+template <bool kInt8, int NB>
+ATTN_AMX_ANY inline void amx_step2(const void* w0, int64_t s0, const void* w1, int64_t s1, const uint32_t* x0,
                                    const uint32_t* x1) {
   _tile_loadd(6, x0, 64);
-  if constexpr (MB > 1) _tile_loadd(7, x1, 64);
+  _tile_loadd(7, x1, 64);
   _tile_loadd(4, w0, s0);
-  _tile_dpbf16ps(0, 4, 6);
-  if constexpr (MB > 1) _tile_dpbf16ps(1, 4, 7);
+  ATTN_AMX_DP(kInt8, 0, 4, 6);
+  ATTN_AMX_DP(kInt8, 1, 4, 7);
   if constexpr (NB > 1) {
     _tile_loadd(5, w1, s1);
-    _tile_dpbf16ps(2, 5, 6);
-    if constexpr (MB > 1) _tile_dpbf16ps(3, 5, 7);
+    ATTN_AMX_DP(kInt8, 2, 5, 6);
+    ATTN_AMX_DP(kInt8, 3, 5, 7);
   }
 }
 
-// The sums of NB blocks of 16 weight rows (block j's rows at w[j], row stride ldw[j] elements;
-// when K ends in a partial chunk, that chunk's 32 elements of row r at tail[j] + 32 r, zeros
-// from K on) against MB row chunks of packed pairs (xq[q]), over C chunks of K, stored as
-// part[(2 j + q) 256 + r 16 + m].
-template <int NB, int MB>
-ATTN_AMX void amx_rows_tile(float* part, const uint16_t* const* w, const int64_t* ldw, const uint16_t* const* tail,
-                            const uint32_t* const* xq, int64_t C, bool partial) {
-  _tile_zero(0);
-  if constexpr (MB > 1) _tile_zero(1);
-  if constexpr (NB > 1) _tile_zero(2);
-  if constexpr (NB > 1 && MB > 1) _tile_zero(3);
-  __asm__ volatile("" ::: "memory");  // the copies are written before the tiles read them
-  const int64_t full = partial ? C - 1 : C;
-  const int64_t s0 = ldw[0] * 2, s1 = ldw[NB - 1] * 2;
-  for (int64_t c = 0; c < full; ++c)
-    amx_rows_step<NB, MB>(w[0] + 32 * c, s0, w[NB - 1] + 32 * c, s1, xq[0] + c * 256, xq[MB - 1] + c * 256);
-  if (partial) amx_rows_step<NB, MB>(tail[0], 64, tail[NB - 1], 64, xq[0] + full * 256, xq[MB - 1] + full * 256);
-  _tile_stored(0, part, 64);
-  if constexpr (MB > 1) _tile_stored(1, part + 256, 64);
-  if constexpr (NB > 1) _tile_stored(2, part + 512, 64);
-  if constexpr (NB > 1 && MB > 1) _tile_stored(3, part + 768, 64);
-  __asm__ volatile("" ::: "memory");  // and `part` is read after the stores
-}
-
-// For one row chunk (at most 16 activation rows) the tiles are spent differently: 0-1 the sums
-// of two weight blocks, 2-5 their weight rows, 6-7 the pairs, consecutive chunks of K on
-// alternate tiles, so that a chunk's loads need not wait for the products reading the last
-// one. Few rows still leave the tiles slower than the vector kernels (a tile load takes about
-// 16 ns per KiB here, from L1, and feeds 16 x 32 weights to so few rows): at one row 1.3-1.8x
-// the AVX-512 path's time, hence bf16_path_for_rows. Block j's sums in tile j, stored at
-// part[j 256 + r 16 + m].
-// (GCC's tile intrinsics paste the tile number into the instruction's text, so it must be a
-// literal, hence the two spelled-out sets.)
-template <int NB, int kSet>
-ATTN_AMX inline void amx_rows_step1(const uint16_t* const* w, const int64_t* s, int64_t off, const uint32_t* x) {
+// One chunk of K for one row chunk, on tile set kSet.
+template <bool kInt8, int NB, int kSet>
+ATTN_AMX_ANY inline void amx_step1(const void* w0, int64_t s0, const void* w1, int64_t s1, const uint32_t* x) {
   if constexpr (kSet == 0) {
     _tile_loadd(6, x, 64);
-    _tile_loadd(2, w[0] + off, s[0]);
-    _tile_dpbf16ps(0, 2, 6);
+    _tile_loadd(2, w0, s0);
+    ATTN_AMX_DP(kInt8, 0, 2, 6);
     if constexpr (NB > 1) {
-      _tile_loadd(3, w[1] + off, s[1]);
-      _tile_dpbf16ps(1, 3, 6);
+      _tile_loadd(3, w1, s1);
+      ATTN_AMX_DP(kInt8, 1, 3, 6);
     }
   } else {
     _tile_loadd(7, x, 64);
-    _tile_loadd(4, w[0] + off, s[0]);
-    _tile_dpbf16ps(0, 4, 7);
+    _tile_loadd(4, w0, s0);
+    ATTN_AMX_DP(kInt8, 0, 4, 7);
     if constexpr (NB > 1) {
-      _tile_loadd(5, w[1] + off, s[1]);
-      _tile_dpbf16ps(1, 5, 7);
+      _tile_loadd(5, w1, s1);
+      ATTN_AMX_DP(kInt8, 1, 5, 7);
     }
   }
 }
 
-template <int NB>
-ATTN_AMX void amx_rows_tile1(float* part, const uint16_t* const* w, const int64_t* ldw, const uint16_t* const* tail,
-                             const uint32_t* xq, int64_t C, bool partial) {
+// The weight side of a work item: blocks of 16 rows, block j's rows at rows[j] (row stride
+// ld[j] bytes) and, when K ends in a partial chunk, that chunk's 64 bytes of row r at
+// tail[j] + 64 r, zeros from K on.
+struct AmxWeights {
+  const char* rows[4];
+  int64_t ld[4];
+  const char* tail[4];
+  int blocks;
+};
+
+// The blocks of weight rows [n0, n0 + live) of w (row stride ldw bytes, K_bytes bytes of data
+// per row, C chunks of 64 bytes): the weight itself, or zero-padded copies kept per thread.
+AmxWeights amx_weights(const char* w, int64_t ldw, int64_t n0, int64_t live, int64_t K_bytes, int64_t C) {
+  thread_local std::vector<char> tails, last;
+  const bool partial = K_bytes % 64 != 0;
+  AmxWeights b{};
+  b.blocks = static_cast<int>((live + 15) / 16);
+  if (live % 16 != 0) {  // the partial block: whole chunks, zero rows up to 16
+    last.assign(static_cast<size_t>(16 * C * 64), char{0});
+    const int64_t first = live / 16 * 16;
+    for (int64_t r = first; r < live; ++r)
+      std::memcpy(last.data() + (r - first) * C * 64, w + (n0 + r) * ldw, static_cast<size_t>(K_bytes));
+  }
+  if (partial) {
+    tails.assign(static_cast<size_t>(64 * 64), char{0});
+    for (int64_t r = 0; r < live; ++r)
+      std::memcpy(tails.data() + r * 64, w + (n0 + r) * ldw + 64 * (C - 1),
+                  static_cast<size_t>(K_bytes - 64 * (C - 1)));
+  }
+  for (int j = 0; j < b.blocks; ++j) {
+    const bool copied = live % 16 != 0 && j == b.blocks - 1;
+    b.rows[j] = copied ? last.data() : w + (n0 + 16 * j) * ldw;
+    b.ld[j] = copied ? C * 64 : ldw;
+    b.tail[j] = partial ? tails.data() + 16 * j * 64 : nullptr;
+  }
+  return b;
+}
+
+// The sums of nb (1-2) weight blocks from block j of `wb` against the row chunks (mb = 1 or 2)
+// whose packed activations start at xq[q], over C chunks: with two row chunks, tile 2 j' + q at
+// part[(2 j' + q) 256 + r 16 + m]; with one, tile j' at part[j' 256 + r 16 + m] (j' < nb).
+template <bool kInt8, int NB, int MB>
+ATTN_AMX_ANY void amx_tile(int32_t* part, const AmxWeights& wb, int j, const uint32_t* const* xq, int64_t C,
+                           bool partial) {
   _tile_zero(0);
-  if constexpr (NB > 1) _tile_zero(1);
-  __asm__ volatile("" ::: "memory");
-  const int64_t full = partial ? C - 1 : C;
-  const int64_t s[2] = {ldw[0] * 2, ldw[NB - 1] * 2}, t64[2] = {64, 64};
-  int64_t c = 0;
-  for (; c + 1 < full; c += 2) {
-    amx_rows_step1<NB, 0>(w, s, 32 * c, xq + c * 256);
-    amx_rows_step1<NB, 1>(w, s, 32 * (c + 1), xq + (c + 1) * 256);
+  _tile_zero(1);
+  if constexpr (MB > 1 && NB > 1) {
+    _tile_zero(2);
+    _tile_zero(3);
   }
-  if (c < full) amx_rows_step1<NB, 0>(w, s, 32 * c, xq + c * 256);
-  if (partial) amx_rows_step1<NB, 1>(tail, t64, 0, xq + full * 256);
-  _tile_stored(0, part, 64);
-  if constexpr (NB > 1) _tile_stored(1, part + 256, 64);
-  __asm__ volatile("" ::: "memory");
-}
-
-// part's tiles (tile 2 j + q: 16 outputs x 16 rows; with one row chunk, tile j) as rows of
-// outputs for amx_finish: rows_out[m * 32 + 16 j + r] = the sum of output r of block j and row
-// m < 16 mb, for blocks j < nb of the tiles from `first` on.
-ATTN_AVX512 void amx_rows_transpose(float* rows_out, const float* part, int first, int nb, int mb) {
-  for (int j = 0; j < nb; ++j)
-    for (int q = 0; q < mb; ++q) {
-      __m512 v[16];
-      const int tile = mb == 1 ? first + j : 2 * (first + j) + q;
-      for (int r = 0; r < 16; ++r) v[r] = _mm512_loadu_ps(part + tile * 256 + r * 16);
-      transpose16_avx512(v);
-      for (int m = 0; m < 16; ++m) _mm512_storeu_ps(rows_out + (16 * q + m) * 32 + 16 * j, v[m]);
+  __asm__ volatile("" ::: "memory");  // the copies are written before the tiles read them
+  const char* const w0 = wb.rows[j];
+  const char* const w1 = wb.rows[j + NB - 1];
+  const int64_t s0 = wb.ld[j], s1 = wb.ld[j + NB - 1];
+  const int64_t full = partial ? C - 1 : C;
+  if constexpr (MB > 1) {
+    for (int64_t c = 0; c < full; ++c)
+      amx_step2<kInt8, NB>(w0 + 64 * c, s0, w1 + 64 * c, s1, xq[0] + c * 256, xq[1] + c * 256);
+    if (partial) amx_step2<kInt8, NB>(wb.tail[j], 64, wb.tail[j + NB - 1], 64, xq[0] + full * 256, xq[1] + full * 256);
+    _tile_stored(0, part, 64);
+    _tile_stored(1, part + 256, 64);
+    if constexpr (NB > 1) {
+      _tile_stored(2, part + 512, 64);
+      _tile_stored(3, part + 768, 64);
     }
+  } else {
+    int64_t c = 0;
+    for (; c + 1 < full; c += 2) {
+      amx_step1<kInt8, NB, 0>(w0 + 64 * c, s0, w1 + 64 * c, s1, xq[0] + c * 256);
+      amx_step1<kInt8, NB, 1>(w0 + 64 * (c + 1), s0, w1 + 64 * (c + 1), s1, xq[0] + (c + 1) * 256);
+    }
+    if (c < full) amx_step1<kInt8, NB, 0>(w0 + 64 * c, s0, w1 + 64 * c, s1, xq[0] + c * 256);
+    if (partial) amx_step1<kInt8, NB, 1>(wb.tail[j], 64, wb.tail[j + NB - 1], 64, xq[0] + full * 256);
+    _tile_stored(0, part, 64);
+    if constexpr (NB > 1) _tile_stored(1, part + 256, 64);
+  }
+  __asm__ volatile("" ::: "memory");  // and `part` is read after the stores
 }
 
-// Packs activation rows [16 q, 16 q + 16) of xb (bf16, row stride ldb, zeros from K to 32 C)
-// as pairs: out[(c 16 + i) 16 + m].
-ATTN_AVX512 void amx_pack_pairs(uint32_t* out, const uint16_t* xb, int64_t ldb, int64_t rows, int64_t C) {
+ATTN_AMX_ANY void amx_release_any() { _tile_release(); }
+
+// Packs activation rows [16 q, 16 q + 16) (rows of `row_bytes` bytes at x, `data_bytes` of
+// them data, the rest up to 64 C zeros or absent) as dwords: out[(c 16 + i) 16 + m].
+ATTN_AVX512 void amx_pack_rows(uint32_t* out, const char* x, int64_t row_bytes, int64_t data_bytes, int64_t rows,
+                               int64_t C) {
   for (int64_t c = 0; c < C; ++c) {
     __m512 v[16];
-    load_words_transposed16(v, xb + 32 * c, ldb * 2, rows, 16);
+    load_words_transposed16(v, x + 64 * c, row_bytes, rows, std::min<int64_t>(16, (data_bytes - 64 * c + 3) / 4));
     for (int i = 0; i < 16; ++i) _mm512_storeu_ps(reinterpret_cast<float*>(out + (c * 16 + i) * 16), v[i]);
   }
 }
 
-// bf16_amx in this formulation, for bf16 weight rows w (K even: the caller pads an odd K), same
-// arguments: the work items are blocks of 64 weight rows times ranges of activation rows, as
-// panel_split divides them. It measured as fast as the panels or faster from 64 to 1,024 rows,
-// and several times faster below.
-void bf16_amx_rows(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ldb, const uint16_t* w, int64_t ldw,
-                   const float* bias, bool accumulate, float* y, int64_t ldy, bool relu, uint16_t* yb, int64_t ldyb) {
-  const int64_t C = (K + 31) / 32, Q = (M + 15) / 16;
-  const bool partial = K % 32 != 0;
-  const PanelSplit split = panel_split(M, N, K, 32);
-  uint32_t* const xp = thread_scratch<uint32_t, 2>(Q * C * 256);
-  parallel_for(Q, split.threads > 1 && M * K >= kPackParallelMin, [&](int64_t q) {
-    amx_pack_pairs(xp + q * C * 256, xb + 16 * q * ldb, ldb, std::min<int64_t>(16, M - 16 * q), C);
-  });
+// The 16 x 16 block of 32-bit sums at `block` (row r = output, column m = activation row)
+// transposed: out[m * ld + r].
+ATTN_AVX512 void amx_transpose(void* out, int64_t ld, const int32_t* block) {
+  __m512 v[16];
+  for (int r = 0; r < 16; ++r) v[r] = _mm512_loadu_ps(reinterpret_cast<const float*>(block + r * 16));
+  transpose16_avx512(v);
+  for (int m = 0; m < 16; ++m) _mm512_storeu_ps(static_cast<float*>(out) + m * ld, v[m]);
+}
+
+// The product of M activation rows (packed as above: xp, Q = ceil(M / 16) row chunks of C
+// chunks) and the weight rows w (row stride ldw bytes, K_bytes bytes of data), over work items
+// of 64 weight rows times ranges of activation rows (as panel_split divides them). For every
+// weight block j (16 rows from n0 = its first output) and row chunk (first row m, `cols` rows),
+// sums(m, cols, n0, block) hands over the 16 x 16 block of sums (row r = output n0 + r, column
+// = activation row m + column).
+template <bool kInt8, class Sums>
+void amx_product(int64_t M, int64_t N, const uint32_t* xp, int64_t C, const char* w, int64_t ldw, int64_t K_bytes,
+                 const PanelSplit& split, const Sums& sums) {
+  const bool partial = K_bytes % 64 != 0;
   const int64_t items = (N + kPanelRows - 1) / kPanelRows * split.parts;
   parallel_for(items, split.threads > 1 && items > 1, [&](int64_t item) {
     const int64_t p = item / split.parts, m0 = (item % split.parts) * split.rows_per;
     const int64_t m1 = std::min(M, m0 + split.rows_per);
     if (m0 >= m1) return;
-    const int64_t n0 = p * kPanelRows, live = std::min<int64_t>(kPanelRows, N - n0);
-    const int blocks = static_cast<int>((live + 15) / 16);
-    // Block j's rows and last chunk: the weight itself, or zero-padded copies.
-    const uint16_t* wb[4];
-    int64_t ld[4];
-    const uint16_t* tb[4] = {};
-    thread_local std::vector<uint16_t> tails, last;
-    if (live % 16 != 0) {  // the partial block: whole chunks, zero rows up to 16
-      last.assign(static_cast<size_t>(16 * C * 32), uint16_t{0});
-      const int64_t first = live / 16 * 16;
-      for (int64_t r = first; r < live; ++r)
-        std::copy(w + (n0 + r) * ldw, w + (n0 + r) * ldw + K, last.data() + (r - first) * C * 32);
-    }
-    if (partial) {
-      tails.assign(static_cast<size_t>(64 * 32), uint16_t{0});
-      for (int64_t r = 0; r < live; ++r)
-        std::copy(w + (n0 + r) * ldw + 32 * (C - 1), w + (n0 + r) * ldw + K, tails.data() + r * 32);
-    }
-    for (int j = 0; j < blocks; ++j) {
-      const bool copied = live % 16 != 0 && j == blocks - 1;
-      wb[j] = copied ? last.data() : w + (n0 + 16 * j) * ldw;
-      ld[j] = copied ? C * 32 : ldw;
-      tb[j] = partial ? tails.data() + 16 * j * 32 : nullptr;
-    }
-    alignas(64) float part[4 * 256];
-    alignas(64) float rows_out[32 * 32];
+    const int64_t n0 = p * kPanelRows;
+    const AmxWeights wb = amx_weights(w, ldw, n0, std::min<int64_t>(kPanelRows, N - n0), K_bytes, C);
+    alignas(64) int32_t part[4 * 256];
     int configured0 = -1, configured1 = -1;
-    for (int64_t m = m0; m < m1; m += 32) {
+    for (int64_t m = m0; m < m1; m += 32) {  // rows_per is a multiple of 32: chunks of 16 from m
       const int rows = static_cast<int>(std::min<int64_t>(32, m1 - m));
-      // Row chunks of 16 start at multiples of 16 (rows_per is a multiple of 32).
-      const int cols0 = std::min(rows, 16), cols1 = rows - cols0;
-      if (cols0 != configured0 || cols1 != configured1) {
-        amx_configure_rows(cols0, cols1);
-        configured0 = cols0;
-        configured1 = cols1;
+      const int cols[2] = {std::min(rows, 16), rows - std::min(rows, 16)};
+      if (cols[0] != configured0 || cols[1] != configured1) {
+        amx_configure_rows(cols[0], cols[1]);
+        configured0 = cols[0];
+        configured1 = cols[1];
       }
       const uint32_t* const x0 = xp + (m / 16) * C * 256;
-      const uint32_t* xq[2] = {x0, cols1 > 0 ? x0 + C * 256 : x0};
-      if (cols1 == 0) {  // one row chunk: two weight blocks at a time, two chunks in flight
-        for (int j = 0; j < blocks; j += 2) {
-          const int nb = std::min(2, blocks - j);
-          if (nb == 2)
-            amx_rows_tile1<2>(part, wb + j, ld + j, tb + j, x0, C, partial);
-          else
-            amx_rows_tile1<1>(part, wb + j, ld + j, tb + j, x0, C, partial);
-          amx_rows_transpose(rows_out, part, 0, nb, 1);
-          amx_finish(rows_out, rows, yb ? y : y + m * ldy, ldy, n0 + 16 * j, N, bias, accumulate, relu,
-                     yb ? yb + m * ldyb : nullptr, ldyb);
-        }
-        continue;
-      }
-      for (int j = 0; j < blocks; j += 2) {
-        const int nb = std::min(2, blocks - j);
-        const uint16_t* wj[2] = {wb[j], wb[j + nb - 1]};
-        const int64_t lj[2] = {ld[j], ld[j + nb - 1]};
-        const uint16_t* tj[2] = {tb[j], tb[j + nb - 1]};
-        if (nb == 2)
-          amx_rows_tile<2, 2>(part, wj, lj, tj, xq, C, partial);
+      const uint32_t* xq[2] = {x0, cols[1] > 0 ? x0 + C * 256 : x0};
+      const int mb = cols[1] > 0 ? 2 : 1;
+      for (int j = 0; j < wb.blocks; j += 2) {
+        const int nb = std::min(2, wb.blocks - j);
+        if (mb == 2 && nb == 2)
+          amx_tile<kInt8, 2, 2>(part, wb, j, xq, C, partial);
+        else if (mb == 2)
+          amx_tile<kInt8, 1, 2>(part, wb, j, xq, C, partial);
+        else if (nb == 2)
+          amx_tile<kInt8, 2, 1>(part, wb, j, xq, C, partial);
         else
-          amx_rows_tile<1, 2>(part, wj, lj, tj, xq, C, partial);
-        amx_rows_transpose(rows_out, part, 0, nb, 2);
-        amx_finish(rows_out, rows, yb ? y : y + m * ldy, ldy, n0 + 16 * j, N, bias, accumulate, relu,
-                   yb ? yb + m * ldyb : nullptr, ldyb);
+          amx_tile<kInt8, 1, 1>(part, wb, j, xq, C, partial);
+        for (int jj = 0; jj < nb; ++jj)
+          for (int q = 0; q < mb; ++q)
+            sums(m + 16 * q, cols[q], n0 + 16 * (j + jj), part + (mb == 2 ? 2 * jj + q : jj) * 256);
       }
     }
-    amx_release();
+    amx_release_any();
   });
+}
+
+// bf16_amx in this formulation, for bf16 weight rows w (K even: the caller pads an odd K), same
+// arguments. It measured as fast as the panels or faster from 64 to 1,024 rows, and about
+// twice as fast at 32.
+void bf16_amx_rows(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ldb, const uint16_t* w, int64_t ldw,
+                   const float* bias, bool accumulate, float* y, int64_t ldy, bool relu, uint16_t* yb, int64_t ldyb) {
+  const int64_t C = (K + 31) / 32, Q = (M + 15) / 16;
+  const PanelSplit split = panel_split(M, N, K, 32);
+  uint32_t* const xp = thread_scratch<uint32_t, 2>(Q * C * 256);
+  parallel_for(Q, split.threads > 1 && M * K >= kPackParallelMin, [&](int64_t q) {
+    amx_pack_rows(xp + q * C * 256, reinterpret_cast<const char*>(xb + 16 * q * ldb), ldb * 2, C * 64,
+                  std::min<int64_t>(16, M - 16 * q), C);
+  });
+  amx_product<false>(M, N, xp, C, reinterpret_cast<const char*>(w), ldw * 2, K * 2, split,
+                     [&](int64_t m, int cols, int64_t n0, const int32_t* block) {
+                       alignas(64) float rows_out[16 * 32];
+                       amx_transpose(rows_out, 32, block);
+                       amx_finish(rows_out, cols, yb ? y : y + m * ldy, ldy, n0, std::min(N, n0 + 16), bias, accumulate,
+                                  relu, yb ? yb + m * ldyb : nullptr, ldyb);
+                     });
+}
+
+// The int8 accumulators of activation rows xq (s8 [M, K], contiguous) and weight rows w [N, K]
+// on the tiles, handed to out(m0, rows, n0, n1, acc) as s8_driver's.
+template <class Out>
+void s8_amx(const int8_t* xq, int64_t M, const int8_t* w, int64_t N, int64_t K, const Out& out) {
+  const int64_t C = (K + 63) / 64, Q = (M + 15) / 16;
+  const PanelSplit split = panel_split(M, N, K, 32);
+  // The activations as dwords of four k (a K that is not a multiple of 4 is first copied with
+  // zeros to whole words).
+  const int8_t* xs = xq;
+  int64_t ldx = K;
+  if (K % 4 != 0) {
+    ldx = (K + 3) / 4 * 4;
+    int8_t* const padded = thread_scratch<int8_t, 1>(M * ldx);
+    for (int64_t m = 0; m < M; ++m) {
+      std::copy(xq + m * K, xq + (m + 1) * K, padded + m * ldx);
+      std::fill(padded + m * ldx + K, padded + (m + 1) * ldx, int8_t{0});
+    }
+    xs = padded;
+  }
+  uint32_t* const xp = thread_scratch<uint32_t, 3>(Q * C * 256);
+  parallel_for(Q, split.threads > 1 && M * K >= kPackParallelMin, [&](int64_t q) {
+    amx_pack_rows(xp + q * C * 256, reinterpret_cast<const char*>(xs + 16 * q * ldx), ldx, ldx,
+                  std::min<int64_t>(16, M - 16 * q), C);
+  });
+  amx_product<true>(M, N, xp, C, reinterpret_cast<const char*>(w), K, K, split,
+                    [&](int64_t m, int cols, int64_t n0, const int32_t* block) {
+                      alignas(64) int32_t acc[16 * 16];
+                      amx_transpose(acc, 16, block);
+                      out(m, cols, n0, std::min(N, n0 + 16), acc);
+                    });
 }
 
 // ---- int8 on packed weight panels (many activation rows) ------------------------------------
@@ -1518,184 +1583,6 @@ void s8_panels(const int8_t* xq, int64_t M, const int8_t* w, int64_t N, int64_t 
         }
       }
     }
-  });
-}
-
-// ---- int8 on AMX tiles ---------------------------------------------------------------------
-// tdpbssd multiplies a tile of 16 weight rows x 64 k (s8, as they lie) by one of 16 groups of
-// four k x 16 activation rows (s8 dwords: xp_q[(c 16 + i) 16 + m] = x[16 q + m][64 c + 4 i ..
-// + 3], zeros past M and K) and adds the exact int32 products: 16 x 16 sums of 64 k per
-// instruction. Integer sums are exact in any order, so this path gives the VNNI path's
-// accumulators bit for bit (the tests compare every path with the scalar loop); both factors
-// are signed, so the 128 shift of vpdpbusd is not needed. As bf16_amx_rows: 2 x 2 tiles of sums
-// (weight blocks j x row chunks q, tile 2 j + q), weight rows in tiles 4-5, activations in
-// 6-7, the last chunk of K and a last block of fewer than 16 weight rows from zero-padded
-// copies; the 16 x 16 sums are transposed into the accumulator rows the epilogues take
-// (acc[m * 16 + n]).
-#define ATTN_AMX_INT8 __attribute__((target("avx512f,avx512bw,avx2,fma,amx-tile,amx-int8")))
-
-// Activation rows from which the amx_int8 path runs the tiles; fewer take VNNI's kernels (the
-// same accumulators, so the choice changes no bit).
-constexpr int64_t kAmxS8MinRows = 16;
-
-template <int NB, int MB>
-ATTN_AMX_INT8 inline void amx_s8_step(const int8_t* w0, int64_t s0, const int8_t* w1, int64_t s1, const uint32_t* x0,
-                                      const uint32_t* x1) {
-  _tile_loadd(6, x0, 64);
-  if constexpr (MB > 1) _tile_loadd(7, x1, 64);
-  _tile_loadd(4, w0, s0);
-  _tile_dpbssd(0, 4, 6);
-  if constexpr (MB > 1) _tile_dpbssd(1, 4, 7);
-  if constexpr (NB > 1) {
-    _tile_loadd(5, w1, s1);
-    _tile_dpbssd(2, 5, 6);
-    if constexpr (MB > 1) _tile_dpbssd(3, 5, 7);
-  }
-}
-
-// part[(2 j + q) 256 + r 16 + m] = the int32 sums of weight block j's row r (rows at w[j], row
-// stride ldw[j] bytes; the partial last chunk's 64 bytes of row r at tail[j] + 64 r) and row m of
-// row chunk q, over C chunks of 64 k.
-template <int NB, int MB>
-ATTN_AMX_INT8 void amx_s8_tile(int32_t* part, const int8_t* const* w, const int64_t* ldw, const int8_t* const* tail,
-                               const uint32_t* const* xq, int64_t C, bool partial) {
-  _tile_zero(0);
-  if constexpr (MB > 1) _tile_zero(1);
-  if constexpr (NB > 1) _tile_zero(2);
-  if constexpr (NB > 1 && MB > 1) _tile_zero(3);
-  __asm__ volatile("" ::: "memory");  // the copies are written before the tiles read them
-  const int64_t full = partial ? C - 1 : C;
-  for (int64_t c = 0; c < full; ++c)
-    amx_s8_step<NB, MB>(w[0] + 64 * c, ldw[0], w[NB - 1] + 64 * c, ldw[NB - 1], xq[0] + c * 256, xq[MB - 1] + c * 256);
-  if (partial) amx_s8_step<NB, MB>(tail[0], 64, tail[NB - 1], 64, xq[0] + full * 256, xq[MB - 1] + full * 256);
-  _tile_stored(0, part, 64);
-  if constexpr (MB > 1) _tile_stored(1, part + 256, 64);
-  if constexpr (NB > 1) _tile_stored(2, part + 512, 64);
-  if constexpr (NB > 1 && MB > 1) _tile_stored(3, part + 768, 64);
-  __asm__ volatile("" ::: "memory");  // and `part` is read after the stores
-}
-
-// Configures the int8 tiles for row chunks of cols0 and cols1 (0: none) rows.
-ATTN_AMX_INT8 void amx_s8_configure(int cols0, int cols1) {
-  AmxConfig cfg;
-  const int cols[2] = {cols0, cols1};
-  for (int q = 0; q < 2; ++q) {
-    if (cols[q] == 0) continue;
-    for (int t : {q, 2 + q, 6 + q}) cfg.rows[t] = 16, cfg.colsb[t] = static_cast<uint16_t>(4 * cols[q]);
-  }
-  for (int t : {4, 5}) cfg.rows[t] = 16, cfg.colsb[t] = 64;
-  __asm__ volatile("" : : "r"(&cfg) : "memory");  // as amx_configure
-  _tile_loadconfig(&cfg);
-}
-
-ATTN_AMX_INT8 void amx_s8_release() { _tile_release(); }
-
-// The 16 x 16 int32 block at `block` (row r = output, column m = activation row) transposed
-// into acc[m * 16 + r].
-ATTN_AVX512 void amx_s8_transpose(int32_t* acc, const int32_t* block) {
-  __m512 v[16];
-  for (int r = 0; r < 16; ++r) v[r] = _mm512_loadu_ps(reinterpret_cast<const float*>(block + r * 16));
-  transpose16_avx512(v);
-  for (int m = 0; m < 16; ++m) _mm512_storeu_ps(reinterpret_cast<float*>(acc + m * 16), v[m]);
-}
-
-// Packs activation rows [16 q, 16 q + 16) of xs (s8, row stride ldx, a multiple of 4) as
-// dwords of four k: out[(c 16 + i) 16 + m], zeros past the rows and past ldx.
-ATTN_AVX512 void amx_s8_pack(uint32_t* out, const int8_t* xs, int64_t ldx, int64_t rows, int64_t C) {
-  for (int64_t c = 0; c < C; ++c) {
-    __m512 v[16];
-    load_words_transposed16(v, xs + 64 * c, ldx, rows, std::min<int64_t>(16, (ldx - 64 * c) / 4));
-    for (int i = 0; i < 16; ++i) _mm512_storeu_ps(reinterpret_cast<float*>(out + (c * 16 + i) * 16), v[i]);
-  }
-}
-
-// The int8 accumulators of activation rows xq (s8 [M, K], contiguous) and weight rows w [N, K]
-// on AMX tiles, handed to out(m0, rows, n0, n1, acc) as s8_driver's.
-template <class Out>
-void s8_amx(const int8_t* xq, int64_t M, const int8_t* w, int64_t N, int64_t K, const Out& out) {
-  const int64_t C = (K + 63) / 64, Q = (M + 15) / 16;
-  const bool partial = K % 64 != 0;
-  const PanelSplit split = panel_split(M, N, K, 32);
-  // The activations as dwords of four k, 16 rows per chunk (a K that is not a multiple of 4 is
-  // first copied with zeros to whole words).
-  const int8_t* xs = xq;
-  int64_t ldx = K;
-  if (K % 4 != 0) {
-    ldx = (K + 3) / 4 * 4;
-    int8_t* const padded = thread_scratch<int8_t, 1>(M * ldx);
-    for (int64_t m = 0; m < M; ++m) {
-      std::copy(xq + m * K, xq + (m + 1) * K, padded + m * ldx);
-      std::fill(padded + m * ldx + K, padded + (m + 1) * ldx, int8_t{0});
-    }
-    xs = padded;
-  }
-  uint32_t* const xp = thread_scratch<uint32_t, 3>(Q * C * 256);
-  parallel_for(Q, split.threads > 1 && M * K >= kPackParallelMin, [&](int64_t q) {
-    amx_s8_pack(xp + q * C * 256, xs + 16 * q * ldx, ldx, std::min<int64_t>(16, M - 16 * q), C);
-  });
-  const int64_t items = (N + kPanelRows - 1) / kPanelRows * split.parts;
-  parallel_for(items, split.threads > 1 && items > 1, [&](int64_t item) {
-    const int64_t p = item / split.parts, m0 = (item % split.parts) * split.rows_per;
-    const int64_t m1 = std::min(M, m0 + split.rows_per);
-    if (m0 >= m1) return;
-    const int64_t n0 = p * kPanelRows, live = std::min<int64_t>(kPanelRows, N - n0);
-    const int blocks = static_cast<int>((live + 15) / 16);
-    const int8_t* wb[4];
-    int64_t ld[4];
-    const int8_t* tb[4] = {};
-    thread_local std::vector<int8_t> tails, last;
-    if (live % 16 != 0) {  // the partial block: whole chunks, zero rows up to 16
-      last.assign(static_cast<size_t>(16 * C * 64), int8_t{0});
-      const int64_t first = live / 16 * 16;
-      for (int64_t r = first; r < live; ++r)
-        std::copy(w + (n0 + r) * K, w + (n0 + r + 1) * K, last.data() + (r - first) * C * 64);
-    }
-    if (partial) {
-      tails.assign(static_cast<size_t>(64 * 64), int8_t{0});
-      for (int64_t r = 0; r < live; ++r)
-        std::copy(w + (n0 + r) * K + 64 * (C - 1), w + (n0 + r + 1) * K, tails.data() + r * 64);
-    }
-    for (int j = 0; j < blocks; ++j) {
-      const bool copied = live % 16 != 0 && j == blocks - 1;
-      wb[j] = copied ? last.data() : w + (n0 + 16 * j) * K;
-      ld[j] = copied ? C * 64 : K;
-      tb[j] = partial ? tails.data() + 16 * j * 64 : nullptr;
-    }
-    alignas(64) int32_t part[4 * 256];
-    alignas(64) int32_t acc[16 * 16];
-    int configured0 = -1, configured1 = -1;
-    for (int64_t m = m0; m < m1; m += 32) {
-      const int rows = static_cast<int>(std::min<int64_t>(32, m1 - m));
-      const int cols[2] = {std::min(rows, 16), rows - std::min(rows, 16)};
-      if (cols[0] != configured0 || cols[1] != configured1) {
-        amx_s8_configure(cols[0], cols[1]);
-        configured0 = cols[0];
-        configured1 = cols[1];
-      }
-      const uint32_t* const x0 = xp + (m / 16) * C * 256;
-      const uint32_t* xq2[2] = {x0, cols[1] > 0 ? x0 + C * 256 : x0};
-      for (int j = 0; j < blocks; j += 2) {
-        const int nb = std::min(2, blocks - j);
-        const int8_t* wj[2] = {wb[j], wb[j + nb - 1]};
-        const int64_t lj[2] = {ld[j], ld[j + nb - 1]};
-        const int8_t* tj[2] = {tb[j], tb[j + nb - 1]};
-        if (nb == 2 && cols[1] > 0)
-          amx_s8_tile<2, 2>(part, wj, lj, tj, xq2, C, partial);
-        else if (nb == 2)
-          amx_s8_tile<2, 1>(part, wj, lj, tj, xq2, C, partial);
-        else if (cols[1] > 0)
-          amx_s8_tile<1, 2>(part, wj, lj, tj, xq2, C, partial);
-        else
-          amx_s8_tile<1, 1>(part, wj, lj, tj, xq2, C, partial);
-        for (int jj = 0; jj < nb; ++jj)
-          for (int q = 0; q < 2 && cols[q] > 0; ++q) {
-            const int64_t nbeg = n0 + 16 * (j + jj);
-            amx_s8_transpose(acc, part + (2 * jj + q) * 256);
-            out(m + 16 * q, cols[q], nbeg, std::min(N, nbeg + 16), acc);
-          }
-      }
-    }
-    amx_s8_release();
   });
 }
 
