@@ -898,6 +898,32 @@ ATTN_AVX512_BF16 void bf16_panel_classes(float* part, const X* const* xr, const 
   }
 }
 
+// The epilogue of 16 sums s of one row, `live` (1-16) of them stored: out[i] + s when
+// accumulating, else s (+ bias[i]), then ReLU when `relu`; stored at out, or rounded to bf16 at
+// outb when outb is not null (bf16_lanes_avx512: bf16_from_float's bits). Whole vectors by plain
+// stores (a masked store costs more on AMD's Zen 5).
+ATTN_AVX512 inline void bf16_store16(__m512 s, int64_t live, float* out, const float* bias, bool accumulate, bool relu,
+                                     uint16_t* outb) {
+  const __mmask16 mask = static_cast<__mmask16>(live == 16 ? 0xFFFF : (1u << live) - 1);
+  __m512 v = s;
+  if (accumulate)
+    v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, out), s);
+  else if (bias != nullptr)
+    v = _mm512_add_ps(s, _mm512_maskz_loadu_ps(mask, bias));
+  if (relu) v = relu_avx512(v);
+  if (outb != nullptr) {
+    const __m256i h = _mm512_cvtepi32_epi16(bf16_lanes_avx512(_mm512_castps_si512(v)));
+    if (live == 16)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(outb), h);
+    else
+      _mm512_mask_storeu_epi16(outb, static_cast<__mmask32>(mask), _mm512_castsi256_si512(h));
+  } else if (live == 16) {
+    _mm512_storeu_ps(out, v);
+  } else {
+    _mm512_mask_storeu_ps(out, mask, v);
+  }
+}
+
 // The tree of the lane classes and the epilogue for MR rows of one panel: y = sum (+ bias), or
 // y + sum when accumulating; rows past `rows` and columns past N are not stored. With yb, the
 // results go there instead, rounded to bf16 (bf16_lanes_avx512: bf16_from_float's bits).
@@ -909,7 +935,6 @@ ATTN_AVX512 void bf16_panel_finish(const float* part, int rows, float* y, int64_
       const int64_t nb = n0 + 16 * j;
       if (nb >= N) break;
       const int64_t live = std::min<int64_t>(N - nb, 16);
-      const __mmask16 mask = static_cast<__mmask16>(live == 16 ? 0xFFFF : (1u << live) - 1);
       const float* pj = part + (m * 4 + j) * 16;  // lane class i at pj + i * MR * 64
       // Unrolled, so that t8 and t4 stay in registers (kept on the stack, their store and
       // reload took a third of the product's time on AMD's Zen 5).
@@ -920,25 +945,8 @@ ATTN_AVX512 void bf16_panel_finish(const float* part, int rows, float* y, int64_
 #pragma GCC unroll 4
       for (int q = 0; q < 4; ++q) t4[q] = _mm512_add_ps(t8[q], t8[q + 4]);
       const __m512 s = _mm512_add_ps(_mm512_add_ps(t4[0], t4[2]), _mm512_add_ps(t4[1], t4[3]));
-      float* out = yb != nullptr ? nullptr : y + m * ldy + nb;
-      __m512 v = s;
-      if (accumulate)
-        v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, out), s);
-      else if (bias != nullptr)
-        v = _mm512_add_ps(s, _mm512_maskz_loadu_ps(mask, bias + nb));
-      if (relu) v = relu_avx512(v);
-      // Whole vectors by plain stores (a masked store costs more on AMD's Zen 5).
-      if (yb != nullptr) {
-        const __m256i h = _mm512_cvtepi32_epi16(bf16_lanes_avx512(_mm512_castps_si512(v)));
-        if (live == 16)
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(yb + m * ldyb + nb), h);
-        else
-          _mm512_mask_storeu_epi16(yb + m * ldyb + nb, static_cast<__mmask32>(mask), _mm512_castsi256_si512(h));
-      } else if (live == 16) {
-        _mm512_storeu_ps(out, v);
-      } else {
-        _mm512_mask_storeu_ps(out, mask, v);
-      }
+      bf16_store16(s, live, yb != nullptr ? nullptr : y + m * ldy + nb, bias != nullptr ? bias + nb : nullptr,
+                   accumulate, relu, yb != nullptr ? yb + m * ldyb + nb : nullptr);
     }
 }
 
@@ -1108,26 +1116,9 @@ ATTN_AVX512 void amx_finish(const float* part, int rows, float* y, int64_t ldy, 
       const int64_t nb = n0 + 16 * j;
       if (nb >= N) break;
       const int64_t live = std::min<int64_t>(N - nb, 16);
-      const __mmask16 mask = static_cast<__mmask16>(live == 16 ? 0xFFFF : (1u << live) - 1);
-      const __m512 s = _mm512_loadu_ps(part + m * 32 + 16 * j);
-      float* out = yb != nullptr ? nullptr : y + m * ldy + nb;
-      __m512 v = s;
-      if (accumulate)
-        v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, out), s);
-      else if (bias != nullptr)
-        v = _mm512_add_ps(s, _mm512_maskz_loadu_ps(mask, bias + nb));
-      if (relu) v = relu_avx512(v);
-      if (yb != nullptr) {
-        const __m256i h = _mm512_cvtepi32_epi16(bf16_lanes_avx512(_mm512_castps_si512(v)));
-        if (live == 16)
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(yb + m * ldyb + nb), h);
-        else
-          _mm512_mask_storeu_epi16(yb + m * ldyb + nb, static_cast<__mmask32>(mask), _mm512_castsi256_si512(h));
-      } else if (live == 16) {
-        _mm512_storeu_ps(out, v);
-      } else {
-        _mm512_mask_storeu_ps(out, mask, v);
-      }
+      bf16_store16(_mm512_loadu_ps(part + m * 32 + 16 * j), live, yb != nullptr ? nullptr : y + m * ldy + nb,
+                   bias != nullptr ? bias + nb : nullptr, accumulate, relu,
+                   yb != nullptr ? yb + m * ldyb + nb : nullptr);
     }
 }
 
