@@ -995,7 +995,10 @@ void bf16_panels(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ld
   });
 }
 
-// ---- bf16 on AMX tiles (Intel's Sapphire Rapids and later) ----------------------------------
+// ---- bf16 and int8 on AMX tiles (Intel's Sapphire Rapids and later) -------------------------
+// Two formulations: this one, on the packed panels (the training product takes it when op(B)
+// is given as a float matrix's columns), and the weight rows as tiles further below (every
+// other bf16 product, and the int8 ones).
 // tdpbf16ps multiplies a tile of 16 activation rows x 32 k (bf16, natural order) by a tile of
 // 16 pairs of k x 16 outputs (the weight pairs, as the panel holds them) and adds the products
 // into 16 x 16 float32 sums: 16,384 flops per instruction, about 15 times the float32 FMA rate
