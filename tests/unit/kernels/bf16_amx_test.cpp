@@ -6,10 +6,11 @@
 // fewer rows), N and K (odd K included); a row's bits alone, in any batch and under any thread
 // count, are the same; the ReLU epilogue and the chained bf16 rows give the bits of the separate
 // steps; the training product (gemm_bf16_f32) in all four orientations, equal to the inference
-// product on the same operands; the default product's choice of the vector kernels for a few
-// rows, which the batch-invariant mode overrides. Controls: a wrong weight row, or the halves of
-// each k pair swapped between the operands, break the bound. Skipped where the CPU or the OS has
-// no AMX.
+// product on the same operands. Controls: a wrong weight row, or the halves of each k pair
+// swapped between the operands, break the bound. The kernel tests skip where the CPU or the OS
+// has no AMX (its instructions cannot run there); the policy tests (Bf16AmxPolicy) assert on
+// every machine: the default product's choice of the vector kernels for a few rows, which the
+// batch-invariant mode overrides, and the path each ISA and ATTN_AMX select.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -260,13 +261,21 @@ TEST_F(Bf16Amx, TheTrainingProductEqualsTheInferenceProductAndIgnoresTheThreads)
   }
 }
 
-// The default product (no path named) gives a few rows to the vector kernels, which are faster
-// there, and so a row's bits alone differ from its bits in a larger batch; the batch-invariant
-// mode keeps the tiles for every M.
-TEST_F(Bf16Amx, TheBatchInvariantModeKeepsTheTilesForAFewRows) {
+// ---- which path runs (no skips: these hold on every machine) ----------------------------------
+
+// Whether this process may run the tiles: the CPU and OS have them and ATTN_AMX is not "0".
+bool tiles_expected() {
+  const char* v = std::getenv("ATTN_AMX");
+  return quant_path_supported(kAmx) && (v == nullptr || std::string(v) != "0");
+}
+
+// The default product (no path named) gives a few rows to the vector kernels where the tiles
+// run, so a row's bits alone differ from its bits in a larger batch; the batch-invariant mode
+// keeps the tiles for every M. Without the tiles the vector paths give the same bits either way.
+TEST(Bf16AmxPolicy, TheBatchInvariantModeKeepsARowsBitsForAFewRows) {
   Rng rng(83);
   const Product c = make_product(40, 600, 130, rng);
-  const auto in_batch = [&](bool invariant) {
+  const auto alone_equals_batch = [&](bool invariant) {
     set_batch_invariant(invariant);
     std::vector<float> all(static_cast<size_t>(c.M * c.N)), one(static_cast<size_t>(c.N));
     gemm_bf16(c.M, c.N, c.K, c.x.data(), c.ldx, c.w.data(), c.bias.data(), all.data(), c.N);
@@ -274,19 +283,25 @@ TEST_F(Bf16Amx, TheBatchInvariantModeKeepsTheTilesForAFewRows) {
     set_batch_invariant(false);
     return std::memcmp(one.data(), all.data() + 5 * c.N, one.size() * sizeof(float)) == 0;
   };
-  if (bf16_path() != kAmx) GTEST_SKIP() << "ATTN_AMX=0 or a narrower ISA";
-  EXPECT_TRUE(in_batch(true));
-  EXPECT_FALSE(in_batch(false));  // control: outside the mode the single row takes another order
+  EXPECT_TRUE(alone_equals_batch(true));
+  // Control where the tiles run: outside the mode the single row takes another order.
+  EXPECT_EQ(alone_equals_batch(false), bf16_path() != kAmx);
 }
 
-TEST_F(Bf16Amx, TheAvx512IsaTakesTheTilesAndNarrowerIsasDoNot) {
-  if (const char* v = std::getenv("ATTN_AMX"); v != nullptr && std::string(v) == "0") GTEST_SKIP() << "ATTN_AMX=0";
-  {
+// ATTN_AMX=0 keeps the tiles out (ctest runs this suite a second time with it: bf16_amx_off).
+TEST(Bf16AmxPolicy, TheAvx512IsaTakesTheTilesUnlessAttnAmxIsZero) {
+  if (simd::isa_supported(simd::Isa::Avx512)) {
     simd::IsaGuard isa(simd::Isa::Avx512);
-    EXPECT_EQ(bf16_path(), kAmx);
+    EXPECT_EQ(bf16_path() == kAmx, tiles_expected());
+    EXPECT_EQ(int8_path() == QuantPath::AmxInt8, tiles_expected() && quant_path_supported(QuantPath::AmxInt8));
   }
-  simd::IsaGuard isa(simd::Isa::Avx2);
-  EXPECT_EQ(bf16_path(), QuantPath::Avx2);
+  if (simd::isa_supported(simd::Isa::Avx2)) {
+    simd::IsaGuard isa(simd::Isa::Avx2);
+    EXPECT_EQ(bf16_path(), QuantPath::Avx2);
+    EXPECT_EQ(int8_path(), QuantPath::Avx2);
+  }
+  simd::IsaGuard isa(simd::Isa::Scalar);
+  EXPECT_EQ(bf16_path(), QuantPath::Scalar);
 }
 
 }  // namespace
