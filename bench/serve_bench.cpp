@@ -12,10 +12,14 @@
 // the engine's resident memory over many requests. Greedy decoding throughout; the same tokens
 // are generated in every mode (checked).
 //   serve_bench [--model DIR] [--threads N] [--clients C] [--requests R] [--batch B]
-//               [--rss-requests K] [--kv-cache paged|contiguous]
+//               [--rss-requests K] [--kv-cache paged|contiguous] [--quantize int8|bf16]
 // The engine's KV cache is attn serve's default (paged, blocks of 16) unless --kv-cache says.
 // Without --model: the paper's base model with random weights (D=512, 6+6 layers, vocabulary
-// 1000), which is what speed depends on.
+// 1000), which is what speed depends on. --quantize: the model's weights made int8 or bf16 in
+// memory first (what `attn quantize` writes). The static and offline modes decode outside the
+// engine's batch-invariant mode; with bf16 weights on AMX tiles their tokens can then differ
+// from the engine's (a row's sums depend on the product's rows), so with --quantize differing
+// answers are counted instead of stopping the run.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -35,6 +39,7 @@
 #include "attn/decode/source_search.h"
 #include "attn/decode/transformer_decoder.h"
 #include "attn/models/factory.h"
+#include "attn/ops/quantize.h"
 #include "attn/ops/threads.h"
 #include "attn/run/model_folder.h"
 #include "attn/run/token_codec.h"
@@ -266,6 +271,8 @@ int main(int argc, char** argv) {
   int threads = 2;
   int64_t clients = 16, requests = 96, batch = 16, rss_requests = 0;
   double think = 0.05;
+  std::string quantize = "none";
+  bool quantized = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -277,6 +284,8 @@ int main(int argc, char** argv) {
     else if (a == "--think") think = std::atof(next().c_str());
     else if (a == "--rss-requests") rss_requests = std::atoll(next().c_str());
     else if (a == "--kv-cache") kv_paged = next() != "contiguous";
+    else if (a == "--quantize")
+      quantize = next();
     else {
       std::fprintf(stderr, "serve_bench: unknown argument %s\n", a.c_str());
       return 2;
@@ -284,23 +293,37 @@ int main(int argc, char** argv) {
   }
   set_num_threads(threads);
   const run::ModelFolder f = model_dir.empty() ? base_folder() : run::open_model_folder(model_dir, "serve_bench", false);
+  try {
+    const Quantization q = parse_quantization(quantize);
+    if (q != Quantization::None) f.base->quantize(q);
+    quantized = q != Quantization::None;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "serve_bench: %s\n", e.what());
+    return 2;
+  }
   const models::ModelConfig& c = f.base->config();
-  std::printf("model: %s (D=%lld, layers %lld+%lld, vocabulary %lld), %d threads, %lld clients, %lld requests, "
-              "batch %lld, mean think %.3f s, %s KV cache\n",
-              f.dir.c_str(), static_cast<long long>(c.d_model), static_cast<long long>(c.n_encoder_layers),
-              static_cast<long long>(c.n_decoder_layers), static_cast<long long>(f.src_vocab_size), threads,
-              static_cast<long long>(clients), static_cast<long long>(requests), static_cast<long long>(batch), think,
-              kv_paged ? "paged" : "contiguous");
+  std::printf(
+      "model: %s (D=%lld, layers %lld+%lld, vocabulary %lld, weights %s), %d threads, %lld clients, "
+      "%lld requests, batch %lld, mean think %.3f s, %s KV cache\n",
+      f.dir.c_str(), static_cast<long long>(c.d_model), static_cast<long long>(c.n_encoder_layers),
+      static_cast<long long>(c.n_decoder_layers), static_cast<long long>(f.src_vocab_size), quantize.c_str(), threads,
+      static_cast<long long>(clients), static_cast<long long>(requests), static_cast<long long>(batch), think,
+      kv_paged ? "paged" : "contiguous");
   const std::vector<Work> work = workload(requests, f.src_vocab_size, think, 42);
 
   std::vector<Row> rows;
   std::vector<std::vector<int64_t>> reference;  // sequential answers: every mode must match them
   const auto check = [&](const std::string& mode, const std::vector<Record>& rec) {
+    size_t differ = 0;
     for (size_t i = 0; i < rec.size(); ++i)
       if (rec[i].tokens != reference[i]) {
-        std::fprintf(stderr, "serve_bench: %s answered request %zu differently\n", mode.c_str(), i);
-        std::exit(1);
+        if (!quantized) {
+          std::fprintf(stderr, "serve_bench: %s answered request %zu differently\n", mode.c_str(), i);
+          std::exit(1);
+        }
+        ++differ;
       }
+    if (differ > 0) std::printf("%s: %zu of %zu answers differ from the engine's\n", mode.c_str(), differ, rec.size());
   };
   {
     serve::Engine engine(f, engine_options(1));

@@ -783,8 +783,10 @@ ATTN_AVX512 void widen_bf16_avx512(float* out, const uint16_t* x, int64_t n) {
 // the 16 x 16 block of pairs is loaded along the rows and transposed in registers: vector i
 // then holds pair i of the 16 rows, one whole store. (One gather per vector took 4.6% of the
 // bf16 encoder layer's time on AMD's Zen 5; the transposes take 2.6-3.5%.)
-ATTN_AVX512 void pack_bf16_panel(uint32_t* panel, const uint16_t* w, int64_t ldw, int64_t n0, int64_t N, int64_t K) {
+ATTN_AVX512 void pack_bf16_panel(uint32_t* panel, const uint16_t* w, int64_t ldw, int64_t n0, int64_t N, int64_t K,
+                                 int64_t pitch = 0) {
   const int64_t C = (K + 31) / 32;
+  if (pitch == 0) pitch = C * 64;
   for (int j = 0; j < 4; ++j) {
     const int64_t nb = n0 + 16 * j;
     const int64_t live = std::clamp<int64_t>(N - nb, 0, 16);
@@ -795,7 +797,8 @@ ATTN_AVX512 void pack_bf16_panel(uint32_t* panel, const uint16_t* w, int64_t ldw
           _mm_prefetch(reinterpret_cast<const char*>(w + (nb + r) * ldw + 32 * (c + 4)), _MM_HINT_T0);
       __m512 v[16];  // pairs that start before K
       load_words_transposed16(v, w + nb * ldw + 32 * c, 2 * ldw, live, (K - 32 * c + 1) / 2);
-      for (int i = 0; i < 16; ++i) _mm512_storeu_ps(reinterpret_cast<float*>(panel + ((i * C + c) * 4 + j) * 16), v[i]);
+      for (int i = 0; i < 16; ++i)
+        _mm512_storeu_ps(reinterpret_cast<float*>(panel + i * pitch + (c * 4 + j) * 16), v[i]);
     }
   }
 }
@@ -806,8 +809,9 @@ ATTN_AVX512 void pack_bf16_panel(uint32_t* panel, const uint16_t* w, int64_t ldw
 // zeros past N and K. Two rows of B make 16 words, so no transpose is needed (the rows-then-
 // panel route rounded B into transposed rows first, then transposed those again).
 ATTN_AVX512 void pack_bf16_panel_from_columns(uint32_t* panel, const float* B, int64_t ldb, int64_t n0, int64_t N,
-                                              int64_t K) {
+                                              int64_t K, int64_t pitch = 0) {
   const int64_t C = (K + 31) / 32;
+  if (pitch == 0) pitch = C * 64;
   const __m512i zero = _mm512_setzero_si512();
   int64_t live[4];
   __mmask16 mask[4];
@@ -818,7 +822,7 @@ ATTN_AVX512 void pack_bf16_panel_from_columns(uint32_t* panel, const float* B, i
   for (int64_t c = 0; c < C; ++c)
     for (int i = 0; i < 16; ++i) {
       const int64_t k0 = 32 * c + 2 * i;
-      uint32_t* out = panel + (i * C + c) * 64;
+      uint32_t* out = panel + i * pitch + c * 64;
       // The rows 8 pairs on, ahead of their loads (the rows lie ldb apart: no stream to detect).
       for (int64_t k = k0 + 16; k < std::min(k0 + 18, K); ++k)
         for (int j = 0; j < 4; ++j)
@@ -996,22 +1000,22 @@ void bf16_panels(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ld
 }
 
 // ---- bf16 and int8 on AMX tiles (Intel's Sapphire Rapids and later) -------------------------
-// Two formulations: this one, on the packed panels (the training product takes it when op(B)
-// is given as a float matrix's columns), and the weight rows as tiles further below (every
-// other bf16 product, and the int8 ones).
+// Two formulations: this one, on the packed panels (the bf16 products of 256 rows or more), and
+// the weight rows as tiles further below (fewer bf16 rows, and the int8 products).
 // tdpbf16ps multiplies a tile of 16 activation rows x 32 k (bf16, natural order) by a tile of
 // 16 pairs of k x 16 outputs (the weight pairs, as the panel holds them) and adds the products
 // into 16 x 16 float32 sums: 16,384 flops per instruction, about 15 times the float32 FMA rate
 // of a core (3.2 TFLOP/s measured per core, register operands). The panel layout above is the
-// B tile's: pair row i of chunk c for outputs 16 j .. 16 j + 15 lies at panel + ((i C + c) 4 + j)
-// 16, so a tile is loaded with a row stride of 256 C bytes. The accumulation order inside the
-// instruction is the hardware's own (not the lanes' tree of the other paths): each output's sum
-// runs over the chunks c = 0, 1, ... in order from +0, with float32 sums, denormals read as zero
-// and flushed; the tests bound it against float64 (K + 5 roundings) and check what the order
-// must give: a row's bits alone and in any batch, and under any thread count, are the same.
-// Tiles: 0-3 the sums of 2 x 2 blocks (32 rows x 32 outputs), 4-5 the activation rows, 6-7
-// the weight pairs. A block of fewer rows configures its tiles with the rows it has (the
-// instructions then touch no memory past the last row).
+// B tile's, with pair rows `pitch` dwords apart: pair row i of chunk c for outputs 16 j .. 16 j +
+// 15 lies at panel + i pitch + (4 c + j) 16, so a tile is loaded with a row stride of 4 pitch
+// bytes. bf16_amx skews the pitch by 128 bytes past the 256 C of the plain layout: at 256 C (a
+// multiple of 4 KiB when C is a multiple of 16) a tile's 16 rows fell on one L1 cache set.
+// The accumulation order inside the instruction is the hardware's own (not the lanes' tree of the other paths): each
+// output's sum runs over the chunks c = 0, 1, ... in order from +0, with float32 sums, denormals read as zero and
+// flushed; the tests bound it against float64 (K + 5 roundings) and check what the order must give: a row's bits alone
+// and in any batch, and under any thread count, are the same. Tiles: 0-3 the sums of 2 x 2 blocks (32 rows x 32
+// outputs), 4-5 the activation rows, 6-7 the weight pairs. A block of fewer rows configures its tiles with the rows it
+// has (the instructions then touch no memory past the last row).
 #define ATTN_AMX __attribute__((target("avx512f,avx512bw,avx2,fma,amx-tile,amx-bf16")))
 
 struct alignas(64) AmxConfig {
@@ -1079,8 +1083,9 @@ ATTN_AMX void amx_configure(int rows) {
 // part[m * 32 + o] = the sums of activation rows a[m * lda ..] (bf16, 32 C per row, zeros from
 // K on; m < rows) against outputs 32 half + o of the panel, o < 32. kTwo: rows > 16.
 template <bool kTwo>
-ATTN_AMX void amx_block(float* part, const uint16_t* a, int64_t lda, const uint32_t* panel, int64_t C, int half) {
-  const int64_t a_stride = lda * 2, b_stride = C * 256;
+ATTN_AMX void amx_block(float* part, const uint16_t* a, int64_t lda, const uint32_t* panel, int64_t C, int64_t pitch,
+                        int half) {
+  const int64_t a_stride = lda * 2, b_stride = pitch * 4;
   _tile_zero(0);
   _tile_zero(1);
   if constexpr (kTwo) {
@@ -1090,6 +1095,15 @@ ATTN_AMX void amx_block(float* part, const uint16_t* a, int64_t lda, const uint3
   __asm__ volatile("" ::: "memory");  // the rows and the panel are written before the tiles read them
   for (int64_t c = 0; c < C; ++c) {
     const uint32_t* b = panel + (c * 4 + 2 * half) * 16;
+    // The next chunk's lines into L1, ahead of its tile loads (without this the products waited
+    // on the panel's tile loads from L2: most of the kernel's samples sat on them).
+    if (c + 1 < C)
+      for (int i = 0; i < 16; ++i) {
+        _mm_prefetch(reinterpret_cast<const char*>(b + 64 + i * pitch), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(b + 64 + i * pitch + 16), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(a + 32 * (c + 1) + i * lda), _MM_HINT_T0);
+        if constexpr (kTwo) _mm_prefetch(reinterpret_cast<const char*>(a + 32 * (c + 1) + (16 + i) * lda), _MM_HINT_T0);
+      }
     _tile_loadd(4, a + 32 * c, a_stride);
     _tile_loadd(6, b, b_stride);
     _tile_loadd(7, b + 16, b_stride);
@@ -1128,20 +1142,37 @@ ATTN_AVX512 void amx_finish(const float* part, int rows, float* y, int64_t ldy, 
 ATTN_AMX void amx_release() { _tile_release(); }
 
 // bf16_panels' product on AMX tiles, for any M (a row's sums do not depend on the rows beside
-// it); same arguments. The training product takes it when op(B)'s rows are the columns of a
-// float matrix (wcols: any K); bf16 weight rows take bf16_amx_rows below, which needs no panel.
+// it); same arguments. Every panel of the call is packed first, once, into one buffer shared by
+// the threads (pitch skewed, above); then the work items are ranges of activation rows (about
+// 1 MiB of them, so that they stay in the core's L2 cache while its thread goes over every
+// panel) times panels, the ranges outermost, where each item used to be one panel against all
+// rows. xb's row stride should not be a multiple of 1 KiB: a tile's 16 rows then fall on few L1
+// cache sets (amx_row_stride). With wcols, op(B)'s rows are the columns of a float matrix (any
+// K).
 void bf16_amx(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ldb, const uint16_t* w, int64_t ldw,
               const float* bias, bool accumulate, float* y, int64_t ldy, bool relu = false, uint16_t* yb = nullptr,
               int64_t ldyb = 0, const float* wcols = nullptr, int64_t ldwc = 0) {
-  const int64_t C = (K + 31) / 32;
-  const PanelSplit split = panel_split(M, N, K, 32);
-  const auto pack = [&](uint32_t* panel, int64_t p) {
+  const int64_t C = (K + 31) / 32, P = (N + kPanelRows - 1) / kPanelRows;
+  const int64_t pitch = C * 64 + 32, words = 16 * pitch;  // a pair row's dwords, 128 bytes of skew
+  const bool parallel = !omp_in_parallel() && M * N * K >= kPanelParallelMin;
+  uint32_t* const panels = thread_scratch<uint32_t, 4>(P * words);
+  parallel_for(P, parallel && N * K >= kPackParallelMin, [&](int64_t p) {
     if (wcols != nullptr)
-      pack_bf16_panel_from_columns(panel, wcols, ldwc, p * kPanelRows, N, K);
+      pack_bf16_panel_from_columns(panels + p * words, wcols, ldwc, p * kPanelRows, N, K, pitch);
     else
-      pack_bf16_panel(panel, w, ldw, p * kPanelRows, N, K);
-  };
-  for_panel_items(M, N, split, C * 16 * 64, pack, [&](int64_t p, int64_t m0, int64_t m1, const uint32_t* panel) {
+      pack_bf16_panel(panels + p * words, w, ldw, p * kPanelRows, N, K, pitch);
+  });
+  // Ranges of equal size (a multiple of 32 rows), enough of them for every thread to have work.
+  constexpr int64_t kRangeBytes = int64_t{1} << 20;
+  const int64_t most = std::max<int64_t>(32, kRangeBytes / (ldb * 2) / 32 * 32);
+  int64_t ranges = (M + most - 1) / most;
+  if (parallel)
+    while (ranges * P < 2 * omp_get_max_threads() && ranges * 32 < M) ++ranges;
+  const int64_t rows_per = ((M + ranges - 1) / ranges + 31) / 32 * 32;
+  ranges = (M + rows_per - 1) / rows_per;
+  parallel_for(ranges * P, parallel, [&](int64_t item) {
+    const int64_t p = item % P, m0 = item / P * rows_per, m1 = std::min(M, m0 + rows_per);
+    const uint32_t* const panel = panels + p * words;
     alignas(64) float part[32 * 32];
     int configured = 0;
     for (int64_t m = m0; m < m1; m += 32) {
@@ -1154,15 +1185,28 @@ void bf16_amx(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ldb, 
         const int64_t n0 = p * kPanelRows + 32 * half;
         if (n0 >= N) break;
         if (rows > 16)
-          amx_block<true>(part, xb + m * ldb, ldb, panel, C, half);
+          amx_block<true>(part, xb + m * ldb, ldb, panel, C, pitch, half);
         else
-          amx_block<false>(part, xb + m * ldb, ldb, panel, C, half);
+          amx_block<false>(part, xb + m * ldb, ldb, panel, C, pitch, half);
         amx_finish(part, rows, yb ? y : y + m * ldy, ldy, n0, N, bias, accumulate, relu, yb ? yb + m * ldyb : nullptr,
                    ldyb);
       }
     }
     amx_release();
   });
+}
+
+// The row stride (bf16 elements) of activation rows of K that bf16_amx reads as tiles: whole
+// chunks of 32, an odd number of them, so that a tile's 16 rows (64 bytes each) fall on 16
+// different L1 cache sets. (At a stride of 1 KiB they share 4 sets and a tile's rows evict each
+// other: the base model's products ran 1.2-1.4x slower.)
+// Activation rows from which the bf16 products on AMX pack the weight into panels (bf16_amx)
+// instead of reading the weight rows as tiles (bf16_amx_rows); both give the same bits.
+constexpr int64_t kAmxPanelMinRows = 256;
+
+int64_t amx_row_stride(int64_t K) {
+  const int64_t chunks = std::max<int64_t>(1, (K + 31) / 32);
+  return 32 * (chunks % 2 == 1 ? chunks : chunks + 1);
 }
 
 // The same sums with the operands' roles swapped: the weight rows are the A tiles, read where
@@ -1945,7 +1989,9 @@ void bf16_product(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t l
                   const float* bias, float* y, int64_t ldy, uint16_t* yb, int64_t ldyb, QuantPath path, bool relu) {
 #if defined(__x86_64__)
   if (path == QuantPath::Amx) {  // every M: a row's bits must not depend on the batch
-    if (K % 2 == 0) {
+    if (K % 2 == 0 && M >= kAmxPanelMinRows) {
+      bf16_amx(M, N, K, xb, ldb, w, K, bias, false, y, ldy, relu, yb, ldyb);
+    } else if (K % 2 == 0) {
       bf16_amx_rows(M, N, K, xb, ldb, w, K, bias, false, y, ldy, relu, yb, ldyb);
     } else {  // whole pairs: the rows copied with a zero at K
       uint16_t* const wp = thread_scratch<uint16_t, 1>(N * (K + 1));
@@ -2046,7 +2092,7 @@ void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   }
   // op(A) as M rows of K (padded with zeros to a multiple of 32: the AVX2 kernel reads whole
   // chunks of the activation rows); op(B) transposed, N rows of K (the weight rows).
-  const int64_t lda_b = (K + 31) / 32 * 32;
+  const int64_t lda_b = path == QuantPath::Amx ? amx_row_stride(K) : (K + 31) / 32 * 32;
   uint16_t* const ab = thread_scratch<uint16_t, 0>(M * lda_b);
   // op(A)[m, k] = A[m * lda + k], or A[k * lda + m] when transposed.
   pack_bf16_rows(ab, lda_b, A, M, K, trans_a ? 1 : lda, trans_a ? lda : 1, path);
@@ -2056,7 +2102,10 @@ void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
     uint16_t* const bb = trans_b ? thread_scratch<uint16_t, 1>(N * Ke) : nullptr;
     if (trans_b) {
       pack_bf16_rows(bb, Ke, B, N, K, ldb, 1, path);
-      bf16_amx_rows(M, N, Ke, ab, lda_b, bb, Ke, nullptr, accumulate, C, ldc, false, nullptr, 0);
+      if (M >= kAmxPanelMinRows)
+        bf16_amx(M, N, Ke, ab, lda_b, bb, Ke, nullptr, accumulate, C, ldc);
+      else
+        bf16_amx_rows(M, N, Ke, ab, lda_b, bb, Ke, nullptr, accumulate, C, ldc, false, nullptr, 0);
     } else {  // op(B)'s rows are B's columns: panels packed from them
       bf16_amx(M, N, K, ab, lda_b, nullptr, 0, nullptr, accumulate, C, ldc, false, nullptr, 0, B, ldb);
     }

@@ -14,10 +14,13 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "attn/core/dtype.h"
@@ -45,6 +48,12 @@ std::vector<float> random_floats(int64_t n, Rng& rng, double lo, double hi) {
 }
 
 float bf(float v) { return float_from_bf16(bf16_from_float(v)); }
+
+uint32_t bits(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, sizeof u);
+  return u;
+}
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
@@ -139,6 +148,35 @@ TEST_F(Bf16Amx, ARowGivesTheSameBitsAloneInAnyBatchAndUnderAnyThreadCount) {
   omp_set_num_threads(before);
   EXPECT_TRUE(same_bits(one, all));
   EXPECT_TRUE(same_bits(three, all));
+}
+
+// From 256 rows the product packs the weight into panels (bf16_amx: ranges of rows times
+// panels, the ranges sized by the row stride); fewer rows read the weight rows as tiles
+// (bf16_amx_rows). Every row must get the same bits either way, or a row's bits would depend on
+// its batch: each row of a large product is compared with the same row in chunks of 37 rows,
+// with K long enough for several ranges (K = 1030) and with tails of M, N and K.
+TEST_F(Bf16Amx, ManyRowsGiveEachRowTheBitsOfAFewRows) {
+  Rng rng(83);
+  for (const auto& [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{300, 70, 130}, {520, 37, 1030}, {256, 129, 31}}) {
+    const Product c = make_product(M, N, K, rng);
+    const auto all = run(c);
+    ASSERT_LE(excess(c, all), 1.0) << "M " << M << " N " << N << " K " << K;
+    for (int64_t first = 0; first < M; first += 37) {
+      const int64_t rows = std::min<int64_t>(37, M - first);
+      std::vector<float> part(static_cast<size_t>(rows * c.ldy), -99.0f);
+      gemm_bf16(rows, c.N, c.K, c.x.data() + first * c.ldx, c.ldx, c.w.data(), c.bias.data(), part.data(), c.ldy, kAmx);
+      ASSERT_EQ(std::memcmp(part.data(), all.data() + first * c.ldy, rows * c.ldy * sizeof(float)), 0)
+          << "M " << M << " N " << N << " K " << K << ", rows from " << first;
+    }
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const auto one = run(c);
+    omp_set_num_threads(3);
+    const auto three = run(c);
+    omp_set_num_threads(before);
+    EXPECT_TRUE(same_bits(one, all)) << M;
+    EXPECT_TRUE(same_bits(three, all)) << M;
+  }
 }
 
 TEST_F(Bf16Amx, TheEpiloguesGiveTheBitsOfTheSeparateSteps) {
@@ -249,6 +287,29 @@ TEST_F(Bf16Amx, TheTrainingProductEqualsTheInferenceProductAndIgnoresTheThreads)
       gemm_bf16(c.M, c.N, c.K, x.data(), c.K, w.data(), nullptr, y.data(), c.ldc, kAmx);
       EXPECT_TRUE(same_bits(got, y)) << tb << " " << K;
     }
+  // The forward product (tb) of many rows takes the panels, packed from op(B)'s bf16 rows; its
+  // rows equal the inference product's in chunks of fewer rows (the weight rows as tiles).
+  for (int64_t K : {78, 77}) {
+    const Training c = make_training(false, true, 300, 45, K, rng);
+    const auto got = run(c, true);
+    ASSERT_LE(excess(c, got, true), 1.0) << K;
+    std::vector<float> x(static_cast<size_t>(c.M * c.K));
+    std::vector<uint16_t> w(static_cast<size_t>(c.N * c.K));
+    for (int64_t m = 0; m < c.M; ++m)
+      for (int64_t k = 0; k < c.K; ++k) x[m * c.K + k] = c.opa(m, k);
+    for (int64_t n = 0; n < c.N; ++n)
+      for (int64_t k = 0; k < c.K; ++k) w[n * c.K + k] = bf16_from_float(c.opb(k, n));
+    for (int64_t first = 0; first < c.M; first += 100) {
+      const int64_t rows = std::min<int64_t>(100, c.M - first);
+      std::vector<float> y(static_cast<size_t>(rows * c.N));
+      gemm_bf16(rows, c.N, c.K, x.data() + first * c.K, c.K, w.data(), nullptr, y.data(), c.N, kAmx);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t n = 0; n < c.N; ++n) {
+          const int64_t i = (first + r) * c.ldc + n;
+          ASSERT_EQ(bits(got[i]), bits(c.c0[i] + y[r * c.N + n])) << "K " << K << " row " << first + r << " n " << n;
+        }
+    }
+  }
   for (bool tb : {true, false}) {
     const Training c = make_training(false, tb, 150, 90, 200, rng);
     const int before = omp_get_max_threads();
