@@ -1080,11 +1080,11 @@ ATTN_AMX void amx_configure(int rows) {
   _tile_loadconfig(&cfg);
 }
 
-// part[m * 32 + o] = the sums of activation rows a[m * lda ..] (bf16, 32 C per row, zeros from
+// out[m * ldo + o] = the sums of activation rows a[m * lda ..] (bf16, 32 C per row, zeros from
 // K on; m < rows) against outputs 32 half + o of the panel, o < 32. kTwo: rows > 16.
 template <bool kTwo>
-ATTN_AMX void amx_block(float* part, const uint16_t* a, int64_t lda, const uint32_t* panel, int64_t C, int64_t pitch,
-                        int half) {
+ATTN_AMX void amx_block(float* out, int64_t ldo, const uint16_t* a, int64_t lda, const uint32_t* panel, int64_t C,
+                        int64_t pitch, int half) {
   const int64_t a_stride = lda * 2, b_stride = pitch * 4;
   _tile_zero(0);
   _tile_zero(1);
@@ -1115,13 +1115,13 @@ ATTN_AMX void amx_block(float* part, const uint16_t* a, int64_t lda, const uint3
       _tile_dpbf16ps(3, 5, 7);
     }
   }
-  _tile_stored(0, part, 128);
-  _tile_stored(1, part + 16, 128);
+  _tile_stored(0, out, ldo * 4);
+  _tile_stored(1, out + 16, ldo * 4);
   if constexpr (kTwo) {
-    _tile_stored(2, part + 16 * 32, 128);
-    _tile_stored(3, part + 16 * 32 + 16, 128);
+    _tile_stored(2, out + 16 * ldo, ldo * 4);
+    _tile_stored(3, out + 16 * ldo + 16, ldo * 4);
   }
-  __asm__ volatile("" ::: "memory");  // and `part` is read after the stores
+  __asm__ volatile("" ::: "memory");  // and `out` is read after the stores
 }
 
 // The epilogue of amx_block's sums for `rows` rows and the outputs [n0, n0 + 32) below N, as
@@ -1147,7 +1147,7 @@ ATTN_AMX void amx_release() { _tile_release(); }
 // 1 MiB of them, so that they stay in the core's L2 cache while its thread goes over every
 // panel) times panels, the ranges outermost, where each item used to be one panel against all
 // rows. xb's row stride should not be a multiple of 1 KiB: a tile's 16 rows then fall on few L1
-// cache sets (amx_row_stride). With wcols, op(B)'s rows are the columns of a float matrix (any
+// cache sets (bf16_row_pitch). With wcols, op(B)'s rows are the columns of a float matrix (any
 // K).
 void bf16_amx(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ldb, const uint16_t* w, int64_t ldw,
               const float* bias, bool accumulate, float* y, int64_t ldy, bool relu = false, uint16_t* yb = nullptr,
@@ -1170,6 +1170,7 @@ void bf16_amx(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ldb, 
     while (ranges * P < 2 * omp_get_max_threads() && ranges * 32 < M) ++ranges;
   const int64_t rows_per = ((M + ranges - 1) / ranges + 31) / 32 * 32;
   ranges = (M + rows_per - 1) / rows_per;
+  const bool direct = !accumulate && bias == nullptr && !relu && yb == nullptr;
   parallel_for(ranges * P, parallel, [&](int64_t item) {
     const int64_t p = item % P, m0 = item / P * rows_per, m1 = std::min(M, m0 + rows_per);
     const uint32_t* const panel = panels + p * words;
@@ -1184,10 +1185,14 @@ void bf16_amx(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ldb, 
       for (int half = 0; half < 2; ++half) {
         const int64_t n0 = p * kPanelRows + 32 * half;
         if (n0 >= N) break;
+        if (direct && rows == 32 && n0 + 32 <= N) {  // the sums are the outputs: stored in place
+          amx_block<true>(y + m * ldy + n0, ldy, xb + m * ldb, ldb, panel, C, pitch, half);
+          continue;
+        }
         if (rows > 16)
-          amx_block<true>(part, xb + m * ldb, ldb, panel, C, pitch, half);
+          amx_block<true>(part, 32, xb + m * ldb, ldb, panel, C, pitch, half);
         else
-          amx_block<false>(part, xb + m * ldb, ldb, panel, C, pitch, half);
+          amx_block<false>(part, 32, xb + m * ldb, ldb, panel, C, pitch, half);
         amx_finish(part, rows, yb ? y : y + m * ldy, ldy, n0, N, bias, accumulate, relu, yb ? yb + m * ldyb : nullptr,
                    ldyb);
       }
@@ -1196,18 +1201,9 @@ void bf16_amx(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ldb, 
   });
 }
 
-// The row stride (bf16 elements) of activation rows of K that bf16_amx reads as tiles: whole
-// chunks of 32, an odd number of them, so that a tile's 16 rows (64 bytes each) fall on 16
-// different L1 cache sets. (At a stride of 1 KiB they share 4 sets and a tile's rows evict each
-// other: the base model's products ran 1.2-1.4x slower.)
 // Activation rows from which the bf16 products on AMX pack the weight into panels (bf16_amx)
 // instead of reading the weight rows as tiles (bf16_amx_rows); both give the same bits.
 constexpr int64_t kAmxPanelMinRows = 256;
-
-int64_t amx_row_stride(int64_t K) {
-  const int64_t chunks = std::max<int64_t>(1, (K + 31) / 32);
-  return 32 * (chunks % 2 == 1 ? chunks : chunks + 1);
-}
 
 // The same sums with the operands' roles swapped: the weight rows are the A tiles, read where
 // they lie (16 rows x 64 bytes: no panel to pack, which at a few activation rows cost more than
@@ -1981,6 +1977,11 @@ constexpr int64_t kF32ParallelMin = int64_t{1} << 18;  // multiply-adds below wh
 
 int64_t bf16_row_stride(int64_t K) { return std::max<int64_t>(32, (K + 31) / 32 * 32); }
 
+int64_t bf16_row_pitch(int64_t K) {
+  const int64_t chunks = bf16_row_stride(K) / 32;
+  return 32 * (chunks % 2 == 1 ? chunks : chunks + 1);
+}
+
 namespace {
 
 // gemm_bf16 on activation rows already in bf16 (xb, row stride ldb >= bf16_row_stride(K), zeros
@@ -2038,7 +2039,7 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, con
   check_path(path, false);
   if (M <= 0 || N <= 0) return;
   // x as bf16, each row padded with zeros to a multiple of 32 (the AVX2 kernel reads whole chunks).
-  const int64_t ldb = bf16_row_stride(K);
+  const int64_t ldb = bf16_row_pitch(K);
   uint16_t* const xb = thread_scratch<uint16_t, 0>(M * ldb);
   pack_bf16_rows(xb, ldb, x, M, K, ldx, 1, path);
   bf16_product(M, N, K, xb, ldb, w, bias, y, ldy, nullptr, 0, path, epilogue == Epilogue::ReLU);
@@ -2059,7 +2060,7 @@ void gemm_bf16_output(int64_t M, int64_t N, int64_t K, const float* x, int64_t l
   ATTN_CHECK(ldyb >= bf16_row_stride(N), "gemm_bf16_output", "row stride ", ldyb, " is below ",
              bf16_row_stride(N), " for N = ", N);
   if (M <= 0 || N <= 0) return;
-  const int64_t ldb = bf16_row_stride(K);
+  const int64_t ldb = bf16_row_pitch(K);
   uint16_t* const xb = thread_scratch<uint16_t, 0>(M * ldb);
   pack_bf16_rows(xb, ldb, x, M, K, ldx, 1, path);
   for (int64_t m = 0; m < M; ++m) std::fill(yb + m * ldyb + N, yb + (m + 1) * ldyb, uint16_t{0});
@@ -2082,17 +2083,20 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, con
 }
 
 void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-                   const float* B, int64_t ldb, bool accumulate, float* C, int64_t ldc, QuantPath path) {
+                   const float* B, int64_t ldb, bool accumulate, float* C, int64_t ldc, QuantPath path,
+                   const float* bias) {
   check_path(path, false);
+  ATTN_CHECK(!(accumulate && bias != nullptr), "gemm_bf16_f32", "a bias is added to fresh outputs only");
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {  // an empty sum is +0
     for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = 0; n < N; ++n) C[m * ldc + n] = accumulate ? C[m * ldc + n] + 0.0f : 0.0f;
+      for (int64_t n = 0; n < N; ++n)
+        C[m * ldc + n] = accumulate ? C[m * ldc + n] + 0.0f : bias != nullptr ? 0.0f + bias[n] : 0.0f;
     return;
   }
   // op(A) as M rows of K (padded with zeros to a multiple of 32: the AVX2 kernel reads whole
   // chunks of the activation rows); op(B) transposed, N rows of K (the weight rows).
-  const int64_t lda_b = path == QuantPath::Amx ? amx_row_stride(K) : (K + 31) / 32 * 32;
+  const int64_t lda_b = path == QuantPath::Amx ? bf16_row_pitch(K) : (K + 31) / 32 * 32;
   uint16_t* const ab = thread_scratch<uint16_t, 0>(M * lda_b);
   // op(A)[m, k] = A[m * lda + k], or A[k * lda + m] when transposed.
   pack_bf16_rows(ab, lda_b, A, M, K, trans_a ? 1 : lda, trans_a ? lda : 1, path);
@@ -2103,11 +2107,11 @@ void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
     if (trans_b) {
       pack_bf16_rows(bb, Ke, B, N, K, ldb, 1, path);
       if (M >= kAmxPanelMinRows)
-        bf16_amx(M, N, Ke, ab, lda_b, bb, Ke, nullptr, accumulate, C, ldc);
+        bf16_amx(M, N, Ke, ab, lda_b, bb, Ke, bias, accumulate, C, ldc);
       else
-        bf16_amx_rows(M, N, Ke, ab, lda_b, bb, Ke, nullptr, accumulate, C, ldc, false, nullptr, 0);
+        bf16_amx_rows(M, N, Ke, ab, lda_b, bb, Ke, bias, accumulate, C, ldc, false, nullptr, 0);
     } else {  // op(B)'s rows are B's columns: panels packed from them
-      bf16_amx(M, N, K, ab, lda_b, nullptr, 0, nullptr, accumulate, C, ldc, false, nullptr, 0, B, ldb);
+      bf16_amx(M, N, K, ab, lda_b, nullptr, 0, bias, accumulate, C, ldc, false, nullptr, 0, B, ldb);
     }
     return;
   }
@@ -2118,9 +2122,9 @@ void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
     if (trans_b) pack_bf16_rows(bb, K, B, N, K, ldb, 1, path);
     const float* const bcols = trans_b ? nullptr : B;
     if (path == QuantPath::Avx512Bf16)
-      bf16_panels<true>(M, N, K, ab, lda_b, bb, K, nullptr, accumulate, C, ldc, false, nullptr, 0, bcols, ldb);
+      bf16_panels<true>(M, N, K, ab, lda_b, bb, K, bias, accumulate, C, ldc, false, nullptr, 0, bcols, ldb);
     else
-      bf16_panels<false>(M, N, K, ab, lda_b, bb, K, nullptr, accumulate, C, ldc, false, nullptr, 0, bcols, ldb);
+      bf16_panels<false>(M, N, K, ab, lda_b, bb, K, bias, accumulate, C, ldc, false, nullptr, 0, bcols, ldb);
     return;
   }
 #endif
@@ -2141,15 +2145,15 @@ void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
       float* cr = C + (m0 + m) * ldc;
       for (int64_t n = n0; n < n1; ++n) {
         const float s = sums[m * kNBlock + (n - n0)];
-        cr[n] = accumulate ? cr[n] + s : s;
+        cr[n] = accumulate ? cr[n] + s : bias != nullptr ? s + bias[n] : s;
       }
     }
   });
 }
 
 void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-                   const float* B, int64_t ldb, bool accumulate, float* C, int64_t ldc) {
-  gemm_bf16_f32(trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc, bf16_path());
+                   const float* B, int64_t ldb, bool accumulate, float* C, int64_t ldc, const float* bias) {
+  gemm_bf16_f32(trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc, bf16_path(), bias);
 }
 
 }  // namespace attn::kernels

@@ -134,8 +134,12 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, con
 // at yb[m * ldyb + n] and zeros in [N, ldyb), ldyb >= bf16_row_stride(N); gemm_bf16_input takes
 // activation rows already in bf16 (xb [M, ldb]) and gives gemm_bf16's outputs for the floats
 // they stand for. So gemm_bf16_input(gemm_bf16_output(x)) has the bits of gemm_bf16 on the float
-// outputs of the first product. A row stride too small is an attn::Error.
+// outputs of the first product. A row stride too small is an attn::Error. bf16_row_pitch(K) is
+// the stride to allocate: at least bf16_row_stride(K), an odd number of 32-element chunks, so
+// that 16 consecutive rows fall on 16 different L1 cache sets (the AMX tiles read 16 rows at a
+// time; at a stride of 1 KiB they fell on 4 and the products ran up to 2x slower).
 int64_t bf16_row_stride(int64_t K);
+int64_t bf16_row_pitch(int64_t K);
 void gemm_bf16_output(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w,
                       const float* bias, uint16_t* yb, int64_t ldyb, QuantPath path, Epilogue epilogue = Epilogue::None);
 void gemm_bf16_output(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w,
@@ -156,10 +160,13 @@ void gemm_bf16_input(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_
 // every path. The work is split over OpenMP threads by blocks of rows and columns when the
 // product is large and the caller is not in a parallel region; no output depends on the split,
 // so the bits do not depend on the thread count either. Paths: Scalar, Avx2, Avx512, Avx512Bf16,
-// Amx (every M: the products of training are not split by row count).
+// Amx (every M: the products of training are not split by row count). With bias (not with
+// accumulate): C[m, n] = sum + bias[n], one rounded add, the bits of C = bias then accumulating.
 void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-                   const float* B, int64_t ldb, bool accumulate, float* C, int64_t ldc, QuantPath path);
+                   const float* B, int64_t ldb, bool accumulate, float* C, int64_t ldc, QuantPath path,
+                   const float* bias = nullptr);
 void gemm_bf16_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-                   const float* B, int64_t ldb, bool accumulate, float* C, int64_t ldc);  // bf16_path()
+                   const float* B, int64_t ldb, bool accumulate, float* C, int64_t ldc,
+                   const float* bias = nullptr);  // bf16_path()
 
 }  // namespace attn::kernels

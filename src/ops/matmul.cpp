@@ -159,13 +159,6 @@ struct MatmulBackward : Node {
 
 // ---- linear ------------------------------------------------------------------------------
 
-// y[r, :] = b for every row (the bf16 GEMM then adds x w^T on top).
-template <class T>
-void broadcast_rows(T* y, const T* b, int64_t rows, int64_t cols) {
-  kernels::parallel_for(rows, rows > 1 && rows * cols >= kParallelMin,
-                        [&](int64_t r) { std::copy(b, b + cols, y + r * cols); });
-}
-
 // Forward y[r, j] = ... + b[j]: db[j] += sum_r dy[r, j]. Every column adds its rows in
 // order, so the result does not depend on the ISA or the thread count; float runs on the
 // vector kernels. Large gradients are split over threads by blocks of columns.
@@ -213,8 +206,7 @@ void linear_backward_run(T* dx, T* dw, T* db, const T* dy, const T* x, const T* 
 }
 
 void linear_run_bf16(float* y, const float* x, const float* w, const float* b, int64_t R, int64_t In, int64_t Out) {
-  if (b) broadcast_rows(y, b, R, Out);
-  kernels::gemm_bf16_f32(false, true, R, Out, In, x, ld(In), w, ld(In), b != nullptr, y, ld(Out));
+  kernels::gemm_bf16_f32(false, true, R, Out, In, x, ld(In), w, ld(In), false, y, ld(Out), b);
 }
 
 void linear_backward_run_bf16(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w,

@@ -192,7 +192,7 @@ Tensor quantized_feed_forward(const Tensor& x_in, const Tensor& w1, const Tensor
   check_no_grad(op, {&x_in, &b1, &b2});
   const Tensor x = x_in.contiguous(), v1 = w1.contiguous(), v2 = w2.contiguous();
   const Tensor c1 = b1.defined() ? b1.contiguous() : Tensor(), c2 = b2.defined() ? b2.contiguous() : Tensor();
-  const int64_t M = x.numel() / In, ldh = kernels::bf16_row_stride(F);
+  const int64_t M = x.numel() / In, ldh = kernels::bf16_row_pitch(F);
   Tensor hidden = Tensor::empty({M, ldh}, DType::BF16);  // [M, F] and zeros to the row stride
   Shape out_shape = x.shape();
   out_shape.back() = Out;
