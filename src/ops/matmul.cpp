@@ -18,8 +18,6 @@ namespace attn {
 
 namespace {
 
-// Below this many elements the bias broadcast of the forward stays single-threaded.
-constexpr int64_t kParallelMin = 32768;
 // Columns per task in the bias-gradient column sums, and the size from which they use threads
 // (a 576 x 256 gradient takes a few microseconds on one core: less than waking a team).
 constexpr int64_t kColumnBlock = 64;
