@@ -21,6 +21,7 @@
 #include <cstring>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "attn/core/dtype.h"
@@ -57,6 +58,18 @@ uint32_t bits(float v) {
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// f()'s outputs under 1 and under 3 threads.
+template <class F>
+std::pair<std::vector<float>, std::vector<float>> under_one_and_three_threads(const F& f) {
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(1);
+  auto one = f();
+  omp_set_num_threads(3);
+  auto three = f();
+  omp_set_num_threads(before);
+  return {std::move(one), std::move(three)};
 }
 
 // An inference product: x [M, ldx], w [N, K] bf16, bias [N], y [M, ldy].
@@ -140,12 +153,7 @@ TEST_F(Bf16Amx, ARowGivesTheSameBitsAloneInAnyBatchAndUnderAnyThreadCount) {
         ASSERT_EQ(std::memcmp(part.data() + r * c.N, all.data() + (first + r) * c.ldy, c.N * sizeof(float)), 0)
             << "rows " << first << " + " << rows << ", row " << r;
     }
-  const int before = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const auto one = run(c);
-  omp_set_num_threads(3);
-  const auto three = run(c);
-  omp_set_num_threads(before);
+  const auto [one, three] = under_one_and_three_threads([&] { return run(c); });
   EXPECT_TRUE(same_bits(one, all));
   EXPECT_TRUE(same_bits(three, all));
 }
@@ -168,12 +176,7 @@ TEST_F(Bf16Amx, ManyRowsGiveEachRowTheBitsOfAFewRows) {
       ASSERT_EQ(std::memcmp(part.data(), all.data() + first * c.ldy, rows * c.ldy * sizeof(float)), 0)
           << "M " << M << " N " << N << " K " << K << ", rows from " << first;
     }
-    const int before = omp_get_max_threads();
-    omp_set_num_threads(1);
-    const auto one = run(c);
-    omp_set_num_threads(3);
-    const auto three = run(c);
-    omp_set_num_threads(before);
+    const auto [one, three] = under_one_and_three_threads([&] { return run(c); });
     EXPECT_TRUE(same_bits(one, all)) << M;
     EXPECT_TRUE(same_bits(three, all)) << M;
   }
@@ -230,6 +233,17 @@ Training make_training(bool ta, bool tb, int64_t M, int64_t N, int64_t K, Rng& r
   return c;
 }
 
+// The training product's operands as the inference product takes them: x = op(A) [M, K] and the
+// weight rows bf16(op(B)^T) [N, K].
+void inference_operands(const Training& c, std::vector<float>& x, std::vector<uint16_t>& w) {
+  x.resize(static_cast<size_t>(c.M * c.K));
+  w.resize(static_cast<size_t>(c.N * c.K));
+  for (int64_t m = 0; m < c.M; ++m)
+    for (int64_t k = 0; k < c.K; ++k) x[m * c.K + k] = c.opa(m, k);
+  for (int64_t n = 0; n < c.N; ++n)
+    for (int64_t k = 0; k < c.K; ++k) w[n * c.K + k] = bf16_from_float(c.opb(k, n));
+}
+
 std::vector<float> run(const Training& c, bool accumulate) {
   std::vector<float> y = c.c0;
   gemm_bf16_f32(c.ta, c.tb, c.M, c.N, c.K, c.a.data(), c.lda, c.b.data(), c.ldb, accumulate, y.data(), c.ldc, kAmx);
@@ -277,12 +291,9 @@ TEST_F(Bf16Amx, TheTrainingProductEqualsTheInferenceProductAndIgnoresTheThreads)
     for (int64_t K : {78, 77}) {  // an odd K pads op(B)'s pairs with a zero
       const Training c = make_training(true, tb, 40, 45, K, rng);
       const auto got = run(c, false);
-      std::vector<float> x(static_cast<size_t>(c.M * c.K));
-      std::vector<uint16_t> w(static_cast<size_t>(c.N * c.K));
-      for (int64_t m = 0; m < c.M; ++m)
-        for (int64_t k = 0; k < c.K; ++k) x[m * c.K + k] = c.opa(m, k);
-      for (int64_t n = 0; n < c.N; ++n)
-        for (int64_t k = 0; k < c.K; ++k) w[n * c.K + k] = bf16_from_float(c.opb(k, n));
+      std::vector<float> x;
+      std::vector<uint16_t> w;
+      inference_operands(c, x, w);
       std::vector<float> y = c.c0;
       gemm_bf16(c.M, c.N, c.K, x.data(), c.K, w.data(), nullptr, y.data(), c.ldc, kAmx);
       EXPECT_TRUE(same_bits(got, y)) << tb << " " << K;
@@ -293,12 +304,9 @@ TEST_F(Bf16Amx, TheTrainingProductEqualsTheInferenceProductAndIgnoresTheThreads)
     const Training c = make_training(false, true, 300, 45, K, rng);
     const auto got = run(c, true);
     ASSERT_LE(excess(c, got, true), 1.0) << K;
-    std::vector<float> x(static_cast<size_t>(c.M * c.K));
-    std::vector<uint16_t> w(static_cast<size_t>(c.N * c.K));
-    for (int64_t m = 0; m < c.M; ++m)
-      for (int64_t k = 0; k < c.K; ++k) x[m * c.K + k] = c.opa(m, k);
-    for (int64_t n = 0; n < c.N; ++n)
-      for (int64_t k = 0; k < c.K; ++k) w[n * c.K + k] = bf16_from_float(c.opb(k, n));
+    std::vector<float> x;
+    std::vector<uint16_t> w;
+    inference_operands(c, x, w);
     for (int64_t first = 0; first < c.M; first += 100) {
       const int64_t rows = std::min<int64_t>(100, c.M - first);
       std::vector<float> y(static_cast<size_t>(rows * c.N));
@@ -312,12 +320,7 @@ TEST_F(Bf16Amx, TheTrainingProductEqualsTheInferenceProductAndIgnoresTheThreads)
   }
   for (bool tb : {true, false}) {
     const Training c = make_training(false, tb, 150, 90, 200, rng);
-    const int before = omp_get_max_threads();
-    omp_set_num_threads(1);
-    const auto one = run(c, true);
-    omp_set_num_threads(3);
-    const auto three = run(c, true);
-    omp_set_num_threads(before);
+    const auto [one, three] = under_one_and_three_threads([&] { return run(c, true); });
     EXPECT_TRUE(same_bits(one, three)) << tb;
   }
 }
