@@ -1010,12 +1010,13 @@ void bf16_panels(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ld
 // 15 lies at panel + i pitch + (4 c + j) 16, so a tile is loaded with a row stride of 4 pitch
 // bytes. bf16_amx skews the pitch by 128 bytes past the 256 C of the plain layout: at 256 C (a
 // multiple of 4 KiB when C is a multiple of 16) a tile's 16 rows fell on one L1 cache set.
-// The accumulation order inside the instruction is the hardware's own (not the lanes' tree of the other paths): each
-// output's sum runs over the chunks c = 0, 1, ... in order from +0, with float32 sums, denormals read as zero and
-// flushed; the tests bound it against float64 (K + 5 roundings) and check what the order must give: a row's bits alone
-// and in any batch, and under any thread count, are the same. Tiles: 0-3 the sums of 2 x 2 blocks (32 rows x 32
-// outputs), 4-5 the activation rows, 6-7 the weight pairs. A block of fewer rows configures its tiles with the rows it
-// has (the instructions then touch no memory past the last row).
+// The accumulation order inside the instruction is the hardware's own (not the lanes' tree of
+// the other paths): each output's sum runs over the chunks c = 0, 1, ... in order from +0, with
+// float32 sums, denormals read as zero and flushed; the tests bound it against float64 (K + 5
+// roundings) and check what the order must give: a row's bits alone and in any batch, and under
+// any thread count, are the same. Tiles: 0-3 the sums of 2 x 2 blocks (32 rows x 32 outputs),
+// 4-5 the activation rows, 6-7 the weight pairs. A block of fewer rows configures its tiles with
+// the rows it has (the instructions then touch no memory past the last row).
 #define ATTN_AMX __attribute__((target("avx512f,avx512bw,avx2,fma,amx-tile,amx-bf16")))
 
 struct alignas(64) AmxConfig {
