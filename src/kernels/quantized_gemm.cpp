@@ -400,6 +400,37 @@ ATTN_AVX512_BF16 void f32_to_bf16_avx512_bf16(uint16_t* out, const float* x, int
   f32_to_bf16_scalar(out + i, x + i, n - i);
 }
 
+// Rows [r0, r1) of x (K floats each, row_stride apart) as bf16 rows out[r * ld_out + k], zeros
+// from K to ld_out, in one pass: whole vectors, the last chunk of K masked, then the zeros (the
+// per-row conversion call and the fill after it cost more than the rounding for K of 64).
+// vcvtneps2bf16 when kNative, else the integer rounding: the same bits.
+template <bool kNative>
+ATTN_AVX512_BF16 inline __m512i round16(__m512 v) {
+  if constexpr (kNative)
+    return bf16_lanes_avx512_bf16(v);
+  else
+    return bf16_lanes_avx512(_mm512_castps_si512(v));
+}
+
+template <bool kNative>
+ATTN_AVX512_BF16 void pack_bf16_rows_avx512(uint16_t* out, int64_t ld_out, const float* x, int64_t r0, int64_t r1,
+                                            int64_t K, int64_t row_stride) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* xr = x + r * row_stride;
+    uint16_t* o = out + r * ld_out;
+    int64_t k = 0;
+    for (; k + 16 <= K; k += 16)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + k),
+                          _mm512_cvtepi32_epi16(round16<kNative>(_mm512_loadu_ps(xr + k))));
+    for (; k < ld_out; k += 16) {  // the last chunk of K with zeros after it, then zeros
+      const __mmask16 in = static_cast<__mmask16>(k >= K ? 0 : (1u << (K - k)) - 1);
+      const __mmask16 dst = static_cast<__mmask16>(ld_out - k >= 16 ? 0xFFFF : (1u << (ld_out - k)) - 1);
+      const __m512i b = in == 0 ? _mm512_setzero_si512() : round16<kNative>(_mm512_maskz_loadu_ps(in, xr + k));
+      _mm512_mask_cvtepi32_storeu_epi16(o + k, dst, b);
+    }
+  }
+}
+
 // v[i] = the 32-bit word i of each of 16 rows, the rows `row_bytes` apart from `first`: a 16 x 16
 // block of words loaded along the rows and transposed in registers. Rows from `live` on and
 // words from `words` on are zeros (masked loads only then). How the weight panels are packed.
@@ -807,9 +838,11 @@ ATTN_AVX512 void pack_bf16_panel(uint32_t* panel, const uint16_t* w, int64_t ldw
 // the backward products of training have it (op(B) = B): word (i, c, j, l) =
 // bf16(B[k0][n]) | bf16(B[k0 + 1][n]) << 16 with bf16_from_float's bits (bf16_lanes_avx512),
 // zeros past N and K. Two rows of B make 16 words, so no transpose is needed (the rows-then-
-// panel route rounded B into transposed rows first, then transposed those again).
-ATTN_AVX512 void pack_bf16_panel_from_columns(uint32_t* panel, const float* B, int64_t ldb, int64_t n0, int64_t N,
-                                              int64_t K, int64_t pitch = 0) {
+// panel route rounded B into transposed rows first, then transposed those again). kNative
+// rounds by vcvtneps2bf16 (round16): the same bits.
+template <bool kNative>
+ATTN_AVX512_BF16 void pack_bf16_panel_from_columns(uint32_t* panel, const float* B, int64_t ldb, int64_t n0, int64_t N,
+                                                   int64_t K, int64_t pitch = 0) {
   const int64_t C = (K + 31) / 32;
   if (pitch == 0) pitch = C * 64;
   const __m512i zero = _mm512_setzero_si512();
@@ -832,7 +865,7 @@ ATTN_AVX512 void pack_bf16_panel_from_columns(uint32_t* panel, const float* B, i
         for (int h = 0; h < 2; ++h) {
           if (k0 + h >= K || live[j] == 0) continue;
           const float* src = B + (k0 + h) * ldb + n0 + 16 * j;
-          half[h] = bf16_lanes_avx512(live[j] == 16 ? _mm512_loadu_si512(src) : _mm512_maskz_loadu_epi32(mask[j], src));
+          half[h] = round16<kNative>(live[j] == 16 ? _mm512_loadu_ps(src) : _mm512_maskz_loadu_ps(mask[j], src));
         }
         _mm512_storeu_si512(out + 16 * j, _mm512_or_si512(half[0], _mm512_slli_epi32(half[1], 16)));
       }
@@ -982,7 +1015,7 @@ void bf16_panels(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ld
   }
   const auto pack = [&](uint32_t* panel, int64_t p) {
     if (wcols != nullptr)
-      pack_bf16_panel_from_columns(panel, wcols, ldwc, p * kPanelRows, N, K);
+      pack_bf16_panel_from_columns<kNative>(panel, wcols, ldwc, p * kPanelRows, N, K);
     else
       pack_bf16_panel(panel, w, ldw, p * kPanelRows, N, K);
   };
@@ -1129,6 +1162,25 @@ ATTN_AMX void amx_block(float* out, int64_t ldo, const uint16_t* a, int64_t lda,
 // bf16_panel_finish does it after its tree.
 ATTN_AVX512 void amx_finish(const float* part, int rows, float* y, int64_t ldy, int64_t n0, int64_t N,
                             const float* bias, bool accumulate, bool relu, uint16_t* yb, int64_t ldyb) {
+  if (yb == nullptr && !relu && n0 + 32 <= N) {  // whole float outputs: the same adds, no branch per vector
+    if (accumulate) {
+      for (int m = 0; m < rows; ++m)
+        for (int j = 0; j < 2; ++j) {
+          float* const o = y + m * ldy + n0 + 16 * j;
+          _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), _mm512_load_ps(part + m * 32 + 16 * j)));
+        }
+      return;
+    }
+    if (bias != nullptr) {
+      const __m512 b0 = _mm512_loadu_ps(bias + n0), b1 = _mm512_loadu_ps(bias + n0 + 16);
+      for (int m = 0; m < rows; ++m) {
+        float* const o = y + m * ldy + n0;
+        _mm512_storeu_ps(o, _mm512_add_ps(_mm512_load_ps(part + m * 32), b0));
+        _mm512_storeu_ps(o + 16, _mm512_add_ps(_mm512_load_ps(part + m * 32 + 16), b1));
+      }
+      return;
+    }
+  }
   for (int m = 0; m < rows; ++m)
     for (int j = 0; j < 2; ++j) {
       const int64_t nb = n0 + 16 * j;
@@ -1159,7 +1211,7 @@ void bf16_amx(int64_t M, int64_t N, int64_t K, const uint16_t* xb, int64_t ldb, 
   uint32_t* const panels = thread_scratch<uint32_t, 4>(P * words);
   parallel_for(P, parallel && N * K >= kPackParallelMin, [&](int64_t p) {
     if (wcols != nullptr)
-      pack_bf16_panel_from_columns(panels + p * words, wcols, ldwc, p * kPanelRows, N, K, pitch);
+      pack_bf16_panel_from_columns<true>(panels + p * words, wcols, ldwc, p * kPanelRows, N, K, pitch);
     else
       pack_bf16_panel(panels + p * words, w, ldw, p * kPanelRows, N, K, pitch);
   });
@@ -1940,6 +1992,17 @@ void pack_bf16_rows(uint16_t* out, int64_t ld_out, const float* x, int64_t rows,
                     int64_t k_stride, QuantPath path) {
   // Rows are independent: large operands are converted over the threads.
   const bool parallel = rows * K >= kPackParallelMin && !omp_in_parallel() && omp_get_max_threads() > 1;
+#if defined(__x86_64__)
+  if (k_stride == 1 && (path == QuantPath::Avx512 || path == QuantPath::Avx512Bf16 || path == QuantPath::Amx)) {
+    parallel_ranges(rows, parallel, [&](int64_t r0, int64_t r1) {
+      if (path != QuantPath::Avx512)
+        pack_bf16_rows_avx512<true>(out, ld_out, x, r0, r1, K, row_stride);
+      else
+        pack_bf16_rows_avx512<false>(out, ld_out, x, r0, r1, K, row_stride);
+    });
+    return;
+  }
+#endif
   if (ld_out > K)
     for (int64_t r = 0; r < rows; ++r) std::fill(out + r * ld_out + K, out + (r + 1) * ld_out, uint16_t{0});
   if (k_stride == 1) {
