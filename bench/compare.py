@@ -3,8 +3,8 @@
 
 Runs our Google Benchmark binaries (build/bench/*_bench, --benchmark_format=json: attention,
 encoder layer, greedy and beam decoding, GEMM), memory_bench,
-and `attn train --task reverse` (the demo's recipe, and a base-size model's training throughput in
-float32 and bf16), then the PyTorch twins (torch_bench.py, torch_reverse_train.py)
+and `attn train --task reverse` (the demo's recipe and a base-size model's training throughput, each
+in float32 and bf16), then the PyTorch twins (torch_bench.py, torch_reverse_train.py)
 on the same shapes and thread count; prints one table per topic with both sides and the ratio
 torch / attn (time ratio: above 1 means attn is faster; for GFLOP/s and tokens/s the inverse
 rate ratio, so the same reading holds), and writes bench/RESULTS.md with the machine's details.
@@ -23,6 +23,9 @@ faster time is reported: the pthread build, chosen by a matmul alone, made torch
 The training comparison runs once per side by default; `--train-rounds N` runs N rounds of attn's
 training and then PyTorch's, alternating (the machine's speed drifts by up to 30% within minutes,
 and one run of each side may fall in different phases), and reports each side's median round.
+The demo's recipe runs in both precisions (`--train-precisions`): float32 on both sides, then attn's
+`--precision bf16` against torch.autocast; a last line sets attn's faster precision against PyTorch's
+fastest run of any precision and thread count.
 """
 import argparse
 import datetime
@@ -279,12 +282,12 @@ def attn_train_available(build):
     return os.path.exists(exe) and subprocess.run([exe, "train", "--help"], capture_output=True).returncode == 0
 
 
-def run_attn_train(args):
+def run_attn_train(args, precision="f32"):
     exe = os.path.join(args.build, "attn")
     out = tempfile.mkdtemp(prefix="attn-bench-train-")
     try:
         cmd = [exe, "train", "--task", "reverse", "--out", out, "--force", "--epochs", str(args.epochs),
-               "--threads", str(args.threads), "--quiet"]
+               "--threads", str(args.threads), "--quiet", "--precision", precision]
         log(" ".join(cmd))
         t0 = time.perf_counter()
         p = subprocess.run(cmd, capture_output=True, text=True, env=attn_env(args.threads))
@@ -380,6 +383,68 @@ def table(header, rows):
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     out += ["| " + " | ".join(fmt(c) if not isinstance(c, str) else c for c in r) + " |" for r in rows]
     return "\n".join(out)
+
+
+TRAIN_PRECISIONS = ("f32", "bf16")
+TRAIN_PRECISION_LABELS = {"f32": "float32", "bf16": "bf16 (attn: --precision bf16; torch: autocast)"}
+
+
+def train_section(args, sections, prec, train, g):
+    """Appends the demo recipe's table for one precision; returns (attn seconds, torch's fastest)."""
+    a = train.get("attn")
+    na = "not available" if (a and "error" in a) else "—"
+    torch_runs = sorted(((int(k.split("_")[1]), v) for k, v in train.items() if k.startswith("torch_")),
+                        key=lambda kv: -kv[0])
+    timed = [(n, r) for n, r in torch_runs if g(r, "train_seconds")]
+    best = min(timed, key=lambda nr: nr[1]["train_seconds"]) if timed else (None, None)
+    cols = [f"torch, {n} thread{'s' if n > 1 else ''}" for n, _ in torch_runs]
+    def row(label, key, digits):
+        cells = [fmt(g(a, key), digits) if g(a, key) is not None else na]
+        cells += [fmt(g(r, key), digits) for _, r in torch_runs]
+        return [label] + cells
+    rows = [row("training seconds (validation excluded)", "train_seconds", 1),
+            row("tokens / s", "tokens_per_s", 0),
+            row("wall seconds (whole run)", "wall_seconds", 1),
+            row("val token accuracy (greedy)", "val_token_acc", 3)]
+    rows[0].append(fmt(ratio(g(best[1], "train_seconds"), g(a, "train_seconds"))))
+    rows[1].append(fmt(ratio(g(a, "tokens_per_s"), g(best[1], "tokens_per_s"))))
+    rows[2].append("—")
+    rows[3].append("—")
+    if a and "error" in a:
+        rows.append(["attn", a["error"]] + [""] * (len(cols) + 1))
+    for n, r in torch_runs:
+        if r and "error" in r:
+            rows.append([f"torch, {n} thread{'s' if n > 1 else ''}", r["error"]] + [""] * (len(cols) + 1))
+    epochs = args.epochs
+    per_round = ""
+    rounds = train.get("rounds", {})
+    if args.train_rounds > 1 and rounds:
+        secs = lambda r: g(r, "train_seconds")
+        lines = []
+        for i in range(args.train_rounds):
+            a_s = secs(rounds["attn"][i])
+            t_s = [secs(rounds[k][i]) for k in rounds if k.startswith("torch_")]
+            t_best = min((t for t in t_s if t), default=None)
+            lines.append(f"{fmt(a_s, 1)} s against {fmt(t_best, 1)} s ({fmt(ratio(t_best, a_s))}x)")
+        per_round = (f" Medians of {args.train_rounds} alternating rounds (attn, then torch at each thread count); "
+                     "training seconds per round, attn against torch's faster configuration: "
+                     + "; ".join(lines) + ".")
+    sections.append((f"Reverse-digits training ({epochs} epochs), {TRAIN_PRECISION_LABELS[prec]}",
+                     "The demo's recipe on both sides: 10,000 training / 1,000 validation sequences of 8 digits "
+                     "(the same sequences: torch_reverse_train.py regenerates attn's data bit for bit), batch 64, "
+                     "D=64, 4 heads, 2+2 layers, d_ff 256, dropout 0.1, post-norm, sinusoidal positions, tied "
+                     "embeddings, Adam (0.9, 0.98, 1e-9), Noam warm-up 400 scale 1, label smoothing 0.1. Tokens = "
+                     "target symbols + EOS. attn: `attn train --task reverse --threads "
+                     f"{args.threads} --precision {prec}` (metrics.jsonl tokens_per_s; with more than one thread "
+                     "the demo's small model splits each batch into one shard per thread); torch: "
+                     f"torch.nn.Transformer (`torch_reverse_train.py --precision {prec}`"
+                     + (", under torch.autocast(\"cpu\", torch.bfloat16)" if prec == "bf16" else "")
+                     + f") at {args.threads} thread(s) and at one. Ratio: the faster torch run's time / attn's time"
+                     + (f" (torch's faster run here: {best[0]} thread{'s' if best[0] > 1 else ''})." if best[0] else ".")
+                     + per_round,
+                     table(["", f"attn, {args.threads} thread{'s' if args.threads > 1 else ''}"] + cols
+                           + ["fastest torch / attn"], rows)))
+    return g(a, "train_seconds"), g(best[1], "train_seconds")
 
 
 def build_report(args, machine, torch_cfg, ours, theirs, mem, train, base_train=None):
@@ -509,58 +574,18 @@ def build_report(args, machine, torch_cfg, ours, theirs, mem, train, base_train=
                      table(["T", "pass", "attn peak MiB", "attn Δ MiB", "torch peak MiB", "torch Δ MiB",
                             "torch / attn (Δ)"], rows)))
 
-    a = train.get("attn")
     g = lambda r, k: (r.get(k) if r and "error" not in r else None)
-    na = "not available" if (a and "error" in a) else "—"
-    torch_runs = sorted(((int(k.split("_")[1]), v) for k, v in train.items() if k.startswith("torch_")),
-                        key=lambda kv: -kv[0])
-    timed = [(n, r) for n, r in torch_runs if g(r, "train_seconds")]
-    best = min(timed, key=lambda nr: nr[1]["train_seconds"]) if timed else (None, None)
-    cols = [f"torch, {n} thread{'s' if n > 1 else ''}" for n, _ in torch_runs]
-    def row(label, key, digits):
-        cells = [fmt(g(a, key), digits) if g(a, key) is not None else na]
-        cells += [fmt(g(r, key), digits) for _, r in torch_runs]
-        return [label] + cells
-    rows = [row("training seconds (validation excluded)", "train_seconds", 1),
-            row("tokens / s", "tokens_per_s", 0),
-            row("wall seconds (whole run)", "wall_seconds", 1),
-            row("val token accuracy (greedy)", "val_token_acc", 3)]
-    rows[0].append(fmt(ratio(g(best[1], "train_seconds"), g(a, "train_seconds"))))
-    rows[1].append(fmt(ratio(g(a, "tokens_per_s"), g(best[1], "tokens_per_s"))))
-    rows[2].append("—")
-    rows[3].append("—")
-    if a and "error" in a:
-        rows.append(["attn", a["error"]] + [""] * (len(cols) + 1))
-    for n, r in torch_runs:
-        if r and "error" in r:
-            rows.append([f"torch, {n} thread{'s' if n > 1 else ''}", r["error"]] + [""] * (len(cols) + 1))
-    epochs = args.epochs
-    per_round = ""
-    rounds = train.get("rounds", {})
-    if args.train_rounds > 1 and rounds:
-        secs = lambda r: g(r, "train_seconds")
-        lines = []
-        for i in range(args.train_rounds):
-            a_s = secs(rounds["attn"][i])
-            t_s = [secs(rounds[k][i]) for k in rounds if k.startswith("torch_")]
-            t_best = min((t for t in t_s if t), default=None)
-            lines.append(f"{fmt(a_s, 1)} s against {fmt(t_best, 1)} s ({fmt(ratio(t_best, a_s))}x)")
-        per_round = (f" Medians of {args.train_rounds} alternating rounds (attn, then torch at each thread count); "
-                     "training seconds per round, attn against torch's faster configuration: "
-                     + "; ".join(lines) + ".")
-    sections.append((f"Reverse-digits training ({epochs} epochs)",
-                     "The demo's recipe on both sides: 10,000 training / 1,000 validation sequences of 8 digits "
-                     "(the same sequences: torch_reverse_train.py regenerates attn's data bit for bit), batch 64, "
-                     "D=64, 4 heads, 2+2 layers, d_ff 256, dropout 0.1, post-norm, sinusoidal positions, tied "
-                     "embeddings, Adam (0.9, 0.98, 1e-9), Noam warm-up 400 scale 1, label smoothing 0.1. Tokens = "
-                     "target symbols + EOS. attn: `attn train --task reverse --threads "
-                     f"{args.threads}` (metrics.jsonl tokens_per_s; with more than one thread the demo's small model "
-                     "splits each batch into one shard per thread); torch: torch.nn.Transformer at "
-                     f"{args.threads} thread(s) and at one. Ratio: the faster torch run's time / attn's time"
-                     + (f" (torch's faster run here: {best[0]} thread{'s' if best[0] > 1 else ''})." if best[0] else ".")
-                     + per_round,
-                     table(["", f"attn, {args.threads} thread{'s' if args.threads > 1 else ''}"] + cols
-                           + ["fastest torch / attn"], rows)))
+    fastest = {}  # precision -> (attn seconds, torch's fastest seconds)
+    for prec in [p for p in TRAIN_PRECISIONS if p in train]:
+        fastest[prec] = train_section(args, sections, prec, train[prec], g)
+    if len(fastest) > 1:
+        a_best = min((a for a, _ in fastest.values() if a), default=None)
+        t_best = min((t for _, t in fastest.values() if t), default=None)
+        if a_best and t_best:
+            sections.append(("Reverse-digits training: the fastest of each side",
+                             "attn's faster precision against PyTorch's fastest run of any precision and thread "
+                             f"count, training seconds: {fmt(a_best, 1)} s against {fmt(t_best, 1)} s, "
+                             f"**{fmt(ratio(t_best, a_best))}x**.", ""))
 
     if base_train:
         bt = {k: median_run(v) for k, v in base_train.items()}
@@ -676,6 +701,9 @@ def main():
     p.add_argument("--min-time", type=float, help="seconds per repetition (default 0.5)")
     p.add_argument("--reps", type=int, help="repetitions, median reported (default 3)")
     p.add_argument("--topics", default="attention,encoder_layer,decode,quantized,gemm,memory,train,train_base")
+    p.add_argument("--train-precisions", default="f32,bf16",
+                   help="precisions of the reverse-training comparison, comma-separated: f32 (both sides float32), "
+                        "bf16 (attn --precision bf16, torch autocast) (default f32,bf16)")
     p.add_argument("--train-rounds", type=int, default=1,
                    help="alternating rounds of the training comparisons (attn, then torch), medians reported "
                         "(default 1)")
@@ -750,24 +778,29 @@ def main():
                      str(T)] + extra, tenv, cap)
     if "train" in topics:
         # Rounds of attn's run, then PyTorch's, alternating, so that both sides meet the machine's
-        # slow and fast phases alike; each side's median round is reported.
+        # slow and fast phases alike; each side's median round is reported. Each precision in each
+        # round: float32 on both sides, then attn's --precision bf16 against torch.autocast.
         # PyTorch at the same thread count, and at one thread when that differs: a model this small
         # is often faster on one, and the ratio is taken against the faster of the two.
         keys = ["attn"] + [f"torch_{n}" for n in sorted({args.threads, 1}, reverse=True)]
-        rounds = {k: [] for k in keys}
+        precisions = [x for x in args.train_precisions.split(",") if x]
+        rounds = {prec: {k: [] for k in keys} for prec in precisions}
         for r in range(args.train_rounds):
             if args.train_rounds > 1:
                 log(f"training round {r + 1} of {args.train_rounds}")
-            if attn_train_available(args.build):
-                rounds["attn"].append(run_attn_train(args))
-            else:
-                rounds["attn"].append({"error": f"not available ({args.build}/attn has no `train` command)"})
-            for k in keys[1:]:
-                rounds[k].append(run_torch(args, tenv, ["torch_reverse_train.py", "--epochs", str(args.epochs),
-                                                        "--threads", k.split("_")[1]]))
-        for k in keys:
-            train[k] = median_run(rounds[k])
-        train["rounds"] = rounds
+            for prec in precisions:
+                if attn_train_available(args.build):
+                    rounds[prec]["attn"].append(run_attn_train(args, prec))
+                else:
+                    rounds[prec]["attn"].append(
+                        {"error": f"not available ({args.build}/attn has no `train` command)"})
+                for k in keys[1:]:
+                    rounds[prec][k].append(run_torch(args, tenv, [
+                        "torch_reverse_train.py", "--epochs", str(args.epochs), "--threads", k.split("_")[1],
+                        "--precision", prec]))
+        for prec in precisions:
+            train[prec] = {k: median_run(rounds[prec][k]) for k in keys}
+            train[prec]["rounds"] = rounds[prec]
 
     base_train = {}
     if "train_base" in topics:
