@@ -785,7 +785,7 @@ void for_panel_items(int64_t M, int64_t N, const PanelSplit& split, int64_t word
   const int64_t items = (N + kPanelRows - 1) / kPanelRows * split.parts;
   const uint64_t call = g_panel_call.fetch_add(1, std::memory_order_relaxed) + 1;
   parallel_for(items, split.threads > 1 && items > 1, [&](int64_t item) {
-    thread_local std::vector<uint32_t> panel;
+    thread_local std::vector<uint32_t, LineAligned<uint32_t>> panel;
     thread_local uint64_t packed_call = 0;
     thread_local int64_t packed_panel = -1;
     const int64_t p = item / split.parts, m0 = (item % split.parts) * split.rows_per;
@@ -1364,7 +1364,7 @@ struct AmxWeights {
 // The blocks of weight rows [n0, n0 + live) of w (row stride ldw bytes, K_bytes bytes of data
 // per row, C chunks of 64 bytes): the weight itself, or zero-padded copies kept per thread.
 AmxWeights amx_weights(const char* w, int64_t ldw, int64_t n0, int64_t live, int64_t K_bytes, int64_t C) {
-  thread_local std::vector<char> tails, last;
+  thread_local std::vector<char, LineAligned<char>> tails, last;
   const bool partial = K_bytes % 64 != 0;
   AmxWeights b{};
   b.blocks = static_cast<int>((live + 15) / 16);
