@@ -1160,8 +1160,27 @@ ATTN_AMX void amx_block(float* out, int64_t ldo, const uint16_t* a, int64_t lda,
 
 // The epilogue of amx_block's sums for `rows` rows and the outputs [n0, n0 + 32) below N, as
 // bf16_panel_finish does it after its tree.
-ATTN_AVX512 void amx_finish(const float* part, int rows, float* y, int64_t ldy, int64_t n0, int64_t N,
-                            const float* bias, bool accumulate, bool relu, uint16_t* yb, int64_t ldyb) {
+ATTN_AVX512_BF16 void amx_finish(const float* part, int rows, float* y, int64_t ldy, int64_t n0, int64_t N,
+                                 const float* bias, bool accumulate, bool relu, uint16_t* yb, int64_t ldyb) {
+  if (yb != nullptr && !accumulate && n0 + 32 <= N) {  // whole bf16 outputs (the AMX path has vcvtneps2bf16)
+    const __m512 b0 = bias != nullptr ? _mm512_loadu_ps(bias + n0) : _mm512_setzero_ps();
+    const __m512 b1 = bias != nullptr ? _mm512_loadu_ps(bias + n0 + 16) : _mm512_setzero_ps();
+    for (int m = 0; m < rows; ++m) {
+      __m512 v0 = _mm512_load_ps(part + m * 32), v1 = _mm512_load_ps(part + m * 32 + 16);
+      if (bias != nullptr) {  // the sum plus the bias, as bf16_store16 (no bias: the sum itself, not s + 0)
+        v0 = _mm512_add_ps(v0, b0);
+        v1 = _mm512_add_ps(v1, b1);
+      }
+      if (relu) {
+        v0 = relu_avx512(v0);
+        v1 = relu_avx512(v1);
+      }
+      const __m256bh h0 = _mm512_cvtneps_pbh(v0), h1 = _mm512_cvtneps_pbh(v1);
+      std::memcpy(yb + m * ldyb + n0, &h0, sizeof h0);
+      std::memcpy(yb + m * ldyb + n0 + 16, &h1, sizeof h1);
+    }
+    return;
+  }
   if (yb == nullptr && !relu && n0 + 32 <= N) {  // whole float outputs: the same adds, no branch per vector
     if (accumulate) {
       for (int m = 0; m < rows; ++m)

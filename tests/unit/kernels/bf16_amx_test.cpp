@@ -182,9 +182,11 @@ TEST_F(Bf16Amx, ManyRowsGiveEachRowTheBitsOfAFewRows) {
   }
 }
 
+// Both formulations: the weight rows as tiles below kAmxPanelMinRows (256) rows, the panels from
+// there on (M = 300: whole 32 x 32 blocks and their tails, each epilogue's own loop).
 TEST_F(Bf16Amx, TheEpiloguesGiveTheBitsOfTheSeparateSteps) {
   Rng rng(71);
-  for (int64_t M : {1, 7, 40})
+  for (int64_t M : {1, 7, 40, 300})
     for (int64_t N : {5, 37, 129})
       for (int64_t K : {31, 64, 130}) {
         SCOPED_TRACE(testing::Message() << "M " << M << " N " << N << " K " << K);
