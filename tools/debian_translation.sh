@@ -21,6 +21,7 @@
 #                                                       # more EPOCHS) from its last checkpoint, then go on
 #   STREAM=1 tools/debian_translation.sh                # attn train --stream: the training split read in
 #                                                       # chunks of CHUNK_LINES pairs, never whole
+#   PRECISION=bf16 SKIP_TORCH=1 tools/debian_translation.sh   # attn in bf16 mixed precision
 set -euo pipefail
 
 ATTN=${ATTN:-build/attn}
@@ -42,6 +43,7 @@ MAX_TRAIN=${MAX_TRAIN:-0}      # 0: the whole training split; N: its first N pai
 MAX_TEST=${MAX_TEST:-0}        # 0: the whole test split; N: its first N pairs (smoke runs only)
 STREAM=${STREAM:-0}            # 1: attn train --stream --chunk-lines CHUNK_LINES
 CHUNK_LINES=${CHUNK_LINES:-10000}
+PRECISION=${PRECISION:-f32}    # attn train --precision: f32, or bf16 (mixed precision, docs/training.md)
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 
@@ -87,7 +89,7 @@ if [ "${ONLY_TORCH:-0}" != 1 ]; then
     timed attn_train "$ATTN" train --data "$D/train.tsv" --valid "$D/valid.tsv" --vocab "$OUT/spm" \
       --d-model "$D_MODEL" --heads "$HEADS" --encoder-layers "$LAYERS" --decoder-layers "$LAYERS" --d-ff "$D_FF" \
       --epochs "$EPOCHS" --batch-size 0 --max-tokens "$MAX_TOKENS" --warmup "$WARMUP" \
-      --checkpoint-every "$CKPT_EVERY" --keep "$AVERAGE" --seed 1 --threads "$THREADS" \
+      --checkpoint-every "$CKPT_EVERY" --keep "$AVERAGE" --seed 1 --threads "$THREADS" --precision "$PRECISION" \
       ${STREAM_ARGS[@]+"${STREAM_ARGS[@]}"} --out "$OUT/attn" --force --no-report --quiet
   fi
   timed attn_average "$ATTN" average --model "$OUT/attn" --last "$AVERAGE" --out "$OUT/attn_avg" --force

@@ -2012,12 +2012,27 @@ void pack_bf16_rows(uint16_t* out, int64_t ld_out, const float* x, int64_t rows,
   // Rows are independent: large operands are converted over the threads.
   const bool parallel = rows * K >= kPackParallelMin && !omp_in_parallel() && omp_get_max_threads() > 1;
 #if defined(__x86_64__)
-  if (k_stride == 1 && (path == QuantPath::Avx512 || path == QuantPath::Avx512Bf16 || path == QuantPath::Amx)) {
+  // AVX-512: rows in one pass, or a transposed operand in 16 x 16 blocks; vcvtneps2bf16 where the
+  // path has it (every path gives the same bits).
+  const bool avx512 = path == QuantPath::Avx512 || path == QuantPath::Avx512Bf16 || path == QuantPath::Amx;
+  const bool native = path != QuantPath::Avx512;
+  if (avx512 && k_stride == 1) {
     parallel_ranges(rows, parallel, [&](int64_t r0, int64_t r1) {
-      if (path != QuantPath::Avx512)
+      if (native)
         pack_bf16_rows_avx512<true>(out, ld_out, x, r0, r1, K, row_stride);
       else
         pack_bf16_rows_avx512<false>(out, ld_out, x, r0, r1, K, row_stride);
+    });
+    return;
+  }
+  if (avx512 && row_stride == 1) {
+    if (ld_out > K)
+      for (int64_t r = 0; r < rows; ++r) std::fill(out + r * ld_out + K, out + (r + 1) * ld_out, uint16_t{0});
+    parallel_for((rows + 15) / 16, parallel, [&](int64_t blk) {
+      if (native)
+        pack_bf16_columns_avx512<true>(out, ld_out, x, rows, blk * 16, K, k_stride);
+      else
+        pack_bf16_columns_avx512<false>(out, ld_out, x, rows, blk * 16, K, k_stride);
     });
     return;
   }
@@ -2028,18 +2043,6 @@ void pack_bf16_rows(uint16_t* out, int64_t ld_out, const float* x, int64_t rows,
     parallel_for(rows, parallel, [&](int64_t r) { f32_to_bf16(out + r * ld_out, x + r * row_stride, K, path); });
     return;
   }
-#if defined(__x86_64__)
-  if (row_stride == 1 && (path == QuantPath::Avx512 || path == QuantPath::Avx512Bf16 || path == QuantPath::Amx)) {
-    parallel_for((rows + 15) / 16, parallel, [&](int64_t blk) {
-      const int64_t r0 = blk * 16;
-      if (path != QuantPath::Avx512)
-        pack_bf16_columns_avx512<true>(out, ld_out, x, rows, r0, K, k_stride);
-      else
-        pack_bf16_columns_avx512<false>(out, ld_out, x, rows, r0, K, k_stride);
-    });
-    return;
-  }
-#endif
   constexpr int64_t kTile = 32;
   parallel_for((rows + kTile - 1) / kTile, parallel, [&](int64_t blk) {
     const int64_t r0 = blk * kTile;
