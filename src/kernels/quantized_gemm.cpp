@@ -400,10 +400,8 @@ ATTN_AVX512_BF16 void f32_to_bf16_avx512_bf16(uint16_t* out, const float* x, int
   f32_to_bf16_scalar(out + i, x + i, n - i);
 }
 
-// Rows [r0, r1) of x (K floats each, row_stride apart) as bf16 rows out[r * ld_out + k], zeros
-// from K to ld_out, in one pass: whole vectors, the last chunk of K masked, then the zeros (the
-// per-row conversion call and the fill after it cost more than the rounding for K of 64).
-// vcvtneps2bf16 when kNative, else the integer rounding: the same bits.
+// bf16_from_float of 16 floats in the low halves of 16 int32 lanes: vcvtneps2bf16 when kNative,
+// else the integer rounding (the same bits).
 template <bool kNative>
 ATTN_AVX512_BF16 inline __m512i round16(__m512 v) {
   if constexpr (kNative)
@@ -412,6 +410,9 @@ ATTN_AVX512_BF16 inline __m512i round16(__m512 v) {
     return bf16_lanes_avx512(_mm512_castps_si512(v));
 }
 
+// Rows [r0, r1) of x (K floats each, row_stride apart) as bf16 rows out[r * ld_out + k], zeros
+// from K to ld_out, in one pass: whole vectors, the last chunk of K masked, then the zeros (the
+// per-row conversion call and the fill after it cost more than the rounding for K of 64).
 template <bool kNative>
 ATTN_AVX512_BF16 void pack_bf16_rows_avx512(uint16_t* out, int64_t ld_out, const float* x, int64_t r0, int64_t r1,
                                             int64_t K, int64_t row_stride) {
