@@ -713,6 +713,9 @@ def main():
     p.add_argument("--no-torch-hugepages", dest="torch_hugepages", action="store_false")
     p.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
     args = p.parse_args()
+    unknown = [x for x in args.train_precisions.split(",") if x and x not in TRAIN_PRECISIONS]
+    if unknown:
+        p.error(f"--train-precisions: unknown precision(s) {', '.join(unknown)} (known: {', '.join(TRAIN_PRECISIONS)})")
     q = args.quick
     args.T = [int(x) for x in args.T.split(",")] if args.T else ([128, 512] if q else ALL_T)
     args.mem_T = [int(x) for x in args.mem_T.split(",")] if args.mem_T else ([1024] if q else ALL_MEM_T)
