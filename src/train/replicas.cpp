@@ -25,17 +25,21 @@ namespace {
 
 constexpr const char* kOp = "train";
 
+// The generators of a model's dropout and attention modules, in model_rngs' order.
+std::vector<Rng*> rng_pointers(models::Model& model) {
+  std::vector<Rng*> out;
+  for (const auto& named : model_rngs(model)) out.push_back(named.second);
+  return out;
+}
+
 // Replica k's generators (k >= 1) for the coming step, derived from the model's current states:
 // each state is hashed with k into a fresh seed, so every shard draws its own masks, and the
 // replicas need no state of their own in checkpoints (resuming reproduces them).
-void fork_replica_rngs(models::Model& model, models::Model& replica, int64_t k) {
-  const auto from = model_rngs(model);
-  const auto to = model_rngs(replica);
-  ATTN_CHECK(from.size() == to.size(), kOp, "a replica has ", to.size(), " generators, the model ", from.size());
+void fork_replica_rngs(const std::vector<Rng*>& from, const std::vector<Rng*>& to, int64_t k) {
   for (size_t i = 0; i < from.size(); ++i) {
     uint64_t seed = 0x7368617264000000ull + static_cast<uint64_t>(k);  // "shard"
-    for (uint64_t w : from[i].second->state().s) seed = stream_seed(seed, w);
-    to[i].second->seed_with(seed);
+    for (uint64_t w : from[i]->state().s) seed = stream_seed(seed, w);
+    to[i]->seed_with(seed);
   }
 }
 
@@ -47,6 +51,9 @@ ReplicaEngine::ReplicaEngine(models::Model& model, Objective& objective, models:
 
 void ReplicaEngine::make(int64_t shards) {
   const nn::NamedTensors mine = model_.named_parameters();
+  // The generators are found once (walking the modules by name each step cost about 1% of the
+  // demo's step, on one thread while the others waited); the modules outlive the engine's use.
+  if (model_rngs_.empty()) model_rngs_ = rng_pointers(model_);
   while (static_cast<int64_t>(replicas_.size()) + 1 < shards) {
     // Its own initial weights are dropped at once: its parameters become views of the model's.
     std::shared_ptr<models::Model> replica = models::make_model(config_);
@@ -69,6 +76,10 @@ void ReplicaEngine::make(int64_t shards) {
       params.push_back(r);
     }
     replica->train();
+    std::vector<Rng*> rngs = rng_pointers(*replica);
+    ATTN_CHECK(rngs.size() == model_rngs_.size(), kOp, "a replica has ", rngs.size(), " generators, the model ",
+               model_rngs_.size());
+    replica_rngs_.push_back(std::move(rngs));
     replica_objectives_.push_back(make_objective(*replica, options_));
     replica_params_.push_back(std::move(params));
     replicas_.push_back(std::move(replica));
@@ -87,7 +98,7 @@ double ReplicaEngine::backward(const std::vector<io::Example>& examples, int64_t
   const int S = static_cast<int>(shards_);
   std::vector<std::vector<int64_t>> parts(static_cast<size_t>(S));
   for (int k = 0; k < S; ++k) parts[static_cast<size_t>(k)] = dist::shard(indices, k, S);
-  for (int k = 1; k < S; ++k) fork_replica_rngs(model_, *replicas_[static_cast<size_t>(k - 1)], k);
+  for (int k = 1; k < S; ++k) fork_replica_rngs(model_rngs_, replica_rngs_[static_cast<size_t>(k - 1)], k);
   std::vector<BatchLoss> losses(static_cast<size_t>(S));
   std::vector<double> values(static_cast<size_t>(S), 0.0);
   std::vector<std::exception_ptr> errors(static_cast<size_t>(S));

@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "attn/core/rng.h"
 #include "attn/core/tensor.h"
 #include "attn/models/config.h"
 #include "attn/models/model.h"
@@ -48,6 +49,9 @@ class ReplicaEngine {
   std::vector<std::shared_ptr<models::Model>> replicas_;
   std::vector<std::unique_ptr<Objective>> replica_objectives_;
   std::vector<std::vector<Tensor>> replica_params_;
+  // The model's dropout and attention generators, and each replica's, in model_rngs() order.
+  std::vector<Rng*> model_rngs_;
+  std::vector<std::vector<Rng*>> replica_rngs_;
 
   // Drops every replica's gradients (through the parameter lists: Module::zero_grad names every
   // parameter first, which costs more).
