@@ -178,6 +178,10 @@ AttentionOutput MultiHeadAttention::run(const Tensor& query, const Tensor& key, 
       last_key_ = split_heads(d.slice(2, D, D + kv).contiguous(), n_kv_heads_);          // [B, Hkv, T, Dh]
       last_value_ = split_heads(d.slice(2, D + kv, D + 2 * kv).contiguous(), n_kv_heads_);  // [B, Hkv, T, Dh]
     }
+    // A bf16 model's bidirectional self-attention (an encoder's) takes its products on bf16 as
+    // its projections do. Causal self-attention stays float32: decoding runs it one position at
+    // a time over a cache, and a model scored whole must give decoding's log-probabilities.
+    options.bf16_products = in_proj_weight_.dtype() == DType::BF16 && !options.causal && options.window == 0;
     attended = scaled_dot_product_attention_packed(qkv, H, n_kv_heads_, options);  // out [B, H, T, Dh]
   } else {
     Tensor q = split_heads(project(query, 0));                // [B, H, Tq, Dh]

@@ -19,15 +19,16 @@
 #include <optional>
 #include <vector>
 
+#include "attention_impl.h"
 #include "attn/ops/ops.h"
+#include "kernels/attention_bf16.h"
 #include "kernels/attention_flash.h"
 #include "kernels/attention_invariant.h"
-#include "kernels/batch_invariant.h"
 #include "kernels/attention_naive.h"
 #include "kernels/attention_rows.h"
 #include "kernels/attention_short.h"
+#include "kernels/batch_invariant.h"
 #include "kernels/dropout.h"
-#include "attention_impl.h"
 
 namespace attn {
 
@@ -385,6 +386,17 @@ SdpaResult sdpa_impl(const Operand& q, const Operand& k, const Operand& v, const
     node.scale = scale;
     node.packed = packed;
   };
+  // The bf16 products have no backward: with a gradient to record, the float32 pair runs.
+  if (impl == detail::SdpaImpl::Bf16 && record) impl = detail::SdpaImpl::Flash;
+  if constexpr (std::is_same_v<T, float>) {
+    if (impl == detail::SdpaImpl::Bf16) {
+      kernels::attention_bf16_forward(out.t.data<T>(), nullptr, q.t.data<T>(), k.t.data<T>(), v.t.data<T>(), mask, d,
+                                      static_cast<T>(scale), layout);
+      SdpaResult result;
+      result.out = result_out;
+      return result;
+    }
+  }
   if (impl == detail::SdpaImpl::Flash || impl == detail::SdpaImpl::Invariant) {
     // Both write out and lse alike, so the flash backward serves both.
     Tensor lse = Tensor::empty({d.B, d.H, d.Tq}, dtype_of<T>);  // [B, H, Tq]
@@ -473,10 +485,14 @@ SdpaResult run_sdpa(const Operand& q, const Operand& k, const Operand& v, const 
                     bool packed, const SdpaOptions& options, const SdpaDims& d, detail::SdpaImpl impl) {
   check_options(options, d, q.t.dtype());
   if (impl == detail::SdpaImpl::Auto) impl = detail::choose_sdpa_impl(options, q.t.dtype(), d.Tq, d.Tk);
-  ATTN_CHECK((impl != detail::SdpaImpl::Flash && impl != detail::SdpaImpl::Invariant) ||
-                 (!options.need_weights && options.dropout_p == 0.0),
-             kOp, "the flash and invariant kernels return no weights and have no dropout; got need_weights ",
-             options.need_weights, ", dropout_p ", options.dropout_p);
+  ATTN_CHECK(impl != detail::SdpaImpl::Bf16 || (q.t.dtype() == DType::F32 && kernels::attention_bf16_available()), kOp,
+             "the bf16 kernel takes float32 inputs on a CPU with AMX-BF16 tiles; got ", dtype_name(q.t.dtype()),
+             kernels::attention_bf16_available() ? "" : " (no tiles here)");
+  ATTN_CHECK(
+      (impl != detail::SdpaImpl::Flash && impl != detail::SdpaImpl::Invariant && impl != detail::SdpaImpl::Bf16) ||
+          (!options.need_weights && options.dropout_p == 0.0),
+      kOp, "the flash and invariant kernels return no weights and have no dropout; got need_weights ",
+      options.need_weights, ", dropout_p ", options.dropout_p);
   ATTN_CHECK((impl != detail::SdpaImpl::Short && impl != detail::SdpaImpl::Rows) || q.t.dtype() == DType::F32, kOp,
              "the short-sequence and vector-row kernels are float32 only; got ", dtype_name(q.t.dtype()));
   if (q.t.dtype() == DType::F32) return sdpa_impl<float>(q, k, v, inputs, packed, options, d, impl);
@@ -488,8 +504,10 @@ SdpaResult run_sdpa(const Operand& q, const Operand& k, const Operand& v, const 
 namespace detail {
 
 SdpaImpl choose_sdpa_impl(const SdpaOptions& options, DType dtype, int64_t Tq, int64_t Tk) {
-  if (!options.need_weights && options.dropout_p == 0.0)
+  if (!options.need_weights && options.dropout_p == 0.0) {
+    if (options.bf16_products && dtype == DType::F32 && kernels::attention_bf16_available()) return SdpaImpl::Bf16;
     return kernels::batch_invariant() ? SdpaImpl::Invariant : SdpaImpl::Flash;
+  }
   if (dtype != DType::F32) return SdpaImpl::Naive;
   return kernels::use_short_attention(Tq, Tk) ? SdpaImpl::Short : SdpaImpl::Rows;
 }

@@ -47,6 +47,13 @@ struct SdpaOptions {
   // (alibi_slopes() below). Adds -m_h * |i' - j| to score (i, j), i' = i + (Tk - Tq), which
   // under a causal mask is the paper's -m_h * (i' - j). Optional; a constant (no gradient).
   Tensor alibi_slopes;
+  // Round q, k, v and the probabilities to bf16 for the two products, summed in float32, as a
+  // bf16 model's linear layers do (kernels/attention_bf16.h: AMX tiles; the row-wise softmax stays
+  // float32). float32 inputs only; taken where the CPU runs the bf16 products on AMX tiles and the
+  // call records no gradient, asks for no weights and has no dropout; elsewhere the float32
+  // kernels run. nn::MultiHeadAttention sets it for the bidirectional self-attention of a model
+  // whose projections hold bf16 weights.
+  bool bf16_products = false;
 
   static SdpaOptions causal_mask() { SdpaOptions o; o.causal = true; return o; }
   static SdpaOptions padding(Tensor key_padding) { SdpaOptions o; o.key_padding_mask = std::move(key_padding); return o; }
