@@ -193,11 +193,11 @@ ATTN_AMX_ATTENTION void softmax_row(float* row, uint16_t* p16, float& m_out, flo
                                     const AttentionMask<float>& mask, int64_t b, int64_t h, int64_t i, float scale,
                                     const Sizes& z, const simd::VectorKernels& vk) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  const __m512 sc = _mm512_set1_ps(scale);
-  for (int64_t j = 0; j < z.Tp; j += 16) _mm512_store_ps(row + j, _mm512_mul_ps(_mm512_load_ps(row + j), sc));
+  const __m512 sc = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(kNegInf);
+  for (int64_t j = 0; j < z.Tp; j += 16)  // scaled; keys past Tk -inf
+    _mm512_store_ps(row + j, _mm512_mask_mul_ps(ninf, live16(z.Tk - j), _mm512_load_ps(row + j), sc));
   apply_attention_mask_row(row, mask, b, h, i, 0, z.Tk, z.Tq, z.Tk);
-  for (int64_t j = z.Tk; j < z.Tp; ++j) row[j] = kNegInf;
-  __m512 mx = _mm512_set1_ps(kNegInf);
+  __m512 mx = ninf;
   for (int64_t j = 0; j < z.Tp; j += 16) mx = _mm512_max_ps(mx, _mm512_load_ps(row + j));
   const float m = _mm512_reduce_max_ps(mx);
   m_out = m;
@@ -206,12 +206,9 @@ ATTN_AMX_ATTENTION void softmax_row(float* row, uint16_t* p16, float& m_out, flo
     l_out = 0.0f;
     return;
   }
-  const __m512 vm = _mm512_set1_ps(m);
-  for (int64_t j = 0; j < z.Tp; j += 16) _mm512_store_ps(row + j, _mm512_sub_ps(_mm512_load_ps(row + j), vm));
-  vk.exp(row, row, z.Tp);  // exp(-inf) = 0: masked keys and keys past Tk add nothing below
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t j = 0; j < z.Tp; j += 16) acc = _mm512_add_ps(acc, _mm512_load_ps(row + j));
-  l_out = _mm512_reduce_add_ps(acc);
+  // e = exp(s - m) and their sum, one 16-lane accumulator over the keys in order from key 0 (a
+  // fixed tree at the end): masked keys and keys past Tk give exp(-inf) = 0 and add nothing.
+  l_out = vk.exp_shifted_sum(row, row, m, z.Tp);
   for (int64_t j = 0; j < z.Tp; j += 32) _mm512_store_si512(p16 + j, bf16_words32(row + j, 32));
 }
 
