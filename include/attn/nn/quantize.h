@@ -8,8 +8,10 @@
 // An int8 weight gains a parameter "<name>_scale" F32 [rows] next to it ("weight_scale",
 // "in_proj_weight_scale"). Tied weights stay tied: the tensor is quantized once and both names
 // get the same pair. Biases, norms, learned position tables, linear attention's projections and
-// the experts of a mixture stay float32, and so does the arithmetic between the products. The
-// model then serves inference only (the quantized ops refuse to record gradients).
+// the experts of a mixture stay float32, and so does the arithmetic between the products (a bf16
+// model's bidirectional self-attention also takes its two products in bf16 where the CPU has AMX
+// tiles: SdpaOptions::bf16_products). The model then serves inference only (the quantized ops
+// refuse to record gradients).
 #pragma once
 
 #include <map>
