@@ -71,6 +71,27 @@ void layer_norm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T*
   });
 }
 
+// The row's sum into y, then the row kernel in place (it reads each block of its input before
+// it stores that block of its output, so y may be its own input).
+template <class T>
+void add_layer_norm_forward(T* y, T* mean, T* rstd, const T* x, const T* r, const T* w, const T* b, int64_t rows,
+                            int64_t D, double eps) {
+  if constexpr (std::is_same_v<T, float>) {
+    const auto& vk = simd::vector_kernels();
+    const float e = static_cast<float>(eps);
+    parallel_for(rows, rows > 1 && rows * D >= kParallelMin, [&](int64_t i) {
+      float* const yr = y + i * D;
+      vk.add(yr, x + i * D, r + i * D, D);
+      vk.layer_norm_forward(yr, mean + i, rstd + i, yr, w, b, D, e);
+    });
+    return;
+  }
+  parallel_for(rows, rows > 1 && rows * D >= kParallelMin, [&](int64_t i) {
+    for (int64_t c = 0; c < D; ++c) y[i * D + c] = x[i * D + c] + r[i * D + c];
+  });
+  layer_norm_forward<T>(y, mean, rstd, y, w, b, rows, D, eps);
+}
+
 // Forward: xhat_i = (x_i - mean) * rstd, rstd = (var + eps)^(-1/2), y_i = xhat_i * w_i + b_i.
 // Local derivatives (docs/derivations/layer_norm.md; llm.c doc/layernorm): with g = dy * w,
 //   dx_i = rstd * (g_i - mean_j(g_j) - xhat_i * mean_j(g_j * xhat_j)),
@@ -198,6 +219,10 @@ template void layer_norm_forward<float>(float*, float*, float*, const float*, co
                                         const float*, int64_t, int64_t, double);
 template void layer_norm_forward<double>(double*, double*, double*, const double*, const double*,
                                          const double*, int64_t, int64_t, double);
+template void add_layer_norm_forward<float>(float*, float*, float*, const float*, const float*, const float*,
+                                            const float*, int64_t, int64_t, double);
+template void add_layer_norm_forward<double>(double*, double*, double*, const double*, const double*, const double*,
+                                             const double*, int64_t, int64_t, double);
 template void layer_norm_backward<float>(float*, float*, float*, const float*, const float*,
                                          const float*, const float*, const float*, int64_t,
                                          int64_t);

@@ -16,6 +16,13 @@ template <class T>
 void layer_norm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t rows,
                         int64_t D, double eps);
 
+// layer_norm_forward of the sum x + r (elementwise, one rounding: the add op's bits), with the
+// sum written into y's row and normalised there: the bits of add then layer_norm_forward,
+// without the sum's pass over memory. y may not alias x or r.
+template <class T>
+void add_layer_norm_forward(T* y, T* mean, T* rstd, const T* x, const T* r, const T* w, const T* b, int64_t rows,
+                            int64_t D, double eps);
+
 // dx += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w; dw += sum_rows dy * xhat;
 // db += sum_rows dy. Any of dx, dw, db may be null.
 template <class T>

@@ -60,11 +60,11 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Attent
     return dropout3_->add_to(out, ffn(h));                                               // [B, T, D]
   }
   Tensor sa = self_attn_->forward(x, x, x, self_masks);                          // [B, T, D]
-  Tensor out = norm1_->forward(dropout1_->add_to(x, sa));                        // [B, T, D]
+  Tensor out = norm1_->forward_residual(x, sa, *dropout1_);                      // [B, T, D]
   Tensor ca = cross_attn_->forward(out, memory, memory, cross_masks);            // [B, T, D]
-  out = norm2_->forward(dropout2_->add_to(out, ca));                             // [B, T, D]
+  out = norm2_->forward_residual(out, ca, *dropout2_);                           // [B, T, D]
   Tensor ff = ffn(out);                                                          // [B, T, D]
-  return norm3_->forward(dropout3_->add_to(out, ff));                            // [B, T, D]
+  return norm3_->forward_residual(out, ff, *dropout3_);                          // [B, T, D]
 }
 
 Tensor DecoderLayer::forward_cached(const Tensor& x_t, LayerKV& cache, const Tensor& self_padding,
@@ -87,11 +87,11 @@ Tensor DecoderLayer::forward_cached(const Tensor& x_t, LayerKV& cache, const Ten
     return dropout3_->add_to(out, ffn(h));                                                   // [N, T, D]
   }
   Tensor sa = self_attn_->forward_cached(x_t, cache.self, self_masks);                              // [N, T, D]
-  Tensor out = norm1_->forward(dropout1_->add_to(x_t, sa));                                         // [N, T, D]
+  Tensor out = norm1_->forward_residual(x_t, sa, *dropout1_);                                       // [N, T, D]
   Tensor ca = cross_attn_->forward_cached(out, cache.cross, memory_padding, row_sources);           // [N, T, D]
-  out = norm2_->forward(dropout2_->add_to(out, ca));                                                // [N, T, D]
+  out = norm2_->forward_residual(out, ca, *dropout2_);                                              // [N, T, D]
   Tensor ff = ffn(out);                                                                             // [N, T, D]
-  return norm3_->forward(dropout3_->add_to(out, ff));                                               // [N, T, D]
+  return norm3_->forward_residual(out, ff, *dropout3_);                                             // [N, T, D]
 }
 
 Decoder::Decoder(const LayerOptions& options, int64_t n_layers, bool final_norm, Rng& rng) {

@@ -49,9 +49,9 @@ Tensor EncoderLayer::forward(const Tensor& x, const AttentionMasks& masks) {
     return dropout2_->add_to(out, ffn(h2));                                  // [B, T, D]
   }
   Tensor sa = self_attn_->forward(x, x, x, masks);                           // [B, T, D]
-  Tensor out = norm1_->forward(dropout1_->add_to(x, sa));                    // [B, T, D]
+  Tensor out = norm1_->forward_residual(x, sa, *dropout1_);                  // [B, T, D]
   Tensor ff = ffn(out);                                                      // [B, T, D]
-  return norm2_->forward(dropout2_->add_to(out, ff));                        // [B, T, D]
+  return norm2_->forward_residual(out, ff, *dropout2_);                      // [B, T, D]
 }
 
 Tensor EncoderLayer::forward_cached(const Tensor& x, LayerKV& kv, const AttentionMasks& masks) {
@@ -62,8 +62,8 @@ Tensor EncoderLayer::forward_cached(const Tensor& x, LayerKV& kv, const Attentio
     Tensor out = dropout1_->add_to(x, attend(norm1_->forward(x)));  // [N, T, D]
     return dropout2_->add_to(out, ffn(norm2_->forward(out)));       // [N, T, D]
   }
-  Tensor out = norm1_->forward(dropout1_->add_to(x, attend(x)));    // [N, T, D]
-  return norm2_->forward(dropout2_->add_to(out, ffn(out)));         // [N, T, D]
+  Tensor out = norm1_->forward_residual(x, attend(x), *dropout1_);  // [N, T, D]
+  return norm2_->forward_residual(out, ffn(out), *dropout2_);       // [N, T, D]
 }
 
 Encoder::Encoder(const LayerOptions& options, int64_t n_layers, bool final_norm, Rng& rng) {

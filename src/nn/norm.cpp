@@ -31,6 +31,13 @@ void check_input(const char* op, const Tensor& x, int64_t dim) {
 }
 }  // namespace
 
+Tensor Norm::forward_residual(const Tensor& residual, const Tensor& x, Dropout& dropout) const {
+  if (dropout.active()) return forward(dropout.add_to(residual, x));  // [..., D]
+  return forward_add(residual, x);                                    // [..., D]
+}
+
+Tensor Norm::forward_add(const Tensor& residual, const Tensor& x) const { return forward(add(residual, x)); }
+
 LayerNorm::LayerNorm(int64_t dim, double eps, DType dtype) : dim_(dim), eps_(eps) {
   check_norm_args("LayerNorm", dim, eps, dtype);
   weight_ = register_parameter("weight", Tensor::ones({dim_}, dtype));  // [D]
@@ -40,6 +47,11 @@ LayerNorm::LayerNorm(int64_t dim, double eps, DType dtype) : dim_(dim), eps_(eps
 Tensor LayerNorm::forward(const Tensor& x) const {
   check_input("LayerNorm", x, dim_);
   return layer_norm(x, weight_, bias_, eps_);  // [..., D]
+}
+
+Tensor LayerNorm::forward_add(const Tensor& residual, const Tensor& x) const {
+  check_input("LayerNorm", x, dim_);
+  return add_layer_norm(residual, x, weight_, bias_, eps_);  // [..., D]
 }
 
 RMSNorm::RMSNorm(int64_t dim, double eps, DType dtype) : dim_(dim), eps_(eps) {

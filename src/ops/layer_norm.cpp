@@ -127,6 +127,29 @@ Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps)
   return out;
 }
 
+Tensor add_layer_norm(const Tensor& x, const Tensor& r, const Tensor& w, const Tensor& b, double eps) {
+  ATTN_CHECK(x.defined() && r.defined(), "add_layer_norm", "x and r must be defined");
+  if (needs_grad({&x, &r, &w, &b}) || x.shape() != r.shape() || x.dtype() != r.dtype())
+    return layer_norm(add(x, r), w, b, eps);
+  const int64_t D = check_norm_inputs("add_layer_norm", x, w, b, eps);
+  const int64_t rows = rows_of(x);
+  const Tensor xc = x.contiguous(), rc = r.contiguous();
+  const Tensor wc = w.defined() ? w.contiguous() : Tensor();
+  const Tensor bc = b.defined() ? b.contiguous() : Tensor();
+  Tensor out = Tensor::empty(x.shape(), x.dtype());  // [..., D]
+  Tensor mean = Tensor::empty({rows}, x.dtype());    // [rows]
+  Tensor rstd = Tensor::empty({rows}, x.dtype());    // [rows]
+  if (x.dtype() == DType::F32)
+    kernels::add_layer_norm_forward<float>(out.data<float>(), mean.data<float>(), rstd.data<float>(), xc.data<float>(),
+                                           rc.data<float>(), ptr_or_null<float>(wc), ptr_or_null<float>(bc), rows, D,
+                                           eps);
+  else
+    kernels::add_layer_norm_forward<double>(out.data<double>(), mean.data<double>(), rstd.data<double>(),
+                                            xc.data<double>(), rc.data<double>(), ptr_or_null<double>(wc),
+                                            ptr_or_null<double>(bc), rows, D, eps);
+  return out;
+}
+
 Tensor rms_norm(const Tensor& x, const Tensor& w, double eps) {
   const int64_t D = check_norm_inputs("rms_norm", x, w, Tensor(), eps);
   const int64_t rows = rows_of(x);

@@ -25,6 +25,8 @@ class Dropout : public Module {
   Tensor forward_relu(const Tensor& x);
 
   double p() const { return p_; }
+  // Whether forward drops anything: training mode and p > 0.
+  bool active() const { return is_training() && p_ > 0.0; }
   Rng& rng() { return rng_; }
 
  private:

@@ -18,6 +18,9 @@ class LayerNorm : public Norm {
   const Tensor& bias() const { return bias_; }      // [D]
   double eps() const { return eps_; }
 
+ protected:
+  Tensor forward_add(const Tensor& residual, const Tensor& x) const override;
+
  private:
   int64_t dim_;
   double eps_;

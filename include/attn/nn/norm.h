@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "attn/nn/dropout.h"
 #include "attn/nn/module.h"
 
 namespace attn::nn {
@@ -20,6 +21,15 @@ class Norm : public Module {
  public:
   // x [..., D] -> [..., D], normalised over the last dimension.
   virtual Tensor forward(const Tensor& x) const = 0;
+  // forward(residual + dropout(x)): the post-norm sub-layer connection "LayerNorm(x +
+  // Sublayer(x))" (§3.1), with the sub-layer's output x and its dropout. The same bits as
+  // forward(dropout.add_to(residual, x)); with the dropout inactive (eval, or p = 0) a
+  // LayerNorm takes the sum and the norm in one pass (add_layer_norm).
+  Tensor forward_residual(const Tensor& residual, const Tensor& x, Dropout& dropout) const;
+
+ protected:
+  // forward(add(residual, x)), the same bits; LayerNorm fuses the two.
+  virtual Tensor forward_add(const Tensor& residual, const Tensor& x) const;
 };
 
 // LayerNorm (weight, bias) or RMSNorm (weight) over D features.

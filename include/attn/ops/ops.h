@@ -74,6 +74,10 @@ Tensor log_softmax(const Tensor& x);
 // layer_norm over the last dimension: (x - mean) / sqrt(var + eps) * w + b, biased variance
 // (nn.LayerNorm). w and b are [D]; either may be undefined (no affine part).
 Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps);
+// layer_norm(add(x, r), w, b, eps), the same bits; without a gradient to record and with x
+// and r of one shape and dtype, in one pass per row that never writes the sum to memory (the
+// post-norm sub-layer's "LayerNorm(x + Sublayer(x))" in inference); otherwise the two ops.
+Tensor add_layer_norm(const Tensor& x, const Tensor& r, const Tensor& w, const Tensor& b, double eps);
 // rms_norm over the last dimension: x / sqrt(mean(x^2) + eps) * w (nn.RMSNorm).
 Tensor rms_norm(const Tensor& x, const Tensor& w, double eps);
 
