@@ -127,63 +127,53 @@ ATTN_AMX_ATTENTION void pack_keys_values(uint32_t* kp, uint32_t* vp, uint32_t* k
     }
 }
 
-// S [32 rows, Tp] (row stride Tp) of the query rows q16 [32, Dhp] against kp; `two`: rows 16-31 too.
-ATTN_AMX_ATTENTION void scores(float* s, const uint16_t* q16, const uint32_t* kp, const Sizes& z, bool two) {
-  const int64_t Cd = z.Dhp / 32, qs = z.Dhp * 2, ss = z.Tp * 4;
-  for (int64_t kb = 0; kb < z.Tp / 32; ++kb) {
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    for (int64_t c = 0; c < Cd; ++c) {
-      _tile_loadd(4, q16 + 32 * c, qs);
-      _tile_loadd(6, kp + ((2 * kb) * Cd + c) * 256, 64);
-      _tile_loadd(7, kp + ((2 * kb + 1) * Cd + c) * 256, 64);
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(1, 4, 7);
-      if (two) {
-        _tile_loadd(5, q16 + 16 * z.Dhp + 32 * c, qs);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
-      }
-    }
-    _tile_stored(0, s + 32 * kb, ss);
-    _tile_stored(1, s + 32 * kb + 16, ss);
+// out [32 rows, 32 columns] (row stride ldo floats) = the sums over `chunks` chunks of A x B:
+// A's chunk c is rows [16, or 32 with `two`] x 32 bf16 at a + 32 c (row stride lda elements),
+// B's the two 16-column blocks b(c, 0) and b(c, 1) (16 pair rows x 16 dwords each). Each sum runs
+// over the chunks in order from +0.
+template <class BlockOf>
+ATTN_AMX_ATTENTION inline void product_2x2(float* out, int64_t ldo, const uint16_t* a, int64_t lda, int64_t chunks,
+                                           const BlockOf& b, bool two) {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t c = 0; c < chunks; ++c) {
+    _tile_loadd(4, a + 32 * c, lda * 2);
+    _tile_loadd(6, b(c, 0), 64);
+    _tile_loadd(7, b(c, 1), 64);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
     if (two) {
-      _tile_stored(2, s + 16 * z.Tp + 32 * kb, ss);
-      _tile_stored(3, s + 16 * z.Tp + 32 * kb + 16, ss);
+      _tile_loadd(5, a + 16 * lda + 32 * c, lda * 2);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
     }
   }
+  _tile_stored(0, out, ldo * 4);
+  _tile_stored(1, out + 16, ldo * 4);
+  if (two) {
+    _tile_stored(2, out + 16 * ldo, ldo * 4);
+    _tile_stored(3, out + 16 * ldo + 16, ldo * 4);
+  }
+}
+
+// S [32 rows, Tp] (row stride Tp) of the query rows q16 [32, Dhp] against kp; `two`: rows 16-31 too.
+ATTN_AMX_ATTENTION void scores(float* s, const uint16_t* q16, const uint32_t* kp, const Sizes& z, bool two) {
+  const int64_t Cd = z.Dhp / 32;
+  for (int64_t kb = 0; kb < z.Tp / 32; ++kb)
+    product_2x2(
+        s + 32 * kb, z.Tp, q16, z.Dhp, Cd, [&](int64_t c, int j) { return kp + ((2 * kb + j) * Cd + c) * 256; }, two);
   __asm__ volatile("" ::: "memory");  // s is read after the tile stores
 }
 
 // O [32 rows, Dvp] (row stride Dvp) = P16 [32, Tp] V, over the key chunks in order.
 ATTN_AMX_ATTENTION void weighted_values(float* o, const uint16_t* p16, const uint32_t* vp, const Sizes& z, bool two) {
-  const int64_t Db = z.Dvp / 16, ps = z.Tp * 2, os = z.Dvp * 4;
-  for (int64_t half = 0; half < z.Dvp / 32; ++half) {
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    for (int64_t kc = 0; kc < z.Tp / 32; ++kc) {
-      _tile_loadd(4, p16 + 32 * kc, ps);
-      _tile_loadd(6, vp + (kc * Db + 2 * half) * 256, 64);
-      _tile_loadd(7, vp + (kc * Db + 2 * half + 1) * 256, 64);
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(1, 4, 7);
-      if (two) {
-        _tile_loadd(5, p16 + 16 * z.Tp + 32 * kc, ps);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
-      }
-    }
-    _tile_stored(0, o + 32 * half, os);
-    _tile_stored(1, o + 32 * half + 16, os);
-    if (two) {
-      _tile_stored(2, o + 16 * z.Dvp + 32 * half, os);
-      _tile_stored(3, o + 16 * z.Dvp + 32 * half + 16, os);
-    }
-  }
+  const int64_t Db = z.Dvp / 16;
+  for (int64_t half = 0; half < z.Dvp / 32; ++half)
+    product_2x2(
+        o + 32 * half, z.Dvp, p16, z.Tp, z.Tp / 32,
+        [&](int64_t kc, int j) { return vp + (kc * Db + 2 * half + j) * 256; }, two);
   __asm__ volatile("" ::: "memory");  // o is read after the tile stores
 }
 

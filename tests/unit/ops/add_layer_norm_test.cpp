@@ -37,7 +37,9 @@ TEST(AddLayerNorm, TheBitsOfAddThenLayerNorm) {
           const Tensor wa = affine & 1 ? w : Tensor(), ba = affine & 2 ? b : Tensor();
           const Tensor got = add_layer_norm(x, r, wa, ba, 1e-5);
           EXPECT_TRUE(same_bits(got, layer_norm(add(x, r), wa, ba, 1e-5))) << affine;
-          if (D > 1) EXPECT_FALSE(same_bits(got, layer_norm(x, wa, ba, 1e-5)));  // control: r left out (D = 1 gives b)
+          if (D > 1) {  // control: r left out (at D = 1 every row normalises to b)
+            EXPECT_FALSE(same_bits(got, layer_norm(x, wa, ba, 1e-5)));
+          }
         }
         if (rows > 1 && D > 1) {  // control: one changed row of r changes that row only, so the test sees rows
           std::vector<double> v = r.to(DType::F64).to_vector<double>();
