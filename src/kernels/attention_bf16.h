@@ -27,7 +27,8 @@ bool attention_bf16_available();
 
 // out [B, H, Tq, Dv] and lse [B, H, Tq] (packed; may be null) from q [B, H, Tq, Dh],
 // k [B, Hkv, Tk, Dh], v [B, Hkv, Tk, Dv] laid out as `layout` says; query head h reads K/V head
-// h / (H / Hkv). Parallel over (batch row, head) pairs. Requires attention_bf16_available().
+// h / (H / Hkv). Parallel over (batch row, head) pairs. Needs the AMX-BF16 tiles
+// (quant_path_supported(QuantPath::Amx)); attention_bf16_available() adds the policy.
 void attention_bf16_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                             const AttentionMask<float>& mask, const AttentionDims& d, float scale,
                             const AttentionLayout& layout);

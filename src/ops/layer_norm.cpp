@@ -98,56 +98,63 @@ struct RmsNormBackward : Node {
 
 }  // namespace
 
-Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps) {
-  const int64_t D = check_norm_inputs("layer_norm", x, w, b, eps);
-  const int64_t rows = rows_of(x);
-  const Tensor xc = x.contiguous();
-  const Tensor wc = w.defined() ? w.contiguous() : Tensor();
-  const Tensor bc = b.defined() ? b.contiguous() : Tensor();
-  Tensor out = Tensor::empty(x.shape(), x.dtype());  // [..., D]
-  Tensor mean = Tensor::empty({rows}, x.dtype());    // [rows]
-  Tensor rstd = Tensor::empty({rows}, x.dtype());    // [rows]
-  if (x.dtype() == DType::F32)
-    kernels::layer_norm_forward<float>(out.data<float>(), mean.data<float>(), rstd.data<float>(),
-                                       xc.data<float>(), ptr_or_null<float>(wc),
-                                       ptr_or_null<float>(bc), rows, D, eps);
+namespace {
+
+// The forward pass of layer_norm over x, or over x + r when r is defined (r of x's shape and
+// dtype): the output, the statistics and the contiguous x and w the backward node keeps.
+struct LayerNormForward {
+  Tensor out, mean, rstd, xc, wc;
+};
+
+template <class T>
+void run_layer_norm(LayerNormForward& f, const Tensor& rc, const Tensor& bc, int64_t rows, int64_t D, double eps) {
+  if (rc.defined())
+    kernels::add_layer_norm_forward<T>(f.out.data<T>(), f.mean.data<T>(), f.rstd.data<T>(), f.xc.data<T>(),
+                                       rc.data<T>(), ptr_or_null<T>(f.wc), ptr_or_null<T>(bc), rows, D, eps);
   else
-    kernels::layer_norm_forward<double>(out.data<double>(), mean.data<double>(),
-                                        rstd.data<double>(), xc.data<double>(),
-                                        ptr_or_null<double>(wc), ptr_or_null<double>(bc), rows, D,
-                                        eps);
+    kernels::layer_norm_forward<T>(f.out.data<T>(), f.mean.data<T>(), f.rstd.data<T>(), f.xc.data<T>(),
+                                   ptr_or_null<T>(f.wc), ptr_or_null<T>(bc), rows, D, eps);
+}
+
+LayerNormForward layer_norm_forward_of(const char* op, const Tensor& x, const Tensor& r, const Tensor& w,
+                                       const Tensor& b, double eps) {
+  const int64_t D = check_norm_inputs(op, x, w, b, eps);
+  const int64_t rows = rows_of(x);
+  LayerNormForward f;
+  f.xc = x.contiguous();
+  f.wc = w.defined() ? w.contiguous() : Tensor();
+  const Tensor bc = b.defined() ? b.contiguous() : Tensor();
+  const Tensor rc = r.defined() ? r.contiguous() : Tensor();
+  f.out = Tensor::empty(x.shape(), x.dtype());  // [..., D]
+  f.mean = Tensor::empty({rows}, x.dtype());    // [rows]
+  f.rstd = Tensor::empty({rows}, x.dtype());    // [rows]
+  if (x.dtype() == DType::F32)
+    run_layer_norm<float>(f, rc, bc, rows, D, eps);
+  else
+    run_layer_norm<double>(f, rc, bc, rows, D, eps);
+  return f;
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps) {
+  LayerNormForward f = layer_norm_forward_of("layer_norm", x, Tensor(), w, b, eps);
   if (needs_grad({&x, &w, &b})) {
     auto node = std::make_shared<LayerNormBackward>();
-    node->x = xc.detach();
-    node->w = wc.defined() ? wc.detach() : Tensor();
-    node->mean = mean;
-    node->rstd = rstd;
-    attach_node(out, node, {x, w, b});
+    node->x = f.xc.detach();
+    node->w = f.wc.defined() ? f.wc.detach() : Tensor();
+    node->mean = f.mean;
+    node->rstd = f.rstd;
+    attach_node(f.out, node, {x, w, b});
   }
-  return out;
+  return f.out;
 }
 
 Tensor add_layer_norm(const Tensor& x, const Tensor& r, const Tensor& w, const Tensor& b, double eps) {
   ATTN_CHECK(x.defined() && r.defined(), "add_layer_norm", "x and r must be defined");
   if (needs_grad({&x, &r, &w, &b}) || x.shape() != r.shape() || x.dtype() != r.dtype())
     return layer_norm(add(x, r), w, b, eps);
-  const int64_t D = check_norm_inputs("add_layer_norm", x, w, b, eps);
-  const int64_t rows = rows_of(x);
-  const Tensor xc = x.contiguous(), rc = r.contiguous();
-  const Tensor wc = w.defined() ? w.contiguous() : Tensor();
-  const Tensor bc = b.defined() ? b.contiguous() : Tensor();
-  Tensor out = Tensor::empty(x.shape(), x.dtype());  // [..., D]
-  Tensor mean = Tensor::empty({rows}, x.dtype());    // [rows]
-  Tensor rstd = Tensor::empty({rows}, x.dtype());    // [rows]
-  if (x.dtype() == DType::F32)
-    kernels::add_layer_norm_forward<float>(out.data<float>(), mean.data<float>(), rstd.data<float>(), xc.data<float>(),
-                                           rc.data<float>(), ptr_or_null<float>(wc), ptr_or_null<float>(bc), rows, D,
-                                           eps);
-  else
-    kernels::add_layer_norm_forward<double>(out.data<double>(), mean.data<double>(), rstd.data<double>(),
-                                            xc.data<double>(), rc.data<double>(), ptr_or_null<double>(wc),
-                                            ptr_or_null<double>(bc), rows, D, eps);
-  return out;
+  return layer_norm_forward_of("add_layer_norm", x, r, w, b, eps).out;  // [..., D]
 }
 
 Tensor rms_norm(const Tensor& x, const Tensor& w, double eps) {
