@@ -238,10 +238,19 @@ int64_t invariant_chunk_rows(int64_t K, int64_t elem_bytes) {
   return std::clamp<int64_t>(rows / 4 * 4, kMinChunkRows, 64);
 }
 
-// gemm_invariant with the rows kernel `rows` (RowsKernel for float, rows_double for double).
+// Rows [0, M) of c (ldc) over columns [0, NB) set to bias[0, NB): a product with a bias starts
+// from it (beta = 1), each task presetting only the outputs it then computes.
+template <class T>
+inline void preset_bias(T* c, int64_t ldc, const T* bias, int64_t M, int64_t NB) {
+  if (bias != nullptr)
+    for (int64_t m = 0; m < M; ++m) std::copy(bias, bias + NB, c + m * ldc);
+}
+
+// gemm_invariant with the rows kernel `rows` (RowsKernel for float, rows_double for double);
+// with `bias`, C's rows are set to it first (call with beta = 1).
 template <class T, class Rows>
 void invariant_product(Rows rows, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
-                       int64_t ldb, T beta, T* C, int64_t ldc) {
+                       int64_t ldb, T beta, T* C, int64_t ldc, const T* bias = nullptr) {
   const int64_t block = invariant_block_rows(K, static_cast<int64_t>(sizeof(T)));
   const int64_t blocks = (N + block - 1) / block;
   const int64_t chunk = invariant_chunk_rows(K, static_cast<int64_t>(sizeof(T)));
@@ -249,52 +258,68 @@ void invariant_product(Rows rows, int64_t M, int64_t N, int64_t K, T alpha, cons
   const bool parallel = blocks > 1 && M * N * K >= kSmallMParallelMin && !omp_in_parallel();
   parallel_for(blocks, parallel, [&](int64_t blk) {
     const int64_t n0 = blk * block, n1 = std::min(N, n0 + block);
-    for (int64_t m0 = 0; m0 < M; m0 += chunk)
-      rows(C + m0 * ldc + n0, ldc, A + m0 * lda, lda, B + n0 * ldb, ldb, std::min(chunk, M - m0), n1 - n0, K,
-           alpha, beta);
+    for (int64_t m0 = 0; m0 < M; m0 += chunk) {
+      const int64_t rows_here = std::min(chunk, M - m0);
+      preset_bias(C + m0 * ldc + n0, ldc, bias != nullptr ? bias + n0 : nullptr, rows_here, n1 - n0);
+      rows(C + m0 * ldc + n0, ldc, A + m0 * lda, lda, B + n0 * ldb, ldb, rows_here, n1 - n0, K, alpha, beta);
+    }
   });
 }
+
+// gemm_small_m with the rows kernel `rows`, threads splitting the weight rows in tasks of
+// `task_rows`; with `bias` as in invariant_product.
+template <class T, class Rows>
+void small_m_product(Rows rows, int64_t task_rows, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+                     const T* B, int64_t ldb, T beta, T* C, int64_t ldc, const T* bias = nullptr) {
+  if (M == 0 || N == 0) return;
+  const bool parallel = N * K >= kSmallMParallelMin && N >= 64 && !omp_in_parallel();
+  // C[m, n] = alpha * sum_k A[m, k] B[n, k] + beta * C[m, n].
+  const int64_t tasks = (N + task_rows - 1) / task_rows;
+  parallel_for(tasks, parallel, [&](int64_t t) {
+    const int64_t n0 = t * task_rows, nb = std::min(task_rows, N - n0);
+    preset_bias(C + n0, ldc, bias != nullptr ? bias + n0 : nullptr, M, nb);
+    rows(C + n0, ldc, A, lda, B + n0 * ldb, ldb, M, nb, K, alpha, beta);
+  });
+}
+
+// gemm_small_m (M <= kSmallM) or gemm_invariant's chunks: a batch-invariant product, with `bias`
+// as in invariant_product.
+template <class T, class Rows>
+void invariant_rows(Rows rows, int64_t task_rows, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+                    const T* B, int64_t ldb, T beta, T* C, int64_t ldc, const T* bias = nullptr) {
+  if (M == 0 || N == 0) return;
+  if (M <= kSmallM) return small_m_product<T>(rows, task_rows, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+  invariant_product<T>(rows, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+}
+
+// The double rows kernel one weight row per task (its tiles are one output).
+constexpr int64_t kSmallMTaskRowsDouble = 1;
 
 }  // namespace
 
 template <>
 void gemm_small_m<float>(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                          const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  if (M == 0 || N == 0) return;
-  const RowsKernel rows = rows_kernel();  // resolved outside the parallel region
-  const bool parallel = N * K >= kSmallMParallelMin && N >= 64 && !omp_in_parallel();
-  // C[m, n] = alpha * sum_k A[m, k] B[n, k] + beta * C[m, n], threads splitting the weight rows
-  // in tasks of kSmallMTaskRows.
-  const int64_t tasks = (N + kSmallMTaskRows - 1) / kSmallMTaskRows;
-  parallel_for(tasks, parallel, [&](int64_t t) {
-    const int64_t n0 = t * kSmallMTaskRows;
-    rows(C + n0, ldc, A, lda, B + n0 * ldb, ldb, M, std::min(kSmallMTaskRows, N - n0), K, alpha, beta);
-  });
+  // The rows kernel resolved outside the parallel region.
+  small_m_product<float>(rows_kernel(), kSmallMTaskRows, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 template <>
 void gemm_small_m<double>(int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
                           const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
-  if (M == 0 || N == 0) return;
-  const bool parallel = N * K >= kSmallMParallelMin && N >= 64 && !omp_in_parallel();
-  parallel_for(N, parallel,
-               [&](int64_t n) { rows_double(C + n, ldc, A, lda, B + n * ldb, ldb, M, 1, K, alpha, beta); });
+  small_m_product<double>(rows_double, kSmallMTaskRowsDouble, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 template <>
 void gemm_invariant<float>(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                            const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  if (M == 0 || N == 0) return;
-  if (M <= kSmallM) return gemm_small_m<float>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  invariant_product<float>(rows_kernel(), M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  invariant_rows<float>(rows_kernel(), kSmallMTaskRows, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 template <>
 void gemm_invariant<double>(int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
                             const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
-  if (M == 0 || N == 0) return;
-  if (M <= kSmallM) return gemm_small_m<double>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  invariant_product<double>(rows_double, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  invariant_rows<double>(rows_double, kSmallMTaskRowsDouble, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 namespace {
@@ -366,6 +391,28 @@ void gemm_bias(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T
   if constexpr (std::is_same_v<T, float>) {
     if (bias != nullptr && !invariant && !use_small_m(false, true, M, N, K) && use_direct(false, true, M, N, K)) {
       gemm_direct(false, true, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, bias);
+      return;
+    }
+  }
+  if (bias != nullptr) {
+    // The row kernels' paths (gemm_mode's) preset the bias inside their tasks, each thread the
+    // outputs it computes, instead of a pass over C before the product: the same sums and the
+    // same final addition (the bias plus the product, beta = 1).
+    if constexpr (std::is_same_v<T, float>) {
+      if (invariant) {
+        invariant_rows<float>(rows_kernel(), kSmallMTaskRows, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, C, ldc, bias);
+        return;
+      }
+      if (use_small_m(false, true, M, N, K)) {
+        small_m_product<float>(rows_kernel(), kSmallMTaskRows, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, C, ldc, bias);
+        return;
+      }
+      if (use_chunked_rows(false, true, M, N, K)) {
+        invariant_product<float>(rows_kernel(), M, N, K, 1.0f, A, lda, B, ldb, 1.0f, C, ldc, bias);
+        return;
+      }
+    } else if (invariant) {
+      invariant_rows<double>(rows_double, kSmallMTaskRowsDouble, M, N, K, 1.0, A, lda, B, ldb, 1.0, C, ldc, bias);
       return;
     }
   }

@@ -186,20 +186,28 @@ Tensor stack_sources(const Tensor& a, const Tensor& b) {
 }
 
 // Cross-attention K/V x [N_src, H, S, Dh] keeping the sources `kept` (increasing), as rows 0, 1,
-// .... In place, moving each kept source's whole row down, when x is a view of a buffer with
-// room (stack_sources) and nothing else holds that buffer or x itself (a copy of the cache
-// shares x: it must keep seeing its rows); else into a new tensor.
+// .... In place, moving each kept source's S positions of every head down, when x is a view of a
+// buffer with room (stack_sources) and nothing else holds that buffer or x itself (a copy of the
+// cache shares x: it must keep seeing its rows); else into a new tensor. Every row of the buffer
+// holds zeros from the view's positions on (stack_sources), the moved row and the one it
+// replaces alike, so the positions past S need no move.
 Tensor keep_sources(const Tensor& x, const std::vector<int64_t>& kept) {
   const int64_t m = static_cast<int64_t>(kept.size());
   const SourceRoom at = source_room(x);
   if (at.rows == 0 || x.storage().use_count() != 1 || x.impl_ptr().use_count() != 1) {
     return take_rows(x, Tensor::from_vector<int64_t>(kept, {m}));  // [M, H, S, Dh]
   }
-  const size_t slab = static_cast<size_t>(x.size(1) * at.positions * x.size(3)) * dtype_size(x.dtype());
+  const int64_t H = x.size(1);
+  const size_t es = dtype_size(x.dtype());
+  const size_t head = static_cast<size_t>(at.positions * x.size(3)) * es, slab = static_cast<size_t>(H) * head;
+  const size_t used = static_cast<size_t>(x.size(2) * x.size(3)) * es;  // a head's S positions
   auto* base = static_cast<unsigned char*>(x.storage()->data());
   for (int64_t i = 0; i < m; ++i) {
     const int64_t from = kept[static_cast<size_t>(i)];
-    if (from != i) std::memmove(base + static_cast<size_t>(i) * slab, base + static_cast<size_t>(from) * slab, slab);
+    if (from == i) continue;
+    for (int64_t h = 0; h < H; ++h)
+      std::memmove(base + static_cast<size_t>(i) * slab + static_cast<size_t>(h) * head,
+                   base + static_cast<size_t>(from) * slab + static_cast<size_t>(h) * head, used);
   }
   return source_buffer(x, at).slice(0, 0, m).slice(2, 0, x.size(2));
 }

@@ -91,7 +91,10 @@ void paged_kv_write(const Tensor& pool, const Tensor& x, const int32_t* tables, 
   const int64_t N = x.size(0), H = x.size(1), T = x.size(2), D = x.size(3), Bs = pool.size(2);
   const int64_t blocks = pool.size(0);
   ATTN_CHECK(N == 0 || (origin != nullptr && tables != nullptr), op, "no block tables for ", N, " rows");
-  const Tensor xc = x.contiguous();  // [N, Hkv, T, D]
+  // Each position's head is one run of D values: read where x lies (a view of the projected
+  // rows), copying first only when its last dimension is strided.
+  const Tensor xc = x.strides()[3] == 1 ? x : x.contiguous();  // [N, Hkv, T, D]
+  const Shape& st = xc.strides();
   const bool round = pool.dtype() == DType::BF16;
   const size_t es = dtype_size(x.dtype());
   const char* src = static_cast<const char*>(xc.raw_data());
@@ -102,7 +105,7 @@ void paged_kv_write(const Tensor& pool, const Tensor& x, const int32_t* tables, 
       const int64_t blk = p >= 0 && p / Bs < table_stride ? tables[r * table_stride + p / Bs] : -1;
       ATTN_CHECK(blk >= 0 && blk < blocks, op, "position ", p, " of row ", r, " has no block");
       for (int64_t h = 0; h < H; ++h) {
-        const int64_t to = ((blk * H + h) * Bs + p % Bs) * D, from = ((r * H + h) * T + t) * D;
+        const int64_t to = ((blk * H + h) * Bs + p % Bs) * D, from = r * st[0] + h * st[1] + t * st[2];
         if (round)  // round to nearest even, as every bf16 conversion of attn (core/dtype.h)
           kernels::f32_to_bf16(reinterpret_cast<uint16_t*>(dst) + to, reinterpret_cast<const float*>(src) + from, D);
         else

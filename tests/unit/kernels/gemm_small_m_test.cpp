@@ -3,7 +3,8 @@
 // vector tails, strides wider than the rows, alpha/beta (beta = 0 ignoring NaN in C) and the
 // threaded path; a row gives the same bits alone as among others; gemm<float> hands exactly
 // the products of use_small_m to it and gives the same values either way; just above, the
-// products of use_chunked_rows go to gemm_invariant's row chunks (its bits), BLAS beyond.
+// products of use_chunked_rows go to gemm_invariant's row chunks (its bits), BLAS beyond;
+// gemm_bias on each of these paths has the bits of gemm over rows that hold the bias.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,8 @@
 #include <vector>
 
 #include "attn/core/rng.h"
+#include "attn/ops/threads.h"
+#include "kernels/batch_invariant.h"
 #include "kernels/gemm.h"
 #include "kernels/simd/isa.h"
 
@@ -190,6 +193,49 @@ TEST(GemmSmallM, GemmGivesTheSameValuesThroughEitherPath) {
     EXPECT_NEAR(one[n], want[n], 1e-4) << "column " << n;
     EXPECT_NEAR(many[(rows - 1) * N + n], want[n], 1e-4) << "column " << n;
   }
+}
+
+TEST(GemmSmallM, GemmBiasPresetsTheBiasInsideTheRowKernelsTasks) {
+  // gemm_bias on the row kernels' paths (small M, the row chunks of 33-48 rows, and every M in
+  // the batch-invariant mode, float and double) sets each task's outputs to the bias before its
+  // product: the bits of gemm with beta = 1 over rows that hold the bias, for N with a tail of
+  // tasks and blocks (520 = 32 tasks of 16 and 8), on one and two threads, C's contents ignored
+  // (NaN). Control: the same product without the bias differs in every output.
+  const int64_t saved_threads = num_threads();
+  Rng rng(21);
+  const int64_t N = 520, K = 136;  // N * K above kSmallMMinWeight: the row kernels' paths
+  ASSERT_TRUE(use_small_m(false, true, 1, N, K));
+  const auto B = random_values<float>(N * K, rng), bias = random_values<float>(N, rng);
+  for (bool invariant : {false, true})
+    for (int threads : {1, 2})
+      for (int64_t M : {int64_t{1}, int64_t{5}, kSmallM + 1, kSmallMMaxRows, int64_t{40}, int64_t{100}}) {
+        if (!invariant && M > kChunkedMaxRows) continue;  // BLAS: GemmDirect's test
+        set_num_threads(threads);
+        set_batch_invariant(invariant);
+        const auto A = random_values<float>(M * K, rng);
+        std::vector<float> want(static_cast<size_t>(M * N)), got(want.size(), std::nanf("")), plain(want.size());
+        for (int64_t m = 0; m < M; ++m) std::copy(bias.begin(), bias.end(), want.begin() + m * N);
+        gemm<float>(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 1.0f, want.data(), N);
+        gemm_bias<float>(M, N, K, A.data(), K, B.data(), K, bias.data(), got.data(), N);
+        gemm<float>(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, plain.data(), N);
+        int64_t same = 0, same_plain = 0;
+        for (size_t i = 0; i < want.size(); ++i) {
+          same += std::memcmp(&got[i], &want[i], sizeof(float)) == 0;
+          same_plain += std::memcmp(&got[i], &plain[i], sizeof(float)) == 0;
+        }
+        EXPECT_EQ(same, M * N) << "invariant " << invariant << ", " << threads << " threads, M " << M;
+        EXPECT_EQ(same_plain, 0) << "control: the bias left no trace, M " << M;
+        if (invariant) {  // double: only the batch-invariant mode runs the row kernel
+          std::vector<double> Ad(A.begin(), A.end()), Bd(B.begin(), B.end()), bd(bias.begin(), bias.end());
+          std::vector<double> wd(want.size()), gd(want.size(), std::nan(""));
+          for (int64_t m = 0; m < M; ++m) std::copy(bd.begin(), bd.end(), wd.begin() + m * N);
+          gemm<double>(false, true, M, N, K, 1.0, Ad.data(), K, Bd.data(), K, 1.0, wd.data(), N);
+          gemm_bias<double>(M, N, K, Ad.data(), K, Bd.data(), K, bd.data(), gd.data(), N);
+          EXPECT_EQ(std::memcmp(wd.data(), gd.data(), wd.size() * sizeof(double)), 0) << threads << " threads, M " << M;
+        }
+      }
+  set_batch_invariant(false);
+  set_num_threads(saved_threads);
 }
 
 }  // namespace
