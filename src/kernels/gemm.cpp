@@ -292,7 +292,7 @@ void invariant_rows(Rows rows, int64_t task_rows, int64_t M, int64_t N, int64_t 
   invariant_product<T>(rows, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
 }
 
-// The double rows kernel one weight row per task (its tiles are one output).
+// Weight rows per task of the double rows kernel, which has no tiles: one.
 constexpr int64_t kSmallMTaskRowsDouble = 1;
 
 }  // namespace
