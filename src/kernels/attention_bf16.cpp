@@ -23,6 +23,8 @@
 #include <cstring>
 #include <limits>
 
+#include "attn/core/dtype.h"  // bf16_from_float
+#include "attn/core/error.h"
 #include "kernels/parallel_for.h"
 #include "kernels/quantized_gemm.h"  // bf16_path
 #include "kernels/simd/vector_kernels.h"
@@ -31,7 +33,80 @@
 
 namespace attn::kernels {
 
+bool attention_bf16_path_supported(AttentionBf16Path path) {
+  return path == AttentionBf16Path::Portable || quant_path_supported(QuantPath::Amx);
+}
+
 bool attention_bf16_available() { return bf16_path() == QuantPath::Amx; }
+
+namespace {
+
+// Without tiles: slice (b, h)'s rows, each score and each output a float32 sum in order (fused
+// multiply-adds of exact bf16 products), the row-wise work as the tile path does it. row holds
+// Tp floats (Tk rounded up to 16, the keys past Tk -inf), kb and vb the slice's bf16 keys and
+// values, qb one query row.
+void slice_forward_portable(float* out, float* lse, const float* q, const float* k, const float* v,
+                            const AttentionMask<float>& mask, int64_t b, int64_t h, float scale, const AttentionDims& d,
+                            const AttentionLayout& layout, int64_t Tp, float* row, float* kb, float* vb, float* qb,
+                            float* acc, const simd::VectorKernels& vk) {
+  const auto bf = [](float x) { return float_from_bf16(bf16_from_float(x)); };
+  for (int64_t j = 0; j < d.Tk; ++j) {
+    for (int64_t c = 0; c < d.Dh; ++c) kb[j * d.Dh + c] = bf(k[j * layout.k.row + c]);
+    for (int64_t c = 0; c < d.Dv; ++c) vb[j * d.Dv + c] = bf(v[j * layout.v.row + c]);
+  }
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < d.Tq; ++i) {
+    for (int64_t c = 0; c < d.Dh; ++c) qb[c] = bf(q[i * layout.q.row + c]);
+    for (int64_t j = 0; j < Tp; ++j) {
+      if (j >= d.Tk) {
+        row[j] = kNegInf;
+        continue;
+      }
+      float s = 0.0f;
+      for (int64_t c = 0; c < d.Dh; ++c) s = std::fma(qb[c], kb[j * d.Dh + c], s);
+      row[j] = s * scale;
+    }
+    apply_attention_mask_row(row, mask, b, h, i, 0, d.Tk, d.Tq, d.Tk);
+    const float m = vk.row_max(row, Tp, kNegInf);
+    float* const o = out + i * layout.out.row;
+    if (m == kNegInf) {  // every key masked
+      std::fill(o, o + d.Dv, 0.0f);
+      if (lse != nullptr) lse[i] = m;
+      continue;
+    }
+    const float l = vk.exp_shifted_sum(row, row, m, Tp);
+    std::fill(acc, acc + d.Dv, 0.0f);
+    for (int64_t j = 0; j < d.Tk; ++j) {
+      const float p = bf(row[j]);
+      for (int64_t c = 0; c < d.Dv; ++c) acc[c] = std::fma(p, vb[j * d.Dv + c], acc[c]);
+    }
+    const float inv = 1.0f / l;
+    for (int64_t c = 0; c < d.Dv; ++c) o[c] = acc[c] * inv;
+    if (lse != nullptr) lse[i] = m + std::log(l);
+  }
+}
+
+void attention_bf16_portable(float* out, float* lse, const float* q, const float* k, const float* v,
+                             const AttentionMask<float>& mask, const AttentionDims& d, float scale,
+                             const AttentionLayout& layout) {
+  const int64_t Tp = std::max<int64_t>(16, (d.Tk + 15) / 16 * 16);
+  const simd::VectorKernels& vk = simd::vector_kernels();
+  const bool parallel = d.B * d.H * d.Tq * d.Tk * (d.Dh + d.Dv) >= (int64_t{1} << 16);
+  parallel_ranges(d.B * d.H, parallel, [&](int64_t begin, int64_t end) {
+    float* const row = thread_scratch<float, 14>(Tp);
+    float* const kb = thread_scratch<float, 15>(d.Tk * d.Dh);
+    float* const vb = thread_scratch<float, 16>(d.Tk * d.Dv);
+    float* const qb = thread_scratch<float, 17>(d.Dh);
+    float* const acc = thread_scratch<float, 18>(d.Dv);
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const ForwardSlice<float> sl = forward_slice(bh, d, layout, out, q, k, v);
+      slice_forward_portable(sl.out, lse != nullptr ? lse + bh * d.Tq : nullptr, sl.q, sl.k, sl.v, mask, sl.b, sl.h,
+                             scale, d, layout, Tp, row, kb, vb, qb, acc, vk);
+    }
+  });
+}
+
+}  // namespace
 
 #if defined(__x86_64__)
 
@@ -242,12 +317,9 @@ ATTN_AMX_ATTENTION void slice_forward(float* out, float* lse, const float* q, co
   }
 }
 
-}  // namespace
-
-void attention_bf16_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                            const AttentionMask<float>& mask, const AttentionDims& d, float scale,
-                            const AttentionLayout& layout) {
-  if (d.B * d.H * d.Tq == 0) return;
+void attention_bf16_tiles(float* out, float* lse, const float* q, const float* k, const float* v,
+                          const AttentionMask<float>& mask, const AttentionDims& d, float scale,
+                          const AttentionLayout& layout) {
   const auto up32 = [](int64_t n) { return std::max<int64_t>(32, (n + 31) / 32 * 32); };
   const Sizes z{d.Tq,       d.Tk,         d.Dh,         d.Dv,         up32(d.Tk),    up32(d.Dh),
                 up32(d.Dv), layout.q.row, layout.k.row, layout.v.row, layout.out.row};
@@ -272,11 +344,35 @@ void attention_bf16_forward(float* out, float* lse, const float* q, const float*
   });
 }
 
-#else  // not x86-64: never available
+}  // namespace
 
-void attention_bf16_forward(float*, float*, const float*, const float*, const float*, const AttentionMask<float>&,
-                            const AttentionDims&, float, const AttentionLayout&) {}
+#else  // not x86-64: no tiles (attention_bf16_path_supported says so)
+
+namespace {
+void attention_bf16_tiles(float*, float*, const float*, const float*, const float*, const AttentionMask<float>&,
+                          const AttentionDims&, float, const AttentionLayout&) {}
+}  // namespace
 
 #endif
+
+void attention_bf16_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                            const AttentionMask<float>& mask, const AttentionDims& d, float scale,
+                            const AttentionLayout& layout, AttentionBf16Path path) {
+  ATTN_CHECK(attention_bf16_path_supported(path), "attention_bf16",
+             "this CPU or OS has no AMX-BF16 tiles for the tiles path");
+  if (d.B * d.H * d.Tq == 0) return;
+  if (path == AttentionBf16Path::Tiles)
+    attention_bf16_tiles(out, lse, q, k, v, mask, d, scale, layout);
+  else
+    attention_bf16_portable(out, lse, q, k, v, mask, d, scale, layout);
+}
+
+void attention_bf16_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                            const AttentionMask<float>& mask, const AttentionDims& d, float scale,
+                            const AttentionLayout& layout) {
+  attention_bf16_forward(
+      out, lse, q, k, v, mask, d, scale, layout,
+      attention_bf16_path_supported(AttentionBf16Path::Tiles) ? AttentionBf16Path::Tiles : AttentionBf16Path::Portable);
+}
 
 }  // namespace attn::kernels

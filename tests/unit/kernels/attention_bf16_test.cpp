@@ -6,10 +6,11 @@
 // roundings. Every mask kind, tails of Tq, Tk, Dh and Dv (features zero-padded to 32), grouped
 // heads, split layouts; a row's bits alone, among padded rows and under one or two threads;
 // fully masked rows give 0. Controls: the reference without the rounding of the probabilities,
-// or of q, k, v, breaks the bound. The op-level tests check that SdpaOptions::bf16_products runs
-// this kernel (its bits) where the tiles exist and the float32 flash kernel elsewhere, and never
-// under a recorded gradient. The kernel tests skip only where the CPU or the OS has no AMX tiles
-// (the instructions cannot run there); the op-level test asserts on every machine.
+// or of q, k, v, breaks the bound. Each test runs on every path this machine has: the portable
+// one everywhere, the AMX tiles where the CPU and OS grant them (a tiles run elsewhere is an
+// error, checked). The op-level tests check that SdpaOptions::bf16_products runs this kernel on
+// the tiles (their bits) where the tiles exist and the float32 flash kernel elsewhere, and never
+// under a recorded gradient.
 #include "kernels/attention_bf16.h"
 
 #include <gtest/gtest.h>
@@ -18,10 +19,12 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "attention_kernel_util.h"
 #include "attn/core/dtype.h"
+#include "attn/core/error.h"
 #include "attn/core/tensor.h"
 #include "attn/ops/ops.h"
 #include "kernels/attention_flash.h"
@@ -33,16 +36,15 @@ namespace {
 
 using test::AttnDims;
 
-class AttentionBf16 : public ::testing::Test {
- protected:
-  void SetUp() override {
-    // The kernel's tile instructions fault where the CPU or the OS has no AMX-BF16, so only
-    // there do these tests not run. The policy (ATTN_AMX=0, a lower ATTN_ISA) does not gate them:
-    // the kernel runs wherever the hardware can, and the op-level test below asserts the choice
-    // on every machine.
-    if (!quant_path_supported(QuantPath::Amx)) GTEST_SKIP() << "no AMX-BF16 tiles on this CPU or OS";
-  }
-};
+// The paths this machine runs: the portable one everywhere, the tiles where the CPU and OS have
+// them. Every kernel test below runs on each.
+std::vector<AttentionBf16Path> paths() {
+  std::vector<AttentionBf16Path> p{AttentionBf16Path::Portable};
+  if (attention_bf16_path_supported(AttentionBf16Path::Tiles)) p.push_back(AttentionBf16Path::Tiles);
+  return p;
+}
+
+const char* path_name(AttentionBf16Path p) { return p == AttentionBf16Path::Tiles ? "tiles" : "portable"; }
 
 double bf(float x) { return static_cast<double>(float_from_bf16(bf16_from_float(x))); }
 
@@ -57,12 +59,12 @@ Inputs make_inputs(const AttnDims& s, uint64_t seed, float q_scale = 1.0f) {
   return in;
 }
 
-std::vector<float> run(const Inputs& in, const AttnDims& s, const AttentionMask<float>& m, float scale,
-                       std::vector<float>* lse = nullptr) {
+std::vector<float> run(AttentionBf16Path path, const Inputs& in, const AttnDims& s, const AttentionMask<float>& m,
+                       float scale, std::vector<float>* lse = nullptr) {
   std::vector<float> out(static_cast<size_t>(s.B * s.H * s.Tq * s.Dv), std::nanf(""));
   if (lse) lse->assign(static_cast<size_t>(s.B * s.H * s.Tq), std::nanf(""));
   attention_bf16_forward(out.data(), lse ? lse->data() : nullptr, in.q.data(), in.k.data(), in.v.data(), m, s, scale,
-                         AttentionLayout::packed(s));
+                         AttentionLayout::packed(s), path);
   return out;
 }
 
@@ -153,60 +155,67 @@ int64_t outside(const std::vector<float>& got, const Reference& ref) {
   return n;
 }
 
-TEST_F(AttentionBf16, EveryMaskKindAndTailWithinTheBoundOfTheSameRounding) {
+TEST(AttentionBf16, EveryMaskKindAndTailWithinTheBoundOfTheSameRounding) {
   const AttnDims shapes[] = {
       {2, 4, 4, 37, 37, 64, 64},  // the encoder's head size, tails of the key chunks
       {2, 4, 2, 50, 21, 40, 24},  // grouped heads; Dh and Dv not multiples of 32; two query blocks with a tail
       {1, 2, 2, 16, 96, 32, 48},  // one query block of 16 rows
       {3, 2, 1, 5, 3, 8, 8},      // fewer keys and features than one chunk
   };
-  for (const AttnDims& s : shapes)
-    for (int kind = 0; kind < test::kMaskKinds; ++kind) {
-      SCOPED_TRACE(test::describe(s) + ", mask " + test::mask_name(kind));
-      test::Masks masks;
-      test::make_masks(masks, s, kind);
-      const Inputs in = make_inputs(s, 7 + static_cast<uint64_t>(kind), 2.0f);
-      const float scale = 1.0f / std::sqrt(static_cast<float>(s.Dh));
-      std::vector<float> lse;
-      const std::vector<float> got = run(in, s, masks.m32, scale, &lse);
-      const Reference ref = reference(in, s, masks.m64, static_cast<double>(scale));
-      EXPECT_EQ(outside(got, ref), 0);
-      for (size_t e = 0; e < lse.size(); ++e) EXPECT_FALSE(std::isnan(lse[e])) << e;
-    }
+  for (AttentionBf16Path path : paths())
+    for (const AttnDims& s : shapes)
+      for (int kind = 0; kind < test::kMaskKinds; ++kind) {
+        SCOPED_TRACE(std::string(path_name(path)) + ", " + test::describe(s) + ", mask " + test::mask_name(kind));
+        test::Masks masks;
+        test::make_masks(masks, s, kind);
+        const Inputs in = make_inputs(s, 7 + static_cast<uint64_t>(kind), 2.0f);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(s.Dh));
+        std::vector<float> lse;
+        const std::vector<float> got = run(path, in, s, masks.m32, scale, &lse);
+        const Reference ref = reference(in, s, masks.m64, static_cast<double>(scale));
+        EXPECT_EQ(outside(got, ref), 0);
+        for (size_t e = 0; e < lse.size(); ++e) EXPECT_FALSE(std::isnan(lse[e])) << e;
+      }
 }
 
-TEST_F(AttentionBf16, ControlsWithoutTheRoundingBreakTheBound) {
+TEST(AttentionBf16, ControlsWithoutTheRoundingBreakTheBound) {
   const AttnDims s{2, 4, 4, 37, 37, 64, 64};
   const Inputs in = make_inputs(s, 11, 2.0f);
   const float scale = 0.125f;
   const AttentionMask<float> m32;
   const AttentionMask<double> m64;
-  const std::vector<float> got = run(in, s, m32, scale);
-  ASSERT_EQ(outside(got, reference(in, s, m64, 0.125)), 0);
-  EXPECT_GT(outside(got, reference(in, s, m64, 0.125, {true, false})), 100);  // probabilities not rounded
-  EXPECT_GT(outside(got, reference(in, s, m64, 0.125, {false, true})), 100);  // q, k, v not rounded
+  for (AttentionBf16Path path : paths()) {
+    SCOPED_TRACE(path_name(path));
+    const std::vector<float> got = run(path, in, s, m32, scale);
+    ASSERT_EQ(outside(got, reference(in, s, m64, 0.125)), 0);
+    EXPECT_GT(outside(got, reference(in, s, m64, 0.125, {true, false})), 100);  // probabilities not rounded
+    EXPECT_GT(outside(got, reference(in, s, m64, 0.125, {false, true})), 100);  // q, k, v not rounded
+  }
 }
 
-TEST_F(AttentionBf16, FullyMaskedRowsGiveZerosAndMinusInfinity) {
+TEST(AttentionBf16, FullyMaskedRowsGiveZerosAndMinusInfinity) {
   const AttnDims s{2, 2, 2, 20, 9, 64, 64};
   test::Masks masks;
   test::make_masks(masks, s, test::kCausal);  // Tq > Tk: the first Tq - Tk rows see no key
   const Inputs in = make_inputs(s, 3);
-  std::vector<float> lse;
-  const std::vector<float> got = run(in, s, masks.m32, 0.125f, &lse);
-  for (int64_t bh = 0; bh < s.B * s.H; ++bh)
-    for (int64_t i = 0; i < s.Tq; ++i) {
-      const bool none = i < s.Tq - s.Tk;
-      EXPECT_EQ(std::isinf(lse[static_cast<size_t>(bh * s.Tq + i)]), none) << bh << " " << i;
-      if (none) {
-        for (int64_t c = 0; c < s.Dv; ++c) EXPECT_EQ(got[static_cast<size_t>((bh * s.Tq + i) * s.Dv + c)], 0.0f);
+  for (AttentionBf16Path path : paths()) {
+    SCOPED_TRACE(path_name(path));
+    std::vector<float> lse;
+    const std::vector<float> got = run(path, in, s, masks.m32, 0.125f, &lse);
+    for (int64_t bh = 0; bh < s.B * s.H; ++bh)
+      for (int64_t i = 0; i < s.Tq; ++i) {
+        const bool none = i < s.Tq - s.Tk;
+        EXPECT_EQ(std::isinf(lse[static_cast<size_t>(bh * s.Tq + i)]), none) << bh << " " << i;
+        if (none) {
+          for (int64_t c = 0; c < s.Dv; ++c) EXPECT_EQ(got[static_cast<size_t>((bh * s.Tq + i) * s.Dv + c)], 0.0f);
+        }
       }
-    }
+  }
 }
 
 // A source alone (B = 1, its own length) and the same source as row 1 of a batch padded to a longer
 // one (key padding, other queries beside it), under one and two threads: the same bits.
-TEST_F(AttentionBf16, ARowsBitsAloneAmongPaddedRowsAndUnderAnyThreadCount) {
+TEST(AttentionBf16, ARowsBitsAloneAmongPaddedRowsAndUnderAnyThreadCount) {
   const int64_t H = 4, Dh = 64, len = 23, T = 70;
   const AttnDims alone{1, H, H, len, len, Dh, Dh}, batch{3, H, H, T, T, Dh, Dh};
   const Inputs big = make_inputs(batch, 21);
@@ -223,22 +232,40 @@ TEST_F(AttentionBf16, ARowsBitsAloneAmongPaddedRowsAndUnderAnyThreadCount) {
   for (int64_t j = len; j < T; ++j) padding[static_cast<size_t>(T + j)] = 1;
   AttentionMask<float> pad;
   pad.key_padding = padding.data();
-  const std::vector<float> solo = run(one, alone, AttentionMask<float>{}, 0.125f);
-  for (int threads : {1, 2}) {
-    SCOPED_TRACE(threads);
-    const int before = omp_get_max_threads();
-    omp_set_num_threads(threads);
-    const std::vector<float> all = run(big, batch, pad, 0.125f);
-    const std::vector<float> again = run(one, alone, AttentionMask<float>{}, 0.125f);
-    omp_set_num_threads(before);
-    EXPECT_EQ(std::memcmp(again.data(), solo.data(), solo.size() * sizeof(float)), 0);
-    int64_t differing = 0;
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t t = 0; t < len; ++t)
-        for (int64_t c = 0; c < Dh; ++c)
-          differing += all[static_cast<size_t>(((1 * H + h) * T + t) * Dh + c)] !=
-                       solo[static_cast<size_t>((h * len + t) * Dh + c)];
-    EXPECT_EQ(differing, 0);
+  for (AttentionBf16Path path : paths()) {
+    SCOPED_TRACE(path_name(path));
+    const std::vector<float> solo = run(path, one, alone, AttentionMask<float>{}, 0.125f);
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(threads);
+      const int before = omp_get_max_threads();
+      omp_set_num_threads(threads);
+      const std::vector<float> all = run(path, big, batch, pad, 0.125f);
+      const std::vector<float> again = run(path, one, alone, AttentionMask<float>{}, 0.125f);
+      omp_set_num_threads(before);
+      EXPECT_EQ(std::memcmp(again.data(), solo.data(), solo.size() * sizeof(float)), 0);
+      int64_t differing = 0;
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t t = 0; t < len; ++t)
+          for (int64_t c = 0; c < Dh; ++c)
+            differing += all[static_cast<size_t>(((1 * H + h) * T + t) * Dh + c)] !=
+                         solo[static_cast<size_t>((h * len + t) * Dh + c)];
+      EXPECT_EQ(differing, 0);
+    }
+  }
+}
+
+// The path given is the one that runs: where the tiles exist their bits differ from the
+// portable path's (each sums in its own order; both meet the bound above), and elsewhere asking
+// for them is an error rather than a fault.
+TEST(AttentionBf16, ThePathAskedForIsThePathThatRuns) {
+  const AttnDims s{2, 4, 4, 37, 37, 64, 64};
+  const Inputs in = make_inputs(s, 13, 2.0f);
+  const std::vector<float> portable = run(AttentionBf16Path::Portable, in, s, AttentionMask<float>{}, 0.125f);
+  if (attention_bf16_path_supported(AttentionBf16Path::Tiles)) {
+    const std::vector<float> tiles = run(AttentionBf16Path::Tiles, in, s, AttentionMask<float>{}, 0.125f);
+    EXPECT_NE(std::memcmp(tiles.data(), portable.data(), tiles.size() * sizeof(float)), 0);
+  } else {
+    EXPECT_THROW(run(AttentionBf16Path::Tiles, in, s, AttentionMask<float>{}, 0.125f), Error);
   }
 }
 
@@ -267,7 +294,7 @@ TEST(AttentionBf16Op, TheOptionRunsTheTilesWhereTheyExistAndTheFloat32KernelElse
   // The op's choice: the tiles exactly where the bf16 products' path is the tiles.
   EXPECT_EQ(attention_bf16_available(), bf16_path() == QuantPath::Amx);
   if (attention_bf16_available()) {
-    const std::vector<float> want = run(in, s, AttentionMask<float>{}, 0.125f);
+    const std::vector<float> want = run(AttentionBf16Path::Tiles, in, s, AttentionMask<float>{}, 0.125f);
     EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
     EXPECT_NE(std::memcmp(got.data(), plain.data(), plain.size() * sizeof(float)), 0);  // control: a different kernel
   } else {
