@@ -350,7 +350,9 @@ void attention_bf16_tiles(float* out, float* lse, const float* q, const float* k
 
 namespace {
 void attention_bf16_tiles(float*, float*, const float*, const float*, const float*, const AttentionMask<float>&,
-                          const AttentionDims&, float, const AttentionLayout&) {}
+                          const AttentionDims&, float, const AttentionLayout&) {
+  fail("attention_bf16", "AMX tiles exist on x86-64 only");
+}
 }  // namespace
 
 #endif
